@@ -1,0 +1,6 @@
+"""``python -m astune`` entry point."""
+
+from astune.cli import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,124 @@
+"""Command-line interface: argument parsing only; each subcommand calls one function elsewhere.
+
+Exit codes: 0 success, 1 a run that failed, 2 bad input (argparse's convention) or a
+subcommand that is not built yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, Sequence
+
+EXIT_USAGE = 2
+
+
+class CLIError(Exception):
+    """Bad input found before any work starts; printed as one line, exit code 2."""
+
+
+def _add_data_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by ``train`` and ``search``: data, backbone and budget."""
+    parser.add_argument("--dataset", help="registry name (see `astune datasets`) or a folder")
+    parser.add_argument("--data-dir", help="folder of <name>/{train,validation,test}.jsonl")
+    parser.add_argument("--backbone", default=None, help="alias, hub id or local path")
+    parser.add_argument("--num-layers", type=int, default=None, help="keep the first N layers")
+    parser.add_argument("--max-train-samples", type=int, default=None)
+    parser.add_argument("--max-eval-samples", type=int, default=None)
+    parser.add_argument("--epochs", type=float, default=None)
+    parser.add_argument("--seed", type=int, default=None)
+
+
+def _add_tracking_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tracking-uri", default=None, help="MLflow tracking URI (default: the embedded sqlite store)"
+    )
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="astune", description="Hyperparameter search for AS-Softmax and AS-Speed."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    search = sub.add_parser("search", help="run a Ray Tune + Optuna search, tracked in MLflow")
+    _add_data_flags(search)
+    _add_tracking_flag(search)
+    search.add_argument("--space", help="YAML search space (default: search_spaces/<dataset>.yaml)")
+    search.add_argument("--num-samples", type=int, default=None)
+    search.add_argument("--max-concurrent", type=int, default=None)
+    search.add_argument("--cpus-per-trial", type=float, default=None)
+    search.add_argument("--gpus-per-trial", type=float, default=None)
+    search.add_argument("--address", default=None, help="`auto` or ray://host:port to join a cluster")
+    search.add_argument("--storage-path", default=None)
+    search.add_argument("--name", default=None, help="search name = MLflow experiment name")
+    search.add_argument("--resume", action="store_true")
+    search.add_argument("--losses", default=None, help="comma-separated losses to compare")
+    search.add_argument("--scheduler", choices=["asha", "none"], default=None)
+
+    train = sub.add_parser("train", help="one training run (the unit of a search trial)")
+    _add_data_flags(train)
+    train.add_argument("--config", help="YAML config written by `astune export`")
+    train.add_argument("--loss", default=None)
+    train.add_argument("--delta", type=float, default=None)
+    train.add_argument("--warmup-ratio", type=float, default=None)
+    train.add_argument("--lam", type=float, default=None)
+    train.add_argument("--max-accum-steps", type=int, default=None)
+    train.add_argument("--as-speed", action="store_true", default=None)
+    train.add_argument("--lr", type=float, default=None)
+    train.add_argument("--batch-size", type=int, default=None)
+    train.add_argument("--output-dir", default=None)
+
+    export = sub.add_parser("export", help="write the best config of a search as code or config")
+    _add_tracking_flag(export)
+    export.add_argument("--experiment", required=True)
+    export.add_argument("--format", choices=["yaml", "json", "python", "hf"], default="yaml")
+    export.add_argument("-o", "--output", default=None)
+
+    recommend = sub.add_parser("recommend", help="recommend delta (and r) by task difficulty")
+    _add_tracking_flag(recommend)
+    recommend.add_argument("--dataset", required=True)
+    recommend.add_argument("--data-dir", default=None)
+    recommend.add_argument("--write-space", default=None)
+
+    report = sub.add_parser("report", help="the paper's analyses for one search, as PNG + markdown")
+    _add_tracking_flag(report)
+    report.add_argument("--experiment", required=True)
+    report.add_argument("--output-dir", default=None)
+
+    sub.add_parser("datasets", help="list the dataset registry")
+    sub.add_parser("backbones", help="list the backbone aliases")
+    return parser
+
+
+def _not_built(issue: int) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        print(f"astune {args.command}: not built yet (tracked in issue {issue})", file=sys.stderr)
+        return EXIT_USAGE
+
+    return handler
+
+
+HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "search": _not_built(4),
+    "train": _not_built(3),
+    "export": _not_built(5),
+    "recommend": _not_built(5),
+    "report": _not_built(5),
+    "datasets": _not_built(3),
+    "backbones": _not_built(3),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run one subcommand; returns the process exit code."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return HANDLERS[args.command](args)
+    except CLIError as err:
+        print(f"astune {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_USAGE

@@ -1,0 +1,254 @@
+"""AS-Softmax (Lv et al., TASLP 2025, Eqs. criterion, z_i, AS-Softmax) and its delta warm-up.
+
+For a row with target ``t``, class ``i != t`` is masked when ``p_t - p_i > delta``; the loss is
+the cross-entropy of the softmax over the classes that remain. Easy rows (every non-target class
+masked) reach exactly zero loss and zero gradient, which is what AS-Speed counts.
+
+The implementation is a custom autograd function that costs about what ``F.cross_entropy`` costs:
+the probabilities it computes once are masked in place with a per-row threshold
+``c = p_t - delta`` (a class stays when ``p_i >= c``), the loss is ``log(K / p_t)`` with ``K`` the
+kept mass, and the backward pass is one fused multiply ``p_i * z_i / K`` plus a scatter at the
+targets. It keeps the same ``(N, C)`` buffer for backward that cross-entropy keeps (its
+log-probabilities) and otherwise only per-row scalars.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from astune._checks import REDUCTIONS, check_choice, check_int, check_range
+
+# Below this kept-mass threshold a row masks nothing: the classes it would mask carry p < 1e-30,
+# and dividing by such a p_t would overflow float32.
+_MIN_THRESHOLD = 1e-30
+_SMALL_CLASS_COUNT = 16
+
+
+class MaskStats:
+    """Counts of one loss call, in rows (a token is a row at token level).
+
+    ``n_active`` rows are not ``ignore_index``; ``n_masked`` of them have every non-target class
+    masked (zero loss). The counts are reduced on first read, so a loss call that nobody asks
+    for its counts pays nothing and a GPU syncs only when they are read.
+    """
+
+    def __init__(self, inactive: Tensor, fully_masked: Callable[[], Tensor] | None = None):
+        self._inactive = inactive
+        self._fully_masked = fully_masked
+
+    @property
+    def n_active(self) -> int:
+        return self._inactive.numel() - int(self._inactive.sum())
+
+    @property
+    def n_masked(self) -> int:
+        return 0 if self._fully_masked is None else int(self._fully_masked().sum())
+
+    def __repr__(self) -> str:
+        return f"MaskStats(n_active={self.n_active}, n_masked={self.n_masked})"
+
+
+class _ASSoftmaxFunction(torch.autograd.Function):
+    """Masked cross-entropy over flat rows: logits ``(M, C)``; target and inactive ``(M, 1)``."""
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, target: Tensor, inactive: Tensor, delta: float):  # type: ignore[override]
+        work_dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
+        # fp16/bf16 probabilities underflow and their sums lose the kept mass: work in float32.
+        probs, log_p_target = _softmax_and_log_target(logits.to(work_dtype), target)
+        p_target = log_p_target.exp()
+        tiny = torch.finfo(work_dtype).tiny
+        # Rows with p_t - delta <= 1e-30 mask nothing; they get the threshold tiny (see _zero_below).
+        threshold = F.threshold(p_target - delta, _MIN_THRESHOLD, tiny)
+        _zero_below(probs, threshold)
+        # A float sum of non-negative terms is never below its largest term, so kept_mass equals
+        # p_t exactly when every non-target class is masked: such rows get loss exactly 0.
+        kept_mass = probs.sum(dim=1, keepdim=True)
+        fully_masked = kept_mass == p_target
+        loss = torch.log(kept_mass).sub_(log_p_target).clamp_(min=0.0)
+        loss.masked_fill_(fully_masked | inactive, 0.0)
+        ctx.save_for_backward(probs, target, kept_mass, inactive)
+        ctx.input_dtype = logits.dtype
+        ctx.mark_non_differentiable(fully_masked)
+        return loss, fully_masked
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor, _grad_fully_masked: Tensor):  # type: ignore[override]
+        probs, target, kept_mass, inactive = ctx.saved_tensors
+        row_grad = grad_loss.to(probs.dtype).masked_fill(inactive, 0.0)
+        # The gradient is written over the saved probabilities, saving an (M, C) allocation; a
+        # second backward through a retained graph then fails autograd's version check loudly.
+        grad = probs.mul_(row_grad / kept_mass)
+        grad.scatter_add_(1, target, row_grad.neg_())
+        return grad.to(ctx.input_dtype), None, None, None
+
+
+def _softmax_and_log_target(logits: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+    """Probabilities ``(M, C)`` in a new buffer, and ``log p_t`` ``(M, 1)`` without underflow."""
+    if logits.device.type == "cpu" and logits.shape[1] < _SMALL_CLASS_COUNT:
+        # The CPU log_softmax kernel is unvectorized below 16 classes (4-8x slower than this).
+        shifted = logits - logits.amax(dim=1, keepdim=True)
+        log_p_target = _gather_target(shifted, target)
+        probs = shifted.exp_()
+        norm = probs.sum(dim=1, keepdim=True)
+        probs.div_(norm)
+        return probs, log_p_target.sub_(norm.log_())
+    probs = torch.log_softmax(logits, dim=1)
+    log_p_target = _gather_target(probs, target)
+    return probs.exp_(), log_p_target
+
+
+def _gather_target(log_probs: Tensor, target: Tensor) -> Tensor:
+    try:
+        return log_probs.gather(1, target)
+    except RuntimeError as err:  # gather checks bounds on the CPU for free
+        raise ValueError(
+            f"labels must be in [0, {log_probs.shape[1] - 1}] or ignore_index: {err}"
+        ) from None
+
+
+def _zero_below(probs: Tensor, threshold: Tensor) -> None:
+    """In place: ``probs[i, j] = 0`` where ``probs[i, j] < threshold[i]`` (``threshold`` is ``(M, 1)``).
+
+    Dividing by the row threshold turns the per-row test into ``F.threshold``'s scalar one
+    (``x >= 1``, exact at the boundary since rounding is monotone); multiplying back restores kept
+    values to within one ulp. A threshold of ``tiny`` (a power of two, so exactly undone) keeps
+    every normal probability bit for bit and zeroes only subnormal ones.
+    """
+    probs.div_(threshold)
+    below_one = 1.0 - torch.finfo(probs.dtype).eps / 2  # the largest float below 1
+    F.threshold(probs, below_one, 0.0, inplace=True)
+    probs.mul_(threshold)
+
+
+def _flatten(logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
+    if logits.dim() not in (2, 3):
+        raise ValueError(f"logits must have shape (N, C) or (N, T, C), but got {tuple(logits.shape)}.")
+    if labels.shape != logits.shape[:-1]:
+        raise ValueError(
+            f"labels must have shape {tuple(logits.shape[:-1])} to match logits "
+            f"{tuple(logits.shape)}, but got {tuple(labels.shape)}."
+        )
+    return logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
+
+
+def _reduce(loss: Tensor, inactive: Tensor, reduction: str) -> Tensor:
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "mean":
+        return loss.sum() / (inactive.numel() - inactive.sum())  # nan when every row is ignored, as F.cross_entropy gives
+    return loss
+
+
+def as_softmax_with_stats(
+    logits: Tensor,
+    labels: Tensor,
+    delta: float,
+    *,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+) -> tuple[Tensor, MaskStats]:
+    """:func:`as_softmax_loss` that also returns the :class:`MaskStats` AS-Speed needs."""
+    delta = check_range("delta", delta, 0.0, 1.0)
+    check_choice("reduction", reduction, REDUCTIONS)
+    flat_logits, flat_labels = _flatten(logits, labels)
+    if flat_labels.is_floating_point():
+        raise ValueError(f"labels must be integer class indices, but got dtype {labels.dtype}.")
+    inactive = (flat_labels == ignore_index).unsqueeze(1)
+    if delta == 1.0:  # p_t - p_i <= 1 always: nothing is masked, exactly cross-entropy
+        loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=ignore_index, reduction="none")
+        stats = MaskStats(inactive)
+    else:
+        safe_labels = flat_labels.unsqueeze(1).masked_fill(inactive, 0)
+        loss, fully_masked = _ASSoftmaxFunction.apply(flat_logits, safe_labels, inactive, delta)
+        loss = loss.to(logits.dtype)
+        stats = MaskStats(inactive, lambda: fully_masked & ~inactive)
+    return _reduce(loss.reshape(labels.shape), inactive, reduction), stats
+
+
+def as_softmax_loss(
+    logits: Tensor,
+    labels: Tensor,
+    delta: float,
+    *,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+) -> Tensor:
+    """AS-Softmax cross-entropy.
+
+    Args:
+        logits: ``(N, C)`` or token-level ``(N, T, C)`` scores, any float dtype.
+        labels: ``(N,)`` or ``(N, T)`` class indices in ``[0, C)``, or ``ignore_index``.
+        delta: the margin in ``[0, 1]``; class ``i`` of a row with target ``t`` is masked when
+            ``p_t - p_i > delta``. ``delta = 1`` is exactly ``F.cross_entropy``.
+        ignore_index: label of rows that contribute nothing (padding, sub-tokens).
+        reduction: ``"mean"`` over rows that are not ignored (masked rows count, with loss 0),
+            ``"sum"``, or ``"none"`` (shape of ``labels``, 0 at ignored rows).
+
+    Returns:
+        The loss, a scalar or shaped like ``labels``, in the dtype of ``logits``.
+
+    Raises:
+        ValueError: ``delta`` outside ``[0, 1]``, an unknown ``reduction``, mismatched shapes or a
+            label outside ``[0, C)``.
+    """
+    loss, _ = as_softmax_with_stats(
+        logits, labels, delta, ignore_index=ignore_index, reduction=reduction
+    )
+    return loss
+
+
+class ASSoftmaxLoss(nn.Module):
+    """Module form of :func:`as_softmax_loss`.
+
+    After each call ``last_stats`` holds a :class:`MaskStats` with ``n_active`` and ``n_masked``.
+    ``delta`` may be changed between calls (the warm-up of :class:`DeltaSchedule` does).
+    """
+
+    def __init__(self, delta: float = 0.3, *, ignore_index: int = -100, reduction: str = "mean"):
+        super().__init__()
+        self.delta = check_range("delta", delta, 0.0, 1.0)
+        self.ignore_index = ignore_index
+        self.reduction = check_choice("reduction", reduction, REDUCTIONS)
+        self.last_stats: MaskStats | None = None
+
+    def forward(self, logits: Tensor, labels: Tensor) -> Tensor:
+        loss, self.last_stats = as_softmax_with_stats(
+            logits, labels, self.delta, ignore_index=self.ignore_index, reduction=self.reduction
+        )
+        return loss
+
+    def extra_repr(self) -> str:
+        return f"delta={self.delta}, ignore_index={self.ignore_index}, reduction={self.reduction!r}"
+
+
+class DeltaSchedule:
+    """The warm-up of the paper's Settings: ``delta = 1`` (plain softmax) for the first
+    ``warmup_ratio`` of training, then ``delta``.
+
+    Args:
+        delta: the margin after warm-up, in ``[0, 1]``.
+        warmup_ratio: the fraction ``r`` of training kept at ``delta = 1``, in ``[0, 1]``.
+        total_steps: the length of training in any monotone unit (optimizer steps, or samples
+            seen when the number of steps is not known in advance, as with AS-Speed).
+    """
+
+    def __init__(self, delta: float, warmup_ratio: float, total_steps: int):
+        self.delta = check_range("delta", delta, 0.0, 1.0)
+        self.warmup_ratio = check_range("warmup_ratio", warmup_ratio, 0.0, 1.0)
+        self.total_steps = check_int("total_steps", total_steps, 1)
+        self.warmup_steps = self.warmup_ratio * self.total_steps
+
+    def delta_at(self, step: int) -> float:
+        """The delta to use at ``step`` (0-based): 1.0 while ``step < warmup_ratio * total_steps``."""
+        return 1.0 if step < self.warmup_steps else self.delta
+
+    def __repr__(self) -> str:
+        return (
+            f"DeltaSchedule(delta={self.delta}, warmup_ratio={self.warmup_ratio}, "
+            f"total_steps={self.total_steps})"
+        )
