@@ -68,19 +68,25 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_interleaved(losses: dict[str, LossFn], logits, labels, repeats: int, device: str) -> dict[str, float]:
-    """Median seconds per forward+backward; the variants take turns so drift hits all alike."""
+def time_interleaved(
+    losses: dict[str, LossFn], logits, labels, repeats: int, device: str, block: int = 5
+) -> dict[str, float]:
+    """Median seconds per forward+backward.
+
+    The variants take turns in rounds, so drift in the machine's speed hits all alike; within a
+    round each runs ``block`` steps back to back (the first untimed), as in a training loop, so
+    that one variant's allocations do not set the allocator state the next one is timed in.
+    """
     samples: dict[str, list[float]] = {name: [] for name in losses}
-    for _ in range(3):
-        for fn in losses.values():
-            step(fn, logits, labels)
-    for _ in range(repeats):
+    for _ in range(max(1, repeats // block)):
         for name, fn in losses.items():
-            sync(device)
-            start = time.perf_counter()
             step(fn, logits, labels)
-            sync(device)
-            samples[name].append(time.perf_counter() - start)
+            for _ in range(block):
+                sync(device)
+                start = time.perf_counter()
+                step(fn, logits, labels)
+                sync(device)
+                samples[name].append(time.perf_counter() - start)
     return {name: statistics.median(times) for name, times in samples.items()}
 
 

@@ -60,7 +60,8 @@ class _ASSoftmaxFunction(torch.autograd.Function):
         work_dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
         # fp16/bf16 probabilities underflow and their sums lose the kept mass: work in float32.
         probs, log_p_target = _softmax_and_log_target(logits.to(work_dtype), target)
-        p_target = log_p_target.exp()
+        # p_t read from the buffer itself, so that the target passes its own test bit for bit.
+        p_target = probs.gather(1, target)
         tiny = torch.finfo(work_dtype).tiny
         # Rows with p_t - delta <= 1e-30 mask nothing; they get the threshold tiny (see _zero_below).
         threshold = F.threshold(p_target - delta, _MIN_THRESHOLD, tiny)
@@ -68,7 +69,7 @@ class _ASSoftmaxFunction(torch.autograd.Function):
         # A float sum of non-negative terms is never below its largest term, so kept_mass equals
         # p_t exactly when every non-target class is masked: such rows get loss exactly 0.
         kept_mass = probs.sum(dim=1, keepdim=True)
-        fully_masked = kept_mass == p_target
+        fully_masked = kept_mass == p_target.div_(threshold).mul_(threshold)  # as _zero_below left it
         loss = torch.log(kept_mass).sub_(log_p_target).clamp_(min=0.0)
         loss.masked_fill_(fully_masked | inactive, 0.0)
         ctx.save_for_backward(probs, target, kept_mass, inactive)
@@ -80,11 +81,17 @@ class _ASSoftmaxFunction(torch.autograd.Function):
     def backward(ctx, grad_loss: Tensor, _grad_fully_masked: Tensor):  # type: ignore[override]
         probs, target, kept_mass, inactive = ctx.saved_tensors
         row_grad = grad_loss.to(probs.dtype).masked_fill(inactive, 0.0)
-        # The gradient is written over the saved probabilities, saving an (M, C) allocation; a
-        # second backward through a retained graph then fails autograd's version check loudly.
-        grad = probs.mul_(row_grad / kept_mass)
+        # d loss / d o_i = z_i p_i / K - [i = t]; written over the saved buffer unless the graph
+        # is kept for another backward (retain_graph, gradcheck), which saves an (M, C) allocation.
+        scale = row_grad / kept_mass
+        grad = probs * scale if _graph_is_kept() else probs.mul_(scale)
         grad.scatter_add_(1, target, row_grad.neg_())
         return grad.to(ctx.input_dtype), None, None, None
+
+
+def _graph_is_kept() -> bool:
+    keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
+    return True if keep_graph is None else bool(keep_graph())
 
 
 def _softmax_and_log_target(logits: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
@@ -112,10 +119,10 @@ def _gather_target(log_probs: Tensor, target: Tensor) -> Tensor:
 
 
 def _zero_below(probs: Tensor, threshold: Tensor) -> None:
-    """In place: ``probs[i, j] = 0`` where ``probs[i, j] < threshold[i]`` (``threshold`` is ``(M, 1)``).
+    """In place: ``probs[i, j] = 0`` where ``probs[i, j] < threshold[i]`` (``threshold`` ``(M, 1)``).
 
-    Dividing by the row threshold turns the per-row test into ``F.threshold``'s scalar one
-    (``x >= 1``, exact at the boundary since rounding is monotone); multiplying back restores kept
+    Dividing by the row threshold turns the per-row test into ``F.threshold``'s scalar one,
+    ``x >= 1``, exact at the boundary since rounding is monotone; multiplying back restores kept
     values to within one ulp. A threshold of ``tiny`` (a power of two, so exactly undone) keeps
     every normal probability bit for bit and zeroes only subnormal ones.
     """
@@ -160,8 +167,8 @@ def as_softmax_with_stats(
         raise ValueError(f"labels must be integer class indices, but got dtype {labels.dtype}.")
     inactive = (flat_labels == ignore_index).unsqueeze(1)
     if delta == 1.0:  # p_t - p_i <= 1 always: nothing is masked, exactly cross-entropy
-        loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=ignore_index, reduction="none")
-        stats = MaskStats(inactive)
+        loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=ignore_index, reduction=reduction)
+        return (loss.reshape(labels.shape) if reduction == "none" else loss), MaskStats(inactive)
     else:
         safe_labels = flat_labels.unsqueeze(1).masked_fill(inactive, 0)
         loss, fully_masked = _ASSoftmaxFunction.apply(flat_logits, safe_labels, inactive, delta)
@@ -184,7 +191,8 @@ def as_softmax_loss(
         logits: ``(N, C)`` or token-level ``(N, T, C)`` scores, any float dtype.
         labels: ``(N,)`` or ``(N, T)`` class indices in ``[0, C)``, or ``ignore_index``.
         delta: the margin in ``[0, 1]``; class ``i`` of a row with target ``t`` is masked when
-            ``p_t - p_i > delta``. ``delta = 1`` is exactly ``F.cross_entropy``.
+            ``p_t - p_i > delta``. ``delta = 1`` is exactly ``F.cross_entropy`` of the rows
+            ``logits.reshape(-1, C)``, bit for bit.
         ignore_index: label of rows that contribute nothing (padding, sub-tokens).
         reduction: ``"mean"`` over rows that are not ignored (masked rows count, with loss 0),
             ``"sum"``, or ``"none"`` (shape of ``labels``, 0 at ignored rows).
