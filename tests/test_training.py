@@ -1,0 +1,128 @@
+"""The training loop on slices of the real data with a 1-layer pretrained MiniLM."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from astune.config import TrainConfig
+from astune.data import majority_baseline
+from astune.training import fit, load_encoded
+
+BASE = dict(backbone="minilm", num_layers=1, max_length=48, seed=7, weight_decay=0.0)
+
+
+def config(tmp_path: Path, name: str, data_dir: Path, **overrides) -> TrainConfig:
+    values = dict(BASE, data_dir=str(data_dir), output_dir=str(tmp_path / name))
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+@pytest.fixture(scope="module")
+def sst5(data_dir):
+    return load_encoded(TrainConfig(dataset="sst5", data_dir=str(data_dir), max_train_samples=320,
+                                    max_eval_samples=200, **BASE))
+
+
+def read_metrics(run: TrainConfig) -> list[dict]:
+    return [json.loads(line) for line in Path(run.output_dir, "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize(
+    "dataset, loss, samples, epochs, lr",
+    [
+        ("sst5", "as_softmax", 480, 3, 3e-4),
+        ("conll2003", "as_softmax", 320, 3, 1e-3),
+        ("go_emotions", "multilabel_as_softmax", 480, 2, 1e-3),
+    ],
+)
+def test_runs_beat_the_trivial_baseline_on_validation(tmp_path, data_dir, dataset, loss, samples, epochs, lr):
+    run = config(tmp_path, dataset, data_dir, dataset=dataset, loss=loss, delta=0.3,
+                 max_train_samples=samples, max_eval_samples=200, epochs=epochs, lr=lr, batch_size=16)
+    encoded = load_encoded(run)
+    final = fit(run, data=encoded)
+    metric = encoded.spec.metric
+    baseline = majority_baseline(encoded, "validation")
+    assert final[f"val_{metric}"] > baseline + 0.02, (final, baseline)
+    assert f"test_{metric}" in final and 0.0 <= final[f"test_{metric}"] <= 1.0
+    records = read_metrics(run)
+    assert len(records) == epochs
+    assert [r["epoch"] for r in records] == [pytest.approx(e + 1) for e in range(epochs)]
+    for key in ("objective", f"val_{metric}", "val_loss", "masked_ratio", "accum_steps", "delta_now", "step"):
+        assert key in records[-1]
+
+
+def test_as_softmax_at_delta_one_follows_the_softmax_trajectory(tmp_path, data_dir, sst5):
+    common = dict(dataset="sst5", epochs=2, lr=3e-4, batch_size=16, eval_every=5)
+    softmax = config(tmp_path, "softmax", data_dir, loss="softmax", **common)
+    as_one = config(tmp_path, "as1", data_dir, loss="as_softmax", delta=1.0, **common)
+    fit(softmax, data=sst5)
+    fit(as_one, data=sst5)
+    a, b = read_metrics(softmax), read_metrics(as_one)
+    assert len(a) == len(b) >= 4
+    for x, y in zip(a, b):
+        assert x["val_loss"] == y["val_loss"] and x["train_loss"] == y["train_loss"]
+        assert x["objective"] == y["objective"]
+
+
+def test_as_speed_raises_accumulation_once_samples_are_masked(tmp_path, data_dir, sst5):
+    common = dict(dataset="sst5", epochs=4, lr=5e-4, batch_size=16, loss="as_softmax", delta=0.1)
+    plain = config(tmp_path, "plain", data_dir, **common)
+    speed = config(tmp_path, "speed", data_dir, as_speed=True, lam=1.0, max_accum_steps=4, **common)
+    fit(plain, data=sst5)
+    final = fit(speed, data=sst5)
+    records = read_metrics(speed)
+    steps = [r["accum_steps"] for r in records]
+    assert steps == sorted(steps) and steps[-1] > 1, steps
+    first_raise = next(i for i, s in enumerate(steps) if s > 1)
+    assert any(r["masked_ratio"] > 0 for r in records[: first_raise + 1])
+    assert final["optimizer_steps"] < read_metrics(plain)[-1]["step"]
+
+
+def test_delta_warmup_holds_delta_at_one_for_the_first_r_of_training(tmp_path, data_dir, sst5):
+    run = config(tmp_path, "warm", data_dir, dataset="sst5", epochs=2, lr=3e-4, batch_size=16,
+                 loss="as_softmax", delta=0.2, warmup_ratio=0.5, eval_every=4)
+    fit(run, data=sst5)
+    records = read_metrics(run)
+    half = 320  # 2 epochs x 320 samples x 0.5
+    assert all(r["delta_now"] == (1.0 if r["samples_seen"] < half else 0.2) for r in records)
+    assert {r["delta_now"] for r in records} == {1.0, 0.2}
+    assert all(r["masked_ratio"] == 0 for r in records if r["samples_seen"] <= half)
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_resumed_run_ends_with_the_same_metrics_as_an_uninterrupted_one(tmp_path, data_dir, sst5):
+    common = dict(dataset="sst5", epochs=2, lr=3e-4, batch_size=16, loss="as_softmax", delta=0.3,
+                  as_speed=True, lam=1.5, max_accum_steps=3, dropout=0.1)
+    straight = config(tmp_path, "straight", data_dir, **common)
+    expected = fit(straight, data=sst5)
+
+    broken = config(tmp_path, "broken", data_dir, **common)
+
+    def stop_after_first_epoch(record, folder):
+        raise Interrupt
+
+    with pytest.raises(Interrupt):
+        fit(broken, data=sst5, callback=stop_after_first_epoch)
+    resumed = fit(broken, data=sst5, resume_from=Path(broken.output_dir) / "checkpoint")
+    for key in ("val_accuracy", "val_loss", "test_accuracy", "test_loss", "optimizer_steps"):
+        assert resumed[key] == expected[key], key
+    timeless = lambda records: [{k: v for k, v in r.items() if k != "samples_per_second"} for r in records]  # noqa: E731
+    assert timeless(read_metrics(broken)) == timeless(read_metrics(straight))
+
+
+def test_checkpoint_keeps_the_best_evaluation_and_test_uses_it(tmp_path, data_dir, sst5):
+    run = config(tmp_path, "best", data_dir, dataset="sst5", epochs=3, lr=3e-4, batch_size=16, loss="softmax")
+    final = fit(run, data=sst5)
+    records = read_metrics(run)
+    best = max(records, key=lambda r: r["objective"])
+    assert final["val_accuracy"] == best["val_accuracy"]
+    assert final["best_evaluation"] == best["evaluation"]
+    saved = torch.load(Path(run.output_dir, "checkpoint", "best_model.pt"), weights_only=True)
+    assert any(k.endswith("classifier.weight") for k in saved)
