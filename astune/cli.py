@@ -68,6 +68,9 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--lr", type=float, default=None)
     train.add_argument("--batch-size", type=int, default=None)
     train.add_argument("--output-dir", default=None)
+    train.add_argument("--eval-every", type=int, default=None, help="evaluate every N optimizer steps")
+    train.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None)
+    train.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None)
 
     export = sub.add_parser("export", help="write the best config of a search as code or config")
     _add_tracking_flag(export)
@@ -116,7 +119,7 @@ def _backbones(args: argparse.Namespace) -> int:
 TRAIN_FLAGS = (
     "dataset", "data_dir", "backbone", "num_layers", "max_train_samples", "max_eval_samples",
     "epochs", "seed", "loss", "delta", "warmup_ratio", "lam", "max_accum_steps", "as_speed",
-    "lr", "batch_size", "output_dir",
+    "lr", "batch_size", "output_dir", "eval_every", "device", "precision",
 )
 
 
@@ -140,7 +143,7 @@ def _train(args: argparse.Namespace) -> int:
     try:
         config = _train_config(args)
         final = fit(config, progress=True)
-    except ValueError as err:
+    except (ValueError, OSError) as err:  # bad input, or a backbone that cannot be loaded
         raise CLIError(str(err).splitlines()[0]) from None
     keys = [k for k in final if k.startswith(("val_", "test_"))] + ["optimizer_steps", "train_seconds"]
     for key in keys:
@@ -172,3 +175,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CLIError as err:
         print(f"astune {args.command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `astune datasets | head`
+        sys.stderr.close()
+        return 0

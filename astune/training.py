@@ -23,6 +23,7 @@ from astune.config import AS_LOSSES, TrainConfig
 from astune.speed import ASSpeed
 
 Callback = Callable[[dict[str, Any], Path], None]
+COMPUTED_METRICS = ("accuracy", "matthews", "f1", "micro_f1", "macro_f1")
 
 
 @dataclass
@@ -96,6 +97,11 @@ class Run:
         self.config = config.validate()
         self.data = data if data is not None else load_encoded(config)
         self.spec = self.data.spec
+        if self.spec.metric not in COMPUTED_METRICS:
+            raise ValueError(
+                f"dataset {self.spec.name!r} is scored with {self.spec.metric!r}, which astune does "
+                f"not compute yet; computed metrics: {', '.join(COMPUTED_METRICS)}."
+            )
         self._fill_paper_defaults()
         self.device = _device(config.device)
         self.autocast = _autocast_dtype(config.precision, self.device)
@@ -131,6 +137,8 @@ class Run:
     # -- training ---------------------------------------------------------------------------
     def train(self, callback: Callback | None, progress: bool) -> dict[str, Any]:
         self.out.mkdir(parents=True, exist_ok=True)
+        if not self.history:  # a fresh run starts a fresh log; a resumed one rewrote it
+            (self.out / "metrics.jsonl").write_text("")
         bar = _progress(self, progress)
         start = time.perf_counter() - self.train_seconds
         while self.pos.samples < self.total_samples:

@@ -34,7 +34,7 @@ def read_metrics(run: TrainConfig) -> list[dict]:
 @pytest.mark.parametrize(
     "dataset, loss, samples, epochs, lr",
     [
-        ("sst5", "as_softmax", 480, 3, 3e-4),
+        ("sst5", "as_softmax", 640, 4, 2e-3),
         ("conll2003", "as_softmax", 320, 3, 1e-3),
         ("go_emotions", "multilabel_as_softmax", 480, 2, 1e-3),
     ],
@@ -63,23 +63,25 @@ def test_as_softmax_at_delta_one_follows_the_softmax_trajectory(tmp_path, data_d
     fit(as_one, data=sst5)
     a, b = read_metrics(softmax), read_metrics(as_one)
     assert len(a) == len(b) >= 4
-    for x, y in zip(a, b):
-        assert x["val_loss"] == y["val_loss"] and x["train_loss"] == y["train_loss"]
-        assert x["objective"] == y["objective"]
+    for x, y in zip(a, b):  # two code paths for the same sums: equal up to float rounding
+        assert x["val_loss"] == pytest.approx(y["val_loss"], rel=1e-5)
+        assert x["train_loss"] == pytest.approx(y["train_loss"], rel=1e-5)
+        assert x["objective"] == y["objective"] and x["step"] == y["step"]
 
 
 def test_as_speed_raises_accumulation_once_samples_are_masked(tmp_path, data_dir, sst5):
-    common = dict(dataset="sst5", epochs=4, lr=5e-4, batch_size=16, loss="as_softmax", delta=0.1)
-    plain = config(tmp_path, "plain", data_dir, **common)
-    speed = config(tmp_path, "speed", data_dir, as_speed=True, lam=1.0, max_accum_steps=4, **common)
-    fit(plain, data=sst5)
+    speed = config(tmp_path, "speed", data_dir, dataset="sst5", epochs=6, lr=2e-3, batch_size=16,
+                   loss="as_softmax", delta=0.05, as_speed=True, lam=1.0, max_accum_steps=4)
     final = fit(speed, data=sst5)
     records = read_metrics(speed)
     steps = [r["accum_steps"] for r in records]
-    assert steps == sorted(steps) and steps[-1] > 1, steps
+    assert steps == sorted(steps) and steps[0] == 1 and steps[-1] > 1, steps
     first_raise = next(i for i, s in enumerate(steps) if s > 1)
-    assert any(r["masked_ratio"] > 0 for r in records[: first_raise + 1])
-    assert final["optimizer_steps"] < read_metrics(plain)[-1]["step"]
+    # lam * N / (N - masked) >= 1.5 needs a third of a window masked; the ratio logged is the
+    # mean over the evaluation interval, so it only has to come close
+    ratios = [r["masked_ratio"] for r in records]
+    assert ratios[first_raise] > 0.25 and max(ratios[:first_raise]) < ratios[first_raise]
+    assert final["optimizer_steps"] < 6 * (320 // 16)  # what plain accumulation takes
 
 
 def test_delta_warmup_holds_delta_at_one_for_the_first_r_of_training(tmp_path, data_dir, sst5):
