@@ -152,12 +152,38 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _search(args: argparse.Namespace) -> int:
+    from astune.search.runner import run_search, settings_from_args
+
+    try:
+        summary = run_search(settings_from_args(args))
+    except (ValueError, OSError) as err:  # bad input found before any trial started
+        raise CLIError(str(err).splitlines()[0]) from None
+    from astune.search.console import format_summary
+    from astune.search.tracking import mlflow_ui_command
+
+    print(format_summary(summary, mlflow_ui_command(summary.tracking_uri)))
+    return 0 if summary.best_objective is not None else 1
+
+
+def _report(args: argparse.Namespace) -> int:
+    from astune.analysis.entry import summary
+    from astune.analysis.report import write_report
+
+    try:
+        report = write_report(args.experiment, output_dir=args.output_dir, tracking_uri=args.tracking_uri)
+    except (ValueError, OSError) as err:  # an unknown store or experiment, an unwritable folder
+        raise CLIError(str(err).splitlines()[0]) from None
+    print(summary(report))
+    return 0
+
+
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "search": _not_built(4),
+    "search": _search,
     "train": _train,
     "export": _not_built(5),
     "recommend": _not_built(5),
-    "report": _not_built(5),
+    "report": _report,
     "datasets": _datasets,
     "backbones": _backbones,
 }

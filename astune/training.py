@@ -119,6 +119,7 @@ class Run:
         self.speed = ASSpeed(config.lam, config.max_accum_steps) if config.as_speed else None
         self.pos = Position()
         self.best: float | None = None
+        self.best_margins: dict[str, list] | None = None
         self.history: list[dict[str, Any]] = []
         self.out = Path(config.output_dir or "astune-runs/train").resolve()
         self.ckpt_dir = self.out / "checkpoint"
@@ -178,11 +179,17 @@ class Run:
         if self.config.loss in AS_LOSSES:
             self.loss_fn.delta = self.delta_now()
         loss, n_active, n_masked = self.loss_of(*self.forward(batch))
+        value = loss.item()
+        if not math.isfinite(value):
+            raise FloatingPointError(
+                f"loss is {value} at epoch {self.pos.epoch}, batch {self.pos.batch} "
+                f"(lr {self.config.lr}, loss {self.config.loss}); the run stops here."
+            )
         loss.backward()
         n = len(batch["labels"])
         self.pos.samples += n
-        self._window.add(loss.item(), n_active, n_masked)
-        self._since_eval.add(loss.item(), n_active, n_masked, samples=n)
+        self._window.add(value, n_active, n_masked)
+        self._since_eval.add(value, n_active, n_masked, samples=n)
 
     def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Logits ``(B, C)`` or ``(B, T, C)`` in float32, and the labels, on the run's device."""
@@ -232,14 +239,14 @@ class Run:
 
     # -- evaluation and checkpoints ------------------------------------------------------------
     def _evaluate(self, callback: Callback | None, elapsed: float) -> None:
-        metrics, val_loss = evaluate(self, "validation")
+        metrics, val_loss, margins = evaluate(self, "validation")
         primary = metrics[self.spec.metric]
         record = {f"val_{k}": v for k, v in metrics.items()}
         record.update(self._training_record(primary, val_loss, elapsed))
         self.pos.evaluations += 1
         improved = self.best is None or primary > self.best
         if improved:
-            self.best = primary
+            self.best, self.best_margins = primary, margins
         self.history.append(record)
         self.train_seconds = elapsed
         self._since_eval = _Window()
@@ -275,6 +282,7 @@ class Run:
             "speed": None if self.speed is None else self.speed.state_dict(),
             "position": vars(self.pos).copy(),
             "best": self.best,
+            "best_margins": self.best_margins,
             "history": self.history,
             "train_seconds": self.train_seconds,
             "rng": ckpt.rng_state(),
@@ -289,6 +297,7 @@ class Run:
             self.speed.load_state_dict(state["speed"])
         self.pos = Position(**state["position"])
         self.best, self.history = state["best"], state["history"]
+        self.best_margins = state["best_margins"]
         self.train_seconds = state["train_seconds"]
         ckpt.adopt_best_model(folder, self.ckpt_dir)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -298,14 +307,14 @@ class Run:
 
     def _finish(self) -> dict[str, Any]:
         self.model.load_state_dict(ckpt.load_best_model(self.ckpt_dir))
-        test_metrics, test_loss = evaluate(self, "test")
+        test_metrics, test_loss, _ = evaluate(self, "test")
         best = max(self.history, key=lambda r: r["objective"])
         final = {k: v for k, v in best.items() if k.startswith("val_")}
         final.update({f"test_{k}": v for k, v in test_metrics.items()})
         final.update({
-            "test_loss": test_loss, "best_evaluation": best["evaluation"],
+            "test_loss": test_loss, "best_evaluation": best["evaluation"], "best_objective": best["objective"],
             "optimizer_steps": self.pos.steps, "samples_seen": self.pos.samples,
-            "train_seconds": self.train_seconds,
+            "train_seconds": self.train_seconds, "p_margin_json": json.dumps(self.best_margins),
         })
         (self.out / "final.json").write_text(json.dumps(final, indent=2))
         return final
@@ -329,19 +338,48 @@ class _Window:
         self.samples += samples
 
 
+MARGIN_EDGES = torch.linspace(-1.0, 1.0, 41)
+
+
+def p_margins(logits: Tensor, labels: Tensor) -> Tensor:
+    """``p_t - max_{i != t} p_i`` per active row (single-label ``(B, C)``, token ``(B, T, C)``);
+    multi-label (float 0/1 ``labels``): the smallest positive minus the largest negative
+    probability, for rows that have both. Softmax over classes, as AS-Softmax's criterion."""
+    probs = torch.softmax(logits.float(), dim=-1).reshape(-1, logits.shape[-1])
+    if labels.is_floating_point():
+        positive = labels.reshape(probs.shape) > 0.5
+        both = positive.any(dim=1) & (~positive).any(dim=1)
+        low_pos = probs.masked_fill(~positive, 2.0).amin(dim=1)
+        high_neg = probs.masked_fill(positive, -1.0).amax(dim=1)
+        return (low_pos - high_neg)[both]
+    flat = labels.reshape(-1)
+    active = flat != -100
+    probs, target = probs[active], flat[active].unsqueeze(1)
+    p_target = probs.gather(1, target).squeeze(1)
+    return p_target - probs.scatter(1, target, -1.0).amax(dim=1)
+
+
+def margin_histogram(margins: Tensor) -> dict[str, list]:
+    """40 equal bins over [-1, 1] (the p_margin figure of the paper's analysis)."""
+    counts = torch.histc(margins.clamp(-1.0, 1.0), bins=40, min=-1.0, max=1.0)
+    return {"edges": MARGIN_EDGES.tolist(), "counts": [int(c) for c in counts]}
+
+
 @torch.no_grad()
-def evaluate(run: Run, split: str) -> tuple[dict[str, float], float]:
-    """The dataset's metrics on ``split`` and the mean loss per sample (at the current delta)."""
+def evaluate(run: Run, split: str) -> tuple[dict[str, float], float, dict[str, list]]:
+    """The dataset's metrics on ``split``, the mean loss per sample (at the current delta) and
+    the histogram of p_margins."""
     from astune.metrics import compute_metrics
 
     run.model.eval()
     if run.config.loss in AS_LOSSES:
         run.loss_fn.delta = run.delta_now()
-    outputs, golds, total_loss, total_active = [], [], 0.0, 0
+    outputs, golds, margins, total_loss, total_active = [], [], [], 0.0, 0
     for batch in run.data.batches(split, max(32, run.config.batch_size)):
         logits, labels = run.forward(batch)
         loss, n_active, _ = run.loss_of(logits, labels)
         total_loss, total_active = total_loss + loss.item(), total_active + n_active
+        margins.append(p_margins(logits, labels).cpu())
         if run.spec.task == "token":
             outputs += run.data.word_predictions(split, batch, logits.argmax(-1).cpu())
             golds += run.data.gold_word_labels(split, batch["index"])
@@ -354,7 +392,7 @@ def evaluate(run: Run, split: str) -> tuple[dict[str, float], float]:
         run.spec.task, outputs, golds,
         label_names=run.spec.label_names, matthews=run.spec.metric == "matthews",
     )
-    return metrics, total_loss / max(1, total_active)
+    return metrics, total_loss / max(1, total_active), margin_histogram(torch.cat(margins))
 
 
 def load_encoded(config: TrainConfig) -> Any:

@@ -121,7 +121,7 @@ def test_no_local_copy_and_no_hub_names_the_sources_tried(capsys, tmp_path, monk
     assert str(tmp_path / "sst5") in err and "SetFit/sst5" in err and "--data-dir" in err
 
 
-@pytest.mark.parametrize("command", [["search", "--dataset", "sst5"], ["export", "--experiment", "x"],
+@pytest.mark.parametrize("command", [["export", "--experiment", "x"],
                                      ["recommend", "--dataset", "sst5"], ["report", "--experiment", "x"]])
 def test_subcommands_not_built_yet_say_so(capsys, command):
     code, out, err = run_cli(capsys, *command)

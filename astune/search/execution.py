@@ -1,0 +1,205 @@
+"""The Ray side of a search: starting or joining Ray, resources, the Tuner, its results."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from astune.search.runner import SearchError, SearchSettings, SearchSummary
+
+
+def init_ray(settings: SearchSettings) -> bool:
+    """Join ``--address`` or start a local Ray; True when this call started it (and must stop it)."""
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # One checkpoint per evaluation is the design, not a bottleneck worth a warning each time.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    if ray.is_initialized():
+        return False
+    # Trials' own output stays in their logs; the console callback shows progress and errors.
+    kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if settings.address:
+        ray.init(address=settings.address, **kwargs)
+    else:
+        ray.init(**kwargs)
+    return True
+
+
+def check_local_gpus(settings: SearchSettings) -> None:
+    """Before Ray starts: a local search cannot get more GPUs than this machine has."""
+    if settings.address or not settings.gpus_per_trial:
+        return
+    import torch
+
+    have = torch.cuda.device_count()
+    if settings.gpus_per_trial > have:
+        raise SearchError(
+            f"--gpus-per-trial {settings.gpus_per_trial:g} asks for more GPUs than this machine has "
+            f"({have}); accepted: at most {have}" + (" (use 0 on a machine without a GPU)" if not have else "")
+        )
+
+
+def check_resources(settings: SearchSettings) -> None:
+    """Fail at once on a request the cluster can never meet, instead of PENDING forever."""
+    import ray
+
+    total = ray.cluster_resources()
+    want = {"CPU": settings.cpus_per_trial, "GPU": settings.gpus_per_trial or 0.0}
+    for name, amount in want.items():
+        have = total.get(name, 0.0)
+        if amount > have:
+            flag = "--gpus-per-trial" if name == "GPU" else "--cpus-per-trial"
+            raise SearchError(
+                f"{flag} {amount:g} asks for more than the Ray cluster has ({have:g} {name}); "
+                f"accepted: at most {have:g}" + (" (use 0 on a machine without a GPU)" if name == "GPU" else "")
+            )
+
+
+def _searcher(space: Any, settings: SearchSettings) -> Any:
+    import optuna
+    from ray.tune.search import ConcurrencyLimiter
+
+    from astune.search.searcher import PruneAwareOptunaSearch
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    search = PruneAwareOptunaSearch(
+        space=space.define_by_run, metric=space.metric, mode=space.mode,
+        points_to_evaluate=space.seed_points or None,
+        sampler=optuna.samplers.TPESampler(seed=settings.seed),
+    )
+    limit = settings.max_concurrent or _fitting_trials(settings)
+    return ConcurrencyLimiter(search, max_concurrent=limit)
+
+
+def _fitting_trials(settings: SearchSettings) -> int:
+    import ray
+
+    total = ray.cluster_resources()
+    fits = int(total.get("CPU", 1) // settings.cpus_per_trial)
+    if settings.gpus_per_trial:
+        fits = min(fits, int(total.get("GPU", 0) // settings.gpus_per_trial))
+    return max(1, fits)
+
+
+def _scheduler(space: Any, max_t: int) -> Any:
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
+    options = space.scheduler
+    if options["type"] == "none":
+        return FIFOScheduler()
+    return ASHAScheduler(
+        metric=space.metric, mode=space.mode,
+        time_attr="training_iteration", max_t=options.get("max_t") or max_t,
+        grace_period=options["grace_period"], reduction_factor=options["reduction_factor"],
+    )
+
+
+def _trainable(settings: SearchSettings, base: dict[str, Any], data: Any) -> Any:
+    from ray import tune
+
+    from astune.search.trainable import train_trial
+
+    resources = {"cpu": settings.cpus_per_trial, "gpu": settings.gpus_per_trial or 0}
+    return tune.with_resources(tune.with_parameters(train_trial, data=data, base=base), resources)
+
+
+def _callbacks(settings: SearchSettings, space: Any, tracker: Any) -> list:
+    from astune.search.console import ConsoleCallback
+    from astune.search.tracking import MLflowTrialCallback
+
+    callbacks = [MLflowTrialCallback(tracker)]
+    if settings.console:
+        callbacks.append(ConsoleCallback(space.metric, space.num_samples))
+    return callbacks
+
+
+def _tuner(settings: SearchSettings, space: Any, trainable: Any, callbacks: list, max_t: int) -> Any:
+    from ray import tune
+
+    path = settings.experiment_path()
+    if settings.resume:
+        tuner = tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True, resume_errored=True)
+        tuner._local_tuner.get_run_config().callbacks = callbacks  # fresh clients, same runs
+        return tuner
+    run_config = tune.RunConfig(
+        name=settings.experiment_name, storage_path=path.rsplit("/", 1)[0], callbacks=callbacks,
+        failure_config=tune.FailureConfig(max_failures=settings.max_failures),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1), verbose=0,
+    )
+    tune_config = tune.TuneConfig(
+        search_alg=_searcher(space, settings), scheduler=_scheduler(space, max_t),
+        num_samples=space.num_samples, reuse_actors=settings.reuse_actors,
+        trial_dirname_creator=trial_dirname,
+    )
+    return tune.Tuner(trainable, tune_config=tune_config, run_config=run_config)
+
+
+def trial_dirname(trial: Any) -> str:
+    """Short trial folders (Ray's default spells out the whole config)."""
+    return f"trial_{trial.trial_id}"
+
+
+def tune_search(settings: SearchSettings, space: Any, base: dict, data: Any, tracking_uri: str, max_t: int) -> SearchSummary:
+    """Run the trials under MLflow tracking; the parent run ends with the search's status."""
+    from astune.search.tracking import SearchTracker
+
+    tracker = SearchTracker(
+        tracking_uri, settings.experiment_name, dataset=data.spec.name, task=data.spec.task,
+        search_params=_search_params(settings, space),
+    )
+    tracker.start(resume=settings.resume)
+    status = "FAILED"
+    try:
+        callbacks = _callbacks(settings, space, tracker)
+        tuner = _tuner(settings, space, _trainable(settings, base, data), callbacks, max_t)
+        results = tuner.fit()
+        summary = _summarize(settings, space, base, results, tracker)
+        # Ray takes a first Ctrl-C itself and returns; unfinished trials tell that it did.
+        status = "KILLED" if _unfinished(results) else "FINISHED"
+        return summary
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        tracker.finish(status)
+
+
+def _unfinished(results: Any) -> bool:
+    return any(r.metrics is None or not (r.metrics.get("done") or r.error) for r in results)
+
+
+def _search_params(settings: SearchSettings, space: Any) -> dict[str, Any]:
+    return {
+        "dataset": settings.dataset, "space": space.source, "num_samples": space.num_samples,
+        "losses": ",".join(space.losses), "scheduler": space.scheduler["type"],
+        "backbone": settings.backbone, "num_layers": settings.num_layers,
+        "max_train_samples": settings.max_train_samples, "cpus_per_trial": settings.cpus_per_trial,
+        "gpus_per_trial": settings.gpus_per_trial or 0, "seed": settings.seed,
+    }
+
+
+def _summarize(settings: SearchSettings, space: Any, base: dict, results: Any, tracker: Any) -> SearchSummary:
+    from astune.search.tracking import log_search_artifacts
+
+    frame = results.get_dataframe(filter_metric=space.metric, filter_mode=space.mode)
+    states: dict[str, int] = {}
+    for result in results:
+        state = "ERROR" if result.error else "TERMINATED"
+        states[state] = states.get(state, 0) + 1
+    try:
+        best = results.get_best_result(metric=space.metric, mode=space.mode, scope="all")
+        best_config = {**base, **best.config}
+        values = best.metrics_dataframe[space.metric].dropna()
+        best_objective = float(values.max() if space.mode == "max" else values.min())
+    except RuntimeError:  # no trial reported the metric
+        best_config, best_objective = {}, None
+    if best_config:
+        log_search_artifacts(tracker, best_config=best_config, trials_df=frame, best_objective=best_objective,
+                             mode=space.mode, base_config=base, metric=space.metric)
+    return SearchSummary(
+        experiment=settings.experiment_name, tracking_uri=tracker.tracking_uri,
+        experiment_path=settings.experiment_path(), best_config=best_config,
+        best_objective=best_objective, metric=space.metric, num_trials=len(results),
+        trial_states=states, parent_run_id=tracker.parent_run_id,
+    )

@@ -1,0 +1,871 @@
+"""MLflow tracking of a search: one parent run on the driver, one child run per Ray Tune trial.
+
+All MLflow calls happen on the driver: :class:`SearchTracker` owns the experiment and the parent
+run, and :class:`MLflowTrialCallback` (a ``ray.tune.Callback``) turns trial events into child
+runs. Trials themselves never talk to MLflow, so a trial restart, a trial on another node or a
+resumed search cannot create duplicate runs: a child run is found again by its
+``astune.trial_id`` tag under the parent.
+
+Conventions (DESIGN.md, "MLflow conventions"):
+
+- parent run: tags ``astune.role=search``, ``astune.search_id``, ``astune.dataset``,
+  ``astune.task``; params: the search settings given to :class:`SearchTracker`.
+- child run: tags ``astune.role=trial``, ``mlflow.parentRunId``, ``astune.trial_id``,
+  ``astune.dataset``, ``astune.task``; params: every key of the trial config, plus ``loss``,
+  ``delta``, ``warmup_ratio``, ``lam``, ``max_accum_steps`` and ``lr`` always: a key that the
+  trial's config lacks because it does not apply (``delta`` of a softmax trial, ``lam`` with
+  AS-Speed off) is logged as the string ``"None"`` ("not applicable"), never as a made-up value.
+- metrics: every numeric entry of a reported result except Ray's bookkeeping, at
+  ``step = result["evaluation"]`` when reported, else ``training_iteration - 1``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import functools
+import logging
+import math
+import numbers
+import os
+import re
+import shlex
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from urllib.parse import unquote, urlsplit
+
+from ray.tune import Callback
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from mlflow import MlflowClient
+    from mlflow.entities import Run
+    from ray.tune.experiment import Trial
+
+logger = logging.getLogger(__name__)
+
+ROLE_TAG = "astune.role"
+SEARCH_ID_TAG = "astune.search_id"
+TRIAL_ID_TAG = "astune.trial_id"
+DATASET_TAG = "astune.dataset"
+TASK_TAG = "astune.task"
+ERROR_TAG = "astune.error"
+STOPPED_EARLY_TAG = "astune.stopped_early"
+PARENT_TAG = "mlflow.parentRunId"
+BEST_TAG_PREFIX = "astune.best."
+NOT_APPLICABLE = "None"
+# Logged on every child run, "None" where the trial's config lacks the key (see module doc).
+CONVENTION_PARAMS = ("loss", "delta", "warmup_ratio", "lam", "max_accum_steps", "lr")
+RUN_STATUSES = ("FINISHED", "FAILED", "KILLED")
+# Ray Tune's bookkeeping entries of a result: never logged as metrics.
+RAY_RESULT_KEYS = frozenset(
+    {
+        "config", "date", "done", "hostname", "node_ip", "pid", "timestamp", "trial_id",
+        "experiment_id", "experiment_tag", "training_iteration", "iterations_since_restore",
+        "time_this_iter_s", "time_total_s", "time_since_restore", "timesteps_total",
+        "timesteps_since_restore", "timesteps_this_iter", "episodes_total",
+        "episodes_this_iter", "checkpoint_dir_name", "should_checkpoint", "warmup_time",
+        "evaluation",  # the metrics' step, not a metric
+    }
+)
+_MAX_PARAMS_PER_BATCH = 100  # MLflow's limit on params (and tags) per log_batch
+_MAX_METRICS_PER_BATCH = 1000
+_MAX_PARAM_LENGTH = 6000
+_MAX_TAG_LENGTH = 5000
+_DATABRICKS = ("databricks", "databricks-uc")
+_BAD_METRIC_CHARS = re.compile(r"[^\w\-. /:]")  # MLflow rejects a batch with other characters
+
+
+class TrackingError(ValueError):
+    """The MLflow store cannot be used; the one-line message names the URI and the problem."""
+
+
+# ----------------------------------------------------------------------------------- URIs
+def default_tracking_uri() -> str:
+    """``sqlite:///<cwd>/astune-runs/mlflow.db``; creates the folder."""
+    folder = Path.cwd() / "astune-runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder.resolve() / 'mlflow.db'}"
+
+
+def resolve_tracking_uri(uri: str | None) -> str:
+    """Make a tracking URI independent of the working directory (trials change it).
+
+    ``None`` gives :func:`default_tracking_uri`; ``sqlite:///rel.db``, ``file:`` URIs and plain
+    paths become absolute (a plain path ending in ``.db``/``.sqlite``/``.sqlite3`` is a SQLite
+    store, any other a file store); ``http(s)://`` and other schemes are kept.
+    """
+    if uri is None or not uri.strip():
+        return default_tracking_uri()
+    uri = uri.strip()
+    if uri.startswith("sqlite:"):
+        return _sqlite_uri(_sqlite_path(uri), uri.partition("?")[2])
+    if uri.startswith("file:"):
+        return _absolute(_file_path(uri)).as_uri()
+    if uri.startswith(("http://", "https://")):
+        return uri.rstrip("/")
+    if uri in _DATABRICKS or "://" in uri:
+        return uri
+    path = _absolute(uri)
+    if path.suffix in (".db", ".sqlite", ".sqlite3"):
+        return _sqlite_uri(path)
+    return path.as_uri()
+
+
+def _absolute(path: str | Path) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def _sqlite_uri(path: Path, query: str = "") -> str:
+    return f"sqlite:///{path}" + (f"?{query}" if query else "")
+
+
+def _sqlite_path(uri: str) -> Path:
+    """The absolute database path of a ``sqlite:///`` URI."""
+    rest = uri[len("sqlite:") :].partition("?")[0]
+    if not rest.startswith("///") or rest[3:] in ("", ":memory:"):
+        raise TrackingError(
+            f"tracking URI {uri!r} is not a SQLite file: write sqlite:///relative/path.db or "
+            "sqlite:////absolute/path.db (an in-memory store cannot be shared with trials)."
+        )
+    return _absolute(unquote(rest[3:]))
+
+
+def _file_path(uri: str) -> str:
+    parts = urlsplit(uri)
+    if parts.netloc not in ("", "localhost"):
+        raise TrackingError(f"tracking URI {uri!r} names a remote host; use a local path.")
+    return unquote(parts.path) or "."
+
+
+def check_tracking_uri(uri: str | None, *, timeout: float = 5.0) -> None:
+    """Fail fast, before any trial starts, when the tracking store cannot be used.
+
+    http(s): one GET of the experiments-search endpoint with ``timeout`` seconds and no retries
+    (MLflow's own client retries for minutes). SQLite and file stores: the folder is created if
+    needed and must be writable. Other schemes (databases, Databricks) are not checked here.
+
+    Raises:
+        TrackingError: one line naming the URI and the problem.
+    """
+    uri = resolve_tracking_uri(uri)
+    if uri.startswith(("http://", "https://")):
+        _check_http(uri, timeout)
+    elif uri.startswith("sqlite:"):
+        _check_writable(_sqlite_path(uri), uri)
+    elif uri.startswith("file:"):
+        folder = _absolute(_file_path(uri))
+        _check_writable(folder / "meta.yaml", uri)
+
+
+def _check_writable(file: Path, uri: str) -> None:
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise TrackingError(f"tracking store {uri}: cannot create {file.parent}: {err}") from None
+    target = file if file.exists() else file.parent
+    if not os.access(target, os.W_OK):
+        raise TrackingError(f"tracking store {uri}: {target} is not writable.")
+
+
+def _check_http(uri: str, timeout: float) -> None:
+    url = f"{uri}/api/2.0/mlflow/experiments/search?max_results=1"
+    request = urllib.request.Request(url, headers=_auth_headers())
+    try:
+        with urllib.request.urlopen(request, timeout=timeout):
+            return
+    except urllib.error.HTTPError as err:
+        if err.code in (401, 403):
+            problem = (
+                f"refused the credentials (HTTP {err.code}); set MLFLOW_TRACKING_TOKEN or "
+                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+            )
+        elif err.code == 404:
+            problem = "answers, but is not an MLflow tracking server (HTTP 404)"
+        else:
+            problem = f"answered HTTP {err.code} {err.reason}"
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        problem = f"is unreachable ({reason or type(err).__name__}; timeout {timeout:g} s)"
+    raise TrackingError(f"MLflow tracking server {uri} {problem}.")
+
+
+def _auth_headers() -> dict[str, str]:
+    if token := os.environ.get("MLFLOW_TRACKING_TOKEN"):
+        return {"Authorization": f"Bearer {token}"}
+    user = os.environ.get("MLFLOW_TRACKING_USERNAME")
+    password = os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    if user and password:
+        basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+        return {"Authorization": f"Basic {basic}"}
+    return {}
+
+
+def mlflow_ui_command(tracking_uri: str | None) -> str:
+    """The command that shows the runs: ``mlflow ui --backend-store-uri URI`` for a local
+    store; for a tracking server (which already serves its UI) a command opening it."""
+    uri = resolve_tracking_uri(tracking_uri)
+    if uri.startswith(("http://", "https://")):
+        return f"python -m webbrowser {shlex.quote(uri)}"
+    return f"mlflow ui --backend-store-uri {shlex.quote(uri)}"
+
+
+def artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
+    """Where a new experiment keeps its artifacts: next to a SQLite database (MLflow's default,
+    ``./mlruns``, depends on the working directory); the store's own choice otherwise."""
+    if not tracking_uri.startswith("sqlite:"):
+        return None
+    folder = _sqlite_path(tracking_uri).parent / "artifacts" / _safe_name(experiment_name)
+    return folder.as_uri()
+
+
+def _safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "experiment"
+
+
+# ----------------------------------------------------------------------------------- values
+def _param_value(value: Any) -> str:
+    return str(value)[:_MAX_PARAM_LENGTH]
+
+
+def flat_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """MLflow params of a (possibly nested) mapping: nested keys joined with ``/``."""
+    params: dict[str, str] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            params.update(flat_params(value, f"{name}/"))
+        else:
+            params[name] = _param_value(value)
+    return params
+
+
+def trial_params(config: Mapping[str, Any]) -> dict[str, str]:
+    """The params of a trial run: its config, and every convention param ("None" if absent)."""
+    params = {key: NOT_APPLICABLE for key in CONVENTION_PARAMS}
+    params.update(flat_params(config))
+    return params
+
+
+FINAL_METRICS = ("optimizer_steps", "train_seconds", "samples_seen", "best_evaluation")
+
+
+def result_metrics(result: Mapping[str, Any]) -> tuple[dict[str, float], int]:
+    """The metrics of one Tune result and their step (``evaluation``, else iteration - 1)."""
+    metrics = {
+        _BAD_METRIC_CHARS.sub("_", str(key)): float(value)
+        for key, value in result.items()
+        if key not in RAY_RESULT_KEYS
+        and isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+    }
+    step = result.get("evaluation")
+    if not isinstance(step, numbers.Integral) or isinstance(step, bool):
+        step = int(result.get("training_iteration") or 1) - 1
+    return metrics, int(step)
+
+
+def _chunks(items: list, size: int) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# ----------------------------------------------------------------------------------- tracker
+class SearchTracker:
+    """The MLflow side of one search: its experiment, its parent run and its child runs.
+
+    Created on the driver. Picklable (Ray pickles the callbacks, which hold the tracker, into
+    the experiment folder): the client is rebuilt from ``tracking_uri`` after unpickling.
+    """
+
+    def __init__(
+        self,
+        tracking_uri: str | None,
+        experiment_name: str,
+        *,
+        dataset: str,
+        task: str,
+        search_params: Mapping[str, Any],
+        tags: Mapping[str, str] | None = None,
+        search_id: str | None = None,
+    ):
+        if not experiment_name or not experiment_name.strip():
+            raise TrackingError(
+                f"experiment name must be a non-empty string, got {experiment_name!r}."
+            )
+        self.tracking_uri = resolve_tracking_uri(tracking_uri)
+        self.experiment_name = experiment_name
+        self.search_id = search_id or experiment_name
+        self.dataset, self.task = dataset, task
+        self.search_params = dict(search_params)
+        self.tags = {str(k): str(v) for k, v in (tags or {}).items()}
+        self.experiment_id: str | None = None
+        self.parent_run_id: str | None = None
+        self._client: MlflowClient | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_client": None}
+
+    @property
+    def client(self) -> "MlflowClient":
+        if self._client is None:
+            from mlflow import MlflowClient
+
+            self._client = MlflowClient(tracking_uri=self.tracking_uri)
+        return self._client
+
+    def _base_tags(self, role: str) -> dict[str, str]:
+        return {**self.tags, ROLE_TAG: role, DATASET_TAG: self.dataset, TASK_TAG: self.task}
+
+    # --------------------------------------------------------------------- parent run
+    def start(self, resume: bool = False, parent_run_id: str | None = None) -> str:
+        """Create the experiment (if new) and the parent run; return the parent run id.
+
+        With ``resume``, reopen the parent: ``parent_run_id`` when given, else the latest
+        parent run of this ``search_id`` in the experiment (a new one if there is none).
+        """
+        self.experiment_id = self._experiment_id()
+        run_id = None
+        if resume:
+            run_id = parent_run_id or self._find_parent()
+            if run_id is None:
+                logger.warning("no parent run of search %r to resume; starting one", self.search_id)
+        if run_id is None:
+            run_id = self._create_parent()
+        else:
+            self._reopen(run_id, self._check_parent(run_id), flat_params(self.search_params))
+        self.parent_run_id = run_id
+        return run_id
+
+    def _experiment_id(self) -> str:
+        experiment = self.client.get_experiment_by_name(self.experiment_name)
+        if experiment is None:
+            return self.client.create_experiment(
+                self.experiment_name,
+                artifact_location=artifact_location(self.tracking_uri, self.experiment_name),
+            )
+        if experiment.lifecycle_stage == "deleted":
+            self.client.restore_experiment(experiment.experiment_id)
+        return experiment.experiment_id
+
+    def _find_parent(self) -> str | None:
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`{ROLE_TAG}` = 'search' and tags.`{SEARCH_ID_TAG}` = "
+            f"{_quote(self.search_id)}",
+            max_results=1,
+            order_by=["attributes.start_time DESC"],
+        )
+        return runs[0].info.run_id if runs else None
+
+    def _check_parent(self, run_id: str) -> dict[str, str]:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException:
+            message = f"parent run {run_id!r} not found in {self.tracking_uri}."
+            raise TrackingError(message) from None
+        if run.info.experiment_id != self.experiment_id or run.data.tags.get(ROLE_TAG) != "search":
+            raise TrackingError(
+                f"run {run_id!r} is not a search run of experiment {self.experiment_name!r}."
+            )
+        return run.data.params
+
+    def _create_parent(self) -> str:
+        tags = {**self._base_tags("search"), SEARCH_ID_TAG: self.search_id}
+        run = self.client.create_run(self.experiment_id, run_name=self.search_id, tags=tags)
+        self._log(run.info.run_id, params=flat_params(self.search_params))
+        return run.info.run_id
+
+    def _reopen(self, run_id: str, existing: Mapping[str, str], params: Mapping[str, str]) -> None:
+        """Set a run back to RUNNING; log the params it lacks, tag the ones that changed
+        (MLflow refuses to change a logged param)."""
+        new = {k: v for k, v in params.items() if k not in existing}
+        changed = {
+            f"astune.changed_on_resume.{k}": v
+            for k, v in params.items()
+            if k in existing and existing[k] != v
+        }
+        if self.client.get_run(run_id).info.status != "RUNNING":
+            self.client.update_run(run_id, status="RUNNING")
+        self._log(run_id, params=new, tags=changed)
+
+    def finish(self, status: str = "FINISHED") -> None:
+        """End the search: still-open child runs end KILLED, the parent ends with ``status``."""
+        if status not in RUN_STATUSES:
+            raise TrackingError(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}.")
+        if self.parent_run_id is None:
+            return
+        for run_id in self.open_trial_runs():
+            self.client.set_terminated(run_id, "KILLED")
+        self.client.set_terminated(self.parent_run_id, status)
+
+    @contextmanager
+    def session(self, resume: bool = False, parent_run_id: str | None = None) -> Iterator[str]:
+        """``start`` then ``finish``: FINISHED, KILLED on Ctrl-C, FAILED on an exception."""
+        run_id = self.start(resume, parent_run_id)
+        try:
+            yield run_id
+        except (KeyboardInterrupt, SystemExit):
+            self.finish("KILLED")
+            raise
+        except Exception:
+            self.finish("FAILED")
+            raise
+        self.finish("FINISHED")
+
+    # --------------------------------------------------------------------- child runs
+    def _require_parent(self) -> str:
+        if self.parent_run_id is None:
+            raise TrackingError(
+                f"search {self.search_id!r} has no parent run: call SearchTracker.start() "
+                "before creating the Tuner."
+            )
+        return self.parent_run_id
+
+    def find_trial_run(self, trial_id: str) -> str | None:
+        """The child run of ``trial_id`` under this parent, if one exists."""
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`{TRIAL_ID_TAG}` = {_quote(trial_id)} and "
+            f"tags.`{PARENT_TAG}` = {_quote(self._require_parent())}",
+            max_results=1,
+            order_by=["attributes.start_time DESC"],
+        )
+        return runs[0].info.run_id if runs else None
+
+    def open_trial_run(
+        self, trial_id: str, config: Mapping[str, Any], name: str | None = None
+    ) -> str:
+        """Create the child run of a trial, or reopen the one a resumed search left."""
+        params = trial_params(config)
+        run_id = self.find_trial_run(trial_id)
+        if run_id is not None:
+            run = self.client.get_run(run_id)
+            for tag in (ERROR_TAG, STOPPED_EARLY_TAG):  # from the earlier attempt
+                if tag in run.data.tags:
+                    self.client.delete_tag(run_id, tag)
+            self._reopen(run_id, run.data.params, params)
+            return run_id
+        parent = self._require_parent()
+        tags = {**self._base_tags("trial"), TRIAL_ID_TAG: trial_id, PARENT_TAG: parent}
+        run = self.client.create_run(self.experiment_id, run_name=name or trial_id, tags=tags)
+        self._log(run.info.run_id, params=params)
+        return run.info.run_id
+
+    def log_result(self, run_id: str, result: Mapping[str, Any]) -> int:
+        """Log a Tune result's metrics in one batch; return how many were logged."""
+        from mlflow.entities import Metric
+
+        values, step = result_metrics(result)
+        now = _now_ms()
+        metrics = [Metric(key, value, now, step) for key, value in values.items()]
+        for chunk in _chunks(metrics, _MAX_METRICS_PER_BATCH):
+            self.client.log_batch(run_id, metrics=chunk)
+        return len(metrics)
+
+    def log_final(self, run_id: str, result: Mapping[str, Any]) -> None:
+        """The last report of a finished trial: its test metrics and summary numbers (step 0),
+        and the validation p_margin histogram as ``p_margin.json``. Its best-evaluation copies
+        of the validation metrics are not logged again, so the curves keep one point per
+        evaluation."""
+        from mlflow.entities import Metric
+
+        values, _ = result_metrics(result)
+        keep = {k: v for k, v in values.items() if k.startswith("test_") or k in FINAL_METRICS}
+        if "objective" in values:
+            keep["best_objective"] = values["objective"]
+        now = _now_ms()
+        self.client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in keep.items()])
+        if isinstance(result.get("p_margin_json"), str):
+            self.client.log_dict(run_id, json.loads(result["p_margin_json"]), "p_margin.json")
+
+    def close_trial_run(
+        self, run_id: str, status: str, tags: Mapping[str, str] | None = None
+    ) -> None:
+        if tags:
+            self._log(run_id, tags=tags)
+        self.client.set_terminated(run_id, status)
+
+    def open_trial_runs(self) -> list[str]:
+        """The child runs of this parent still RUNNING."""
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`{PARENT_TAG}` = {_quote(self._require_parent())} and "
+            "attributes.status = 'RUNNING'",
+            max_results=10000,
+        )
+        return [run.info.run_id for run in runs]
+
+    def trial_runs(self) -> list["Run"]:
+        """All child runs of this parent (``mlflow.entities.Run``)."""
+        return self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`{PARENT_TAG}` = {_quote(self._require_parent())}",
+            max_results=10000,
+        )
+
+    def _log(
+        self,
+        run_id: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
+        """Params and tags in as few ``log_batch`` calls as MLflow's limits allow."""
+        from itertools import zip_longest
+
+        from mlflow.entities import Param, RunTag
+
+        param_list = [Param(k, v) for k, v in (params or {}).items()]
+        tag_list = [RunTag(k, str(v)[:_MAX_TAG_LENGTH]) for k, v in (tags or {}).items()]
+        batches = zip_longest(
+            _chunks(param_list, _MAX_PARAMS_PER_BATCH),
+            _chunks(tag_list, _MAX_PARAMS_PER_BATCH),
+            fillvalue=[],
+        )
+        for param_chunk, tag_chunk in batches:
+            self.client.log_batch(run_id, params=param_chunk, tags=tag_chunk)
+
+
+def _quote(value: str) -> str:
+    """A string literal of MLflow's search filter syntax."""
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+# ----------------------------------------------------------------------------------- callback
+def _guarded(hook):
+    """Log a tracking failure and let the search go on: hours of trials outweigh a lost run."""
+
+    @functools.wraps(hook)
+    def wrapper(self: "MLflowTrialCallback", *args: Any, **kwargs: Any) -> None:
+        try:
+            hook(self, *args, **kwargs)
+        except Exception as err:
+            message = str(err).strip().splitlines()
+            logger.warning(
+                "MLflow tracking: %s failed (%s: %s); the search goes on",
+                hook.__name__, type(err).__name__, message[0] if message else "",
+            )
+
+    return wrapper
+
+
+class MLflowTrialCallback(Callback):
+    """Ray Tune callback (driver side) mapping each trial to a child run of the tracker's parent.
+
+    A trial that Tune stops (scheduler or stopper: the result it gets back has ``done=True``)
+    before its ``final`` report (the trainable's last, after training ends) ends FINISHED with
+    ``astune.stopped_early=true``; :meth:`mark_stopped_early` marks one explicitly.
+    An MLflow failure inside a hook is logged as a warning; it does not stop the search.
+    """
+
+    def __init__(self, tracker: SearchTracker):
+        self.tracker = tracker
+        self._runs: dict[str, str] = {}  # trial id -> open child run id
+        self._stopped_early: set[str] = set()
+
+    def get_state(self) -> dict[str, Any]:
+        return {"runs": dict(self._runs), "stopped_early": set(self._stopped_early)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._runs = dict(state.get("runs", {}))
+        self._stopped_early = set(state.get("stopped_early", ()))
+
+    def mark_stopped_early(self, trial_id: str) -> None:
+        """Tag the trial's run ``astune.stopped_early=true`` when it completes."""
+        self._stopped_early.add(trial_id)
+
+    def setup(self, **info: Any) -> None:
+        self.tracker._require_parent()
+
+    @_guarded
+    def on_trial_start(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
+        self._stopped_early.discard(trial.trial_id)
+        self._runs[trial.trial_id] = self.tracker.open_trial_run(
+            trial.trial_id, trial.config, _run_name(trial)
+        )
+
+    @_guarded
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: "Trial", result: dict, **info: Any
+    ) -> None:
+        run_id = self._run_of(trial)
+        if run_id is None:
+            return
+        if result.get("final"):
+            self.tracker.log_final(run_id, result)
+            return
+        self.tracker.log_result(run_id, result)
+        if result.get("done"):  # Tune stopped it before its final report
+            self._stopped_early.add(trial.trial_id)
+
+    @_guarded
+    def on_trial_complete(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
+        tags = {STOPPED_EARLY_TAG: "true"} if trial.trial_id in self._stopped_early else None
+        self._close(trial, "FINISHED", tags)
+
+    @_guarded
+    def on_trial_error(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
+        self._close(trial, "FAILED", {ERROR_TAG: trial_error_message(trial)})
+
+    @_guarded
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        """Runs still open here were neither completed nor failed: the search was
+        interrupted (or ended with trials unfinished), so they end KILLED."""
+        by_id = {trial.trial_id: trial for trial in trials}
+        for trial_id, run_id in list(self._runs.items()):
+            trial = by_id.get(trial_id)
+            failed = trial is not None and trial.status == "ERROR"
+            self.tracker.close_trial_run(run_id, "FAILED" if failed else "KILLED")
+            self._runs.pop(trial_id, None)
+
+    def _run_of(self, trial: "Trial") -> str | None:
+        if trial.trial_id not in self._runs:
+            run_id = self.tracker.find_trial_run(trial.trial_id)
+            if run_id is None:
+                return None  # never started (stopped while pending): nothing to log
+            self._runs[trial.trial_id] = run_id
+        return self._runs[trial.trial_id]
+
+    def _close(self, trial: "Trial", status: str, tags: Mapping[str, str] | None) -> None:
+        run_id = self._run_of(trial)
+        if run_id is not None:
+            self.tracker.close_trial_run(run_id, status, tags)
+        self._runs.pop(trial.trial_id, None)
+        self._stopped_early.discard(trial.trial_id)
+
+
+def attach_tracker(tuner: Any, tracker: SearchTracker) -> MLflowTrialCallback | None:
+    """Point the callback of a restored Tuner at ``tracker``; return it (None if not found).
+
+    ``Tuner.restore`` takes no ``RunConfig``: it unpickles the one the first Tuner saved, with
+    its callbacks and their tracker (same URI and parent run as then). This rebinds that
+    callback to the driver's current tracker, so that both share one parent run and
+    :meth:`MLflowTrialCallback.mark_stopped_early` reaches the live callback. It reads Ray's
+    private ``Tuner._local_tuner`` (absent with Ray Client): without it, the restored callback
+    goes on with its pickled tracker.
+    """
+    local = getattr(tuner, "_local_tuner", None)
+    run_config = local.get_run_config() if local is not None else None
+    for callback in getattr(run_config, "callbacks", None) or []:
+        if isinstance(callback, MLflowTrialCallback):
+            callback.tracker = tracker
+            return callback
+    return None
+
+
+def _run_name(trial: "Trial") -> str:
+    loss = trial.config.get("loss") if isinstance(trial.config, Mapping) else None
+    return f"{loss}-{trial.trial_id}" if loss else trial.trial_id
+
+
+def trial_error_message(trial: "Trial") -> str:
+    """``ErrorType: first line`` of the trial's latest error, read on the driver."""
+    error = _pickled_error(trial)
+    if error is not None:
+        while getattr(error, "cause", None) is not None:  # RayTaskError wraps the user's error
+            error = error.cause
+        lines = str(error).strip().splitlines()
+        return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    return _error_from_text(trial.error_file) or "unknown error"
+
+
+def _pickled_error(trial: "Trial") -> BaseException | None:
+    # The error files are in the driver's staging folder until the next sync, so read them
+    # there: Trial.get_pickled_error() reads storage and finds nothing yet.
+    path = trial.pickled_error_file
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        import ray.cloudpickle as cloudpickle
+
+        with open(path, "rb") as file:
+            error = cloudpickle.load(file)
+    except Exception:  # an error class the driver cannot import
+        return None
+    return error if isinstance(error, BaseException) else None
+
+
+def _error_from_text(path: str | None) -> str | None:
+    if not path or not os.path.isfile(path):
+        return None
+    lines = Path(path).read_text(errors="replace").splitlines()
+    for line in reversed(lines):
+        head = line.split(":", 1)[0].strip()
+        if ":" in line and head.isidentifier() and head.endswith(("Error", "Exception")):
+            return line.strip()
+    return next((line for line in reversed(lines) if line.strip()), None)
+
+
+# ----------------------------------------------------------------------------------- artifacts
+def best_config_mapping(
+    best_config: Mapping[str, Any], *, dataset: str, base_config: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``astune train --config`` mapping of the best trial: the search's fixed settings
+    (``base_config``) overridden by the trial config, kept to TrainConfig fields and the flat
+    baseline-loss parameters; keys that do not apply (``None``) are dropped."""
+    import dataclasses
+
+    from astune.config import LOSS_PARAM_KEYS, TrainConfig
+
+    accepted = {f.name for f in dataclasses.fields(TrainConfig)} | set(LOSS_PARAM_KEYS)
+    merged = {"dataset": dataset, **(base_config or {}), **best_config}
+    mapping = {k: _plain(v) for k, v in merged.items() if k in accepted and v is not None}
+    dropped = sorted(set(merged) - accepted)
+    if dropped:
+        logger.debug("best config: keys that are not TrainConfig fields dropped: %s", dropped)
+    TrainConfig.from_dict(mapping)  # same check as `astune train --config`
+    return mapping
+
+
+def _plain(value: Any) -> Any:
+    """Numpy scalars (and containers of them) as Python values, for YAML."""
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        return value.item()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _column(df: "pd.DataFrame", name: str) -> str | None:
+    for candidate in (f"config/{name}", name):
+        if candidate in df.columns:
+            return candidate
+    return None
+
+
+def plot_objective_vs_delta(
+    trials_df: "pd.DataFrame", path: str | Path, *, metric: str = "objective", mode: str = "max"
+) -> dict[str, Any]:
+    """Draw ``metric`` against ``delta``, one point per trial colored by loss, into a PNG.
+
+    Losses without ``delta`` (softmax and the other baselines) are drawn as a horizontal line
+    at their best value (by ``mode``). Trials without a finite ``metric`` are left out.
+    Returns the data drawn:
+    ``{"points": {loss: [(delta, value), ...]}, "lines": {loss: best value}}``.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    points, lines = _plot_series(trials_df, metric, mode)
+    figure = Figure(figsize=(6.4, 4.4), dpi=100)
+    FigureCanvasAgg(figure)  # no pyplot: no global backend or figure state
+    axes = figure.add_subplot()
+    colors = _loss_colors([*points, *lines])
+    for loss, xy in points.items():
+        axes.scatter([x for x, _ in xy], [y for _, y in xy], color=colors[loss], label=loss, s=30)
+    for loss, value in lines.items():
+        axes.axhline(value, color=colors[loss], linestyle="--", label=f"{loss} (no delta), best")
+    axes.set_xlabel("delta")
+    axes.set_ylabel(metric)
+    axes.set_title(f"{metric} against delta, one point per trial")
+    axes.grid(alpha=0.3)
+    if points or lines:
+        axes.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, format="png")
+    return {"points": points, "lines": lines}
+
+
+def _plot_series(df: "pd.DataFrame", metric: str, mode: str) -> tuple[dict, dict]:
+    loss_col, delta_col = _column(df, "loss"), _column(df, "delta")
+    points: dict[str, list[tuple[float, float]]] = {}
+    no_delta: dict[str, list[float]] = {}
+    if metric not in df.columns:
+        return points, {}
+    for _, row in df.iterrows():
+        value = _finite(row[metric])
+        if value is None:
+            continue
+        loss = str(row[loss_col]) if loss_col else "trial"
+        delta = _finite(row[delta_col]) if delta_col else None
+        if delta is None:
+            no_delta.setdefault(loss, []).append(value)
+        else:
+            points.setdefault(loss, []).append((delta, value))
+    best = max if mode == "max" else min
+    return points, {loss: best(values) for loss, values in no_delta.items()}
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _loss_colors(losses: list[str]) -> dict[str, str]:
+    palette = [f"C{i}" for i in range(10)]
+    return {loss: palette[i % len(palette)] for i, loss in enumerate(dict.fromkeys(losses))}
+
+
+def log_search_artifacts(
+    tracker: SearchTracker,
+    *,
+    best_config: Mapping[str, Any],
+    trials_df: "pd.DataFrame",
+    best_objective: float | None = None,
+    mode: str = "max",
+    base_config: Mapping[str, Any] | None = None,
+    metric: str = "objective",
+) -> dict[str, Any]:
+    """Store the search's outcome on the parent run.
+
+    Artifacts ``best_config.yaml`` (runs with ``astune train --config``), ``trials.csv`` (one
+    row per trial) and ``objective_vs_delta.png``; metric ``best_objective`` (from
+    ``trials_df`` by ``mode`` unless given); tags ``astune.best.<key>`` for the best config
+    (tags, not params, so that a resumed search may update them). Returns what was logged:
+    ``{"config": mapping, "best_objective": value, "plot": plotted series}``.
+    """
+    import tempfile
+
+    import yaml
+    from mlflow.entities import Metric
+
+    if mode not in ("max", "min"):
+        raise TrackingError(f"mode must be 'max' or 'min', got {mode!r}.")
+    run_id = tracker._require_parent()
+    mapping = best_config_mapping(best_config, dataset=tracker.dataset, base_config=base_config)
+    if best_objective is None:
+        best_objective = _best_value(trials_df, metric, mode)
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder)
+        header = (
+            f"# best config of search {tracker.search_id!r} ({metric} = {best_objective})\n"
+            "# run it with: python -m astune train --config best_config.yaml\n"
+        )
+        (out / "best_config.yaml").write_text(header + yaml.safe_dump(mapping, sort_keys=False))
+        trials_df.to_csv(out / "trials.csv", index=False)
+        plot = out / "objective_vs_delta.png"
+        series = plot_objective_vs_delta(trials_df, plot, metric=metric, mode=mode)
+        for name in ("best_config.yaml", "trials.csv", "objective_vs_delta.png"):
+            tracker.client.log_artifact(run_id, str(out / name))
+    tags = {f"{BEST_TAG_PREFIX}{k}": _param_value(v) for k, v in flat_params(mapping).items()}
+    metrics = []
+    if best_objective is not None:
+        metrics.append(Metric("best_objective", best_objective, _now_ms(), 0))
+    tracker.client.log_batch(run_id, metrics=metrics)
+    tracker._log(run_id, tags=tags)
+    return {"config": mapping, "best_objective": best_objective, "plot": series}
+
+
+def _best_value(df: "pd.DataFrame", metric: str, mode: str) -> float | None:
+    if metric not in df.columns:
+        return None
+    values = [v for v in (_finite(x) for x in df[metric]) if v is not None]
+    if not values:
+        return None
+    return max(values) if mode == "max" else min(values)

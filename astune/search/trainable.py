@@ -1,0 +1,43 @@
+"""The Ray Tune trainable: one trial is one :func:`astune.training.fit` run.
+
+Runs in a Ray worker. The tokenized data arrives by reference (``tune.with_parameters``); the
+trial's config (flat keys proposed by Optuna) is laid over the search's base config.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def train_trial(config: dict[str, Any], *, data: Any, base: dict[str, Any]) -> None:
+    """Train with ``base | config``, reporting each evaluation with its checkpoint; a resumed
+    (or retried) trial continues from the checkpoint Tune hands back."""
+    from ray import tune
+
+    from astune.config import TrainConfig
+    from astune.training import fit
+
+    values = {**base, **{k: v for k, v in config.items() if v is not None}}
+    values["output_dir"] = str(Path(tune.get_context().get_trial_dir()) / "run")
+    train_config = TrainConfig.from_dict(values)
+
+    def report(record: dict[str, Any], folder: Path) -> None:
+        tune.report(record, checkpoint=tune.Checkpoint.from_directory(str(folder)))
+
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is None:
+        final = fit(train_config, data=data, callback=report)
+    else:
+        with checkpoint.as_directory() as folder:
+            final = fit(train_config, data=data, callback=report, resume_from=folder)
+    tune.report(final_record(final))
+
+
+def final_record(final: dict[str, Any]) -> dict[str, Any]:
+    """The last report of a trial: the best evaluation's metrics (so that the searcher learns
+    the value of the checkpoint the trial keeps) and its test metrics, flagged ``final``."""
+    record = dict(final)
+    record["objective"] = record.pop("best_objective")
+    record["final"] = 1
+    return record
