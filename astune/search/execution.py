@@ -153,6 +153,8 @@ def tune_search(settings: SearchSettings, space: Any, base: dict, data: Any, tra
     try:
         callbacks = _callbacks(settings, space, tracker)
         tuner = _tuner(settings, space, _trainable(settings, base, data), callbacks, max_t)
+        if settings.resume:
+            tracker.forget_lost_trials(_known_trials(settings.experiment_path()))
         results = tuner.fit()
         summary = _summarize(settings, space, base, results, tracker)
         # Ray takes a first Ctrl-C itself and returns; unfinished trials tell that it did.
@@ -163,6 +165,12 @@ def tune_search(settings: SearchSettings, space: Any, base: dict, data: Any, tra
         raise
     finally:
         tracker.finish(status)
+
+
+def _known_trials(path: str) -> set[str]:
+    from ray.tune import ExperimentAnalysis
+
+    return {trial.trial_id for trial in ExperimentAnalysis(path).trials}
 
 
 def _unfinished(results: Any) -> bool:

@@ -251,6 +251,7 @@ def trial_params(config: Mapping[str, Any]) -> dict[str, str]:
     return params
 
 
+LOST_TAG = "astune.lost"
 FINAL_METRICS = ("optimizer_steps", "train_seconds", "samples_seen", "best_evaluation")
 
 
@@ -505,6 +506,23 @@ class SearchTracker:
             max_results=10000,
         )
         return [run.info.run_id for run in runs]
+
+    def forget_lost_trials(self, known_trial_ids: set[str]) -> list[str]:
+        """On resume: child runs of trials the restored experiment does not know (started just
+        before the driver died, after Ray's last snapshot; Optuna proposes them anew). A run
+        with no metrics is deleted (MLflow keeps it restorable); one with metrics ends KILLED
+        with ``astune.lost=true``. Returns the run ids handled."""
+        handled = []
+        for run in self.trial_runs():
+            if run.data.tags.get(TRIAL_ID_TAG) in known_trial_ids:
+                continue
+            if run.data.metrics:
+                self.client.set_tag(run.info.run_id, LOST_TAG, "true")
+                self.client.set_terminated(run.info.run_id, "KILLED")
+            else:
+                self.client.delete_run(run.info.run_id)
+            handled.append(run.info.run_id)
+        return handled
 
     def trial_runs(self) -> list["Run"]:
         """All child runs of this parent (``mlflow.entities.Run``)."""
