@@ -122,7 +122,7 @@ def test_no_local_copy_and_no_hub_names_the_sources_tried(capsys, tmp_path, monk
 
 
 @pytest.mark.parametrize("command", [["export", "--experiment", "x"],
-                                     ["recommend", "--dataset", "sst5"], ["report", "--experiment", "x"]])
+                                     ["recommend", "--dataset", "sst5"]])
 def test_subcommands_not_built_yet_say_so(capsys, command):
     code, out, err = run_cli(capsys, *command)
     assert code == 2 and "not built yet" in err and out == ""

@@ -438,3 +438,23 @@ def test_a_tracking_failure_is_logged_not_raised(store, caplog):
     (run,) = tracker.trial_runs()
     assert run.info.status == "FINISHED"
     assert run.data.metrics == {"val_f1_macro_": 0.5}  # renamed: MLflow refuses "(" in names
+
+
+def test_resume_forgets_runs_of_trials_the_restored_experiment_lost(store):
+    tracker = make_tracker(store, "lost")
+    tracker.start()
+    kept = tracker.open_trial_run("t-kept", {"loss": "softmax"})
+    reported = tracker.open_trial_run("t-reported", {"loss": "softmax"})
+    empty = tracker.open_trial_run("t-empty", {"loss": "softmax"})
+    tracker.log_result(reported, {"objective": 0.4, "evaluation": 0})
+
+    handled = tracker.forget_lost_trials({"t-kept"})
+
+    client = MlflowClient(store)
+    assert sorted(handled) == sorted([reported, empty])
+    assert client.get_run(empty).info.lifecycle_stage == "deleted"
+    lost = client.get_run(reported)
+    assert lost.info.status == "KILLED" and lost.data.tags["astune.lost"] == "true"
+    assert client.get_run(kept).info.status == "RUNNING"
+    tracker.finish("FINISHED")
+    assert [r.info.run_id for r in runs_by_role(client, "lost", "trial")] in ([kept, reported], [reported, kept])

@@ -180,6 +180,7 @@ def _unfinished(results: Any) -> bool:
 def _search_params(settings: SearchSettings, space: Any) -> dict[str, Any]:
     return {
         "dataset": settings.dataset, "space": space.source, "num_samples": space.num_samples,
+        "metric": space.metric, "mode": space.mode,
         "losses": ",".join(space.losses), "scheduler": space.scheduler["type"],
         "backbone": settings.backbone, "num_layers": settings.num_layers,
         "max_train_samples": settings.max_train_samples, "cpus_per_trial": settings.cpus_per_trial,

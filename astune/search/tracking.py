@@ -252,7 +252,7 @@ def trial_params(config: Mapping[str, Any]) -> dict[str, str]:
 
 
 LOST_TAG = "astune.lost"
-FINAL_METRICS = ("optimizer_steps", "train_seconds", "samples_seen", "best_evaluation")
+FINAL_METRICS = ("optimizer_steps", "train_seconds", "best_evaluation")
 
 
 def result_metrics(result: Mapping[str, Any]) -> tuple[dict[str, float], int]:
