@@ -255,6 +255,7 @@ def test_analysis_scripts_run_their_study(search, tmp_path, monkeypatch, capsys,
 @pytest.mark.parametrize("payload", [
     [1, 2], {"edges": [-1, 0, 1]}, {"edges": [-1, 0, 1], "counts": [1]},
     {"edges": [-1, 1, 0], "counts": [1, 2]}, {"edges": [-1, 0, 1], "counts": [1, -2]},
+    {"edges": [-1, 0, 1], "counts": [0, 0]}, {"edges": [-1, 0, 1], "counts": [None, "a"]},
 ])
 def test_a_malformed_p_margin_artifact_is_refused(payload):
     with pytest.raises(ValueError):

@@ -120,8 +120,8 @@ def _draw(data: dict[str, Any], path: Path) -> Path:
         color = colors[row.loss.split(" (")[0]]
         if math.isfinite(row.r_mean):
             ax.bar(i, row.r_mean, color=color, alpha=0.75, width=0.6)
-            ax.annotate(f"{row.r_mean:+.2f}", (i, row.r_mean), ha="center",
-                        va="bottom" if row.r_mean >= 0 else "top", fontsize="small")
+            ax.annotate(f"{row.r_mean:+.2f}", (i + 0.32, row.r_mean), ha="left", va="center",
+                        fontsize="small")  # beside the bar: the trial dots sit at its end
         else:
             ax.annotate("nan", (i, 0.0), ha="center", va="bottom", fontsize="small")
         rs = [r for r in data["per_trial"][row.loss].values() if math.isfinite(r)]
@@ -131,9 +131,10 @@ def _draw(data: dict[str, Any], path: Path) -> Path:
     ax.axhline(0.0, color="gray", linewidth=0.8)
     ax.set_xticks(range(len(table)), list(table["loss"]))
     ax.set_ylim(-1.1, 1.1)
+    ax.set_xlim(-0.6, len(table) - 0.1)
     ax.set_xlabel("loss function")
     ax.set_ylabel("Pearson r (val_loss, metric)")
     ax.set_title("Validation loss against metric: Pearson r per loss")
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize="small", loc="upper right")
+        ax.legend(fontsize="small", loc="best")
     return plots.save(figure, path)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from astune.analysis import plots
 from astune.analysis.runs import AS_LOSSES, SOFTMAX_LOSSES, ExperimentRuns
-from astune.analysis.study import SEARCH_HINT, StudyResult
+from astune.analysis.study import StudyResult, absent
 
 NAME = "delta_sensitivity"
 TITLE = "Impact of delta"
@@ -27,14 +27,18 @@ def delta_data(runs: ExperimentRuns) -> dict[str, Any]:
     for dataset in sorted(set(as_trials["dataset"]) | set(softmax["dataset"])):
         own = as_trials[as_trials["dataset"] == dataset]
         if len(own):
-            data["points"][dataset] = list(zip(own["delta"], own["best_objective"]))
-            data["early"][dataset] = list(own["stopped_early"])
+            data["points"][dataset] = _pairs(own["delta"], own["best_objective"])
+            data["early"][dataset] = [bool(e) for e in own["stopped_early"]]
             means = own.groupby("delta")["best_objective"].mean()
-            data["means"][dataset] = list(zip(means.index, means.to_numpy()))
+            data["means"][dataset] = _pairs(means.index, means)
         base = softmax[softmax["dataset"] == dataset]["best_objective"]
         if len(base):
             data["baseline"][dataset] = float(base.iloc[0])  # finished() sorts best first
     return data
+
+
+def _pairs(xs: Any, ys: Any) -> list[tuple[float, float]]:
+    return [(float(x), float(y)) for x, y in zip(xs, ys)]
 
 
 def delta_sensitivity(runs: ExperimentRuns, out_dir: Path) -> StudyResult:
@@ -43,9 +47,9 @@ def delta_sensitivity(runs: ExperimentRuns, out_dir: Path) -> StudyResult:
     metric = _metric_label(runs.finished(AS_LOSSES + SOFTMAX_LOSSES))
     result = StudyResult(NAME, TITLE, _caption(metric), data)
     if not data["points"]:
-        result.notes.append(f"no finished AS-Softmax trial in this search: {SEARCH_HINT}")
+        result.notes.append(absent(runs.trials, AS_LOSSES, "AS-Softmax"))
     if not data["baseline"]:
-        result.notes.append(f"no softmax trial in this search: {SEARCH_HINT}")
+        result.notes.append(absent(runs.trials, SOFTMAX_LOSSES, "softmax"))
     if data["points"] or data["baseline"]:
         result.image = _draw(data, metric, out_dir / f"{NAME}.png")
     return result

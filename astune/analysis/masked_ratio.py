@@ -9,7 +9,7 @@ from typing import Any
 
 from astune.analysis import plots
 from astune.analysis.runs import AS_LOSSES, ExperimentRuns
-from astune.analysis.study import SEARCH_HINT, StudyResult
+from astune.analysis.study import StudyResult, absent
 
 NAME = "masked_ratio"
 TITLE = "Masked samples over training"
@@ -24,9 +24,8 @@ def masked_data(runs: ExperimentRuns) -> dict[str, Any]:
     for row in trials.itertuples():
         ratio = runs.series(row.run_id, "masked_ratio").sort_index()
         seen = runs.series(row.run_id, "samples_seen").reindex(ratio.index)
-        if seen.isna().any():
-            by_index, seen = True, ratio.index.to_series()
-        series[row.run_id] = list(zip(seen.to_numpy(float), ratio.to_numpy(float)))
+        by_index |= bool(seen.isna().any())
+        series[row.run_id] = [(float(x), float(y)) for x, y in zip(seen, ratio)]
         labels[row.run_id] = _label(row)
     x = "evaluation" if by_index else "samples seen"
     if by_index:  # one x for every line
@@ -45,7 +44,7 @@ def masked_ratio(runs: ExperimentRuns, out_dir: Path) -> StudyResult:
     data = masked_data(runs)
     result = StudyResult(NAME, TITLE, _caption(data), data)
     if not data["series"]:
-        result.notes.append(f"no finished AS-Softmax trial in this search: {SEARCH_HINT}")
+        result.notes.append(absent(runs.trials, AS_LOSSES, "AS-Softmax"))
         return result
     result.image = _draw(data, out_dir / f"{NAME}.png")
     return result

@@ -5,6 +5,7 @@ AS-Softmax trial, from each trial's ``p_margin.json`` artifact
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from astune.analysis import plots
 from astune.analysis.runs import AS_LOSSES, SOFTMAX_LOSSES, ExperimentRuns
-from astune.analysis.study import SEARCH_HINT, StudyResult
+from astune.analysis.study import StudyResult, absent
 
 NAME = "p_margin"
 TITLE = "Distribution of p_margin"
@@ -24,16 +25,22 @@ def read_histogram(payload: Any) -> tuple[np.ndarray, np.ndarray]:
     """(edges, counts) of a ``p_margin.json`` payload.
 
     Raises:
-        ValueError: the payload is not ``{"edges": [n + 1 increasing], "counts": [n >= 0]}``.
+        ValueError: the payload is not ``{"edges": [n + 1 increasing], "counts": [n >= 0]}``
+            with at least one sample.
     """
     if not isinstance(payload, dict) or not {"edges", "counts"} <= payload.keys():
         raise ValueError("is not an object with 'edges' and 'counts'")
-    edges = np.asarray(payload["edges"], dtype=float)
-    counts = np.asarray(payload["counts"], dtype=float)
+    try:
+        edges = np.asarray(payload["edges"], dtype=float)
+        counts = np.asarray(payload["counts"], dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError("has edges or counts that are not numbers") from None
     if edges.ndim != 1 or counts.ndim != 1 or len(edges) != len(counts) + 1 or len(counts) < 1:
         raise ValueError(f"has {edges.size} edges and {counts.size} counts (want n + 1 and n)")
     if not (np.all(np.diff(edges) > 0) and np.all(counts >= 0) and np.isfinite(counts).all()):
         raise ValueError("needs increasing edges and non-negative counts")
+    if counts.sum() == 0:
+        raise ValueError("has no sample (every count is 0)")
     return edges, counts
 
 
@@ -44,7 +51,7 @@ def margin_data(runs: ExperimentRuns) -> tuple[dict[str, Any], list[str]]:
     for family, losses in FAMILIES.items():
         trials = runs.finished(losses)
         if trials.empty:
-            notes.append(f"no finished {family} trial in this search: {SEARCH_HINT}")
+            notes.append(absent(runs.trials, losses, family))
             continue
         found = _best_with_histogram(runs, trials, notes)
         if found is None:
@@ -61,11 +68,12 @@ def margin_data(runs: ExperimentRuns) -> tuple[dict[str, Any], list[str]]:
 
 def _best_with_histogram(runs: ExperimentRuns, trials: Any, notes: list[str]) -> tuple | None:
     for row in trials.itertuples():
-        payload = runs.artifact_json(row.run_id, ARTIFACT)
-        if payload is None:
-            continue
         try:
-            return row, read_histogram(payload)
+            payload = runs.artifact_json(row.run_id, ARTIFACT)
+            if payload is not None:
+                return row, read_histogram(payload)
+        except json.JSONDecodeError:
+            notes.append(f"{ARTIFACT} of trial {row.name} is not JSON; skipped")
         except ValueError as err:
             notes.append(f"{ARTIFACT} of trial {row.name} {err}; skipped")
     return None
@@ -73,7 +81,7 @@ def _best_with_histogram(runs: ExperimentRuns, trials: Any, notes: list[str]) ->
 
 def _histogram(row: Any, edges: np.ndarray, counts: np.ndarray) -> dict[str, Any]:
     total = counts.sum()
-    fraction = counts / total if total > 0 else counts
+    fraction = counts / total
     centers = (edges[:-1] + edges[1:]) / 2
     return {
         "edges": edges.tolist(), "fraction": fraction.tolist(), "count": int(total),

@@ -135,6 +135,8 @@ def load_runs(experiment: str, tracking_uri: str | None = None) -> ExperimentRun
 
 def _existing_store(tracking_uri: str | None) -> str:
     """The resolved URI; a local SQLite file must already exist (MLflow would create it)."""
+    if tracking_uri is None or not tracking_uri.strip():  # the default, without creating its folder
+        tracking_uri = f"sqlite:///{Path.cwd() / 'astune-runs' / 'mlflow.db'}"
     uri = resolve_tracking_uri(tracking_uri)
     if uri.startswith("sqlite:///"):
         path = Path(uri[len("sqlite:///"):].partition("?")[0])

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SEARCH_HINT = "run with --losses softmax,as_softmax"
 
@@ -25,3 +28,11 @@ class StudyResult:
     image: Path | None = None
     table: str | None = None
     notes: list[str] = field(default_factory=list)
+
+
+def absent(trials: "pd.DataFrame", losses: tuple[str, ...], family: str) -> str:
+    """Why a study has no finished ``family`` trial: none in the search, or none finished."""
+    ran = int(trials["loss"].isin(losses).sum())
+    if ran == 0:
+        return f"no {family} trial in this search: {SEARCH_HINT}"
+    return f"none of the {ran} {family} trials of this search finished"
