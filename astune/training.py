@@ -79,7 +79,8 @@ def fit(
 
     Returns:
         The final record (``final.json``): ``val_<metric>`` of the best evaluation,
-        ``test_<metric>`` of that checkpoint, ``optimizer_steps`` and ``train_seconds``.
+        ``test_<metric>`` of that checkpoint, ``optimizer_steps`` and ``train_seconds`` (training
+        time, evaluations and checkpoint writes excluded).
     """
     run = Run(config, data)
     if resume_from is not None:
@@ -141,7 +142,7 @@ class Run:
         if not self.history:  # a fresh run starts a fresh log; a resumed one rewrote it
             (self.out / "metrics.jsonl").write_text("")
         bar = _progress(self, progress)
-        start = time.perf_counter() - self.train_seconds
+        self._clock = time.perf_counter() - self.train_seconds  # counts training, not evaluation
         while self.pos.samples < self.total_samples:
             for batch in self._epoch_batches():
                 self._micro_step(batch)
@@ -150,12 +151,12 @@ class Run:
                 if self._window.batches >= self._accum_steps():
                     self._optimizer_step()
                     if self._eval_due():
-                        self._evaluate(callback, time.perf_counter() - start)
+                        self._evaluate(callback)
                 if self.pos.samples >= self.total_samples:
                     break
             self._end_epoch()
             if not self._just_evaluated():
-                self._evaluate(callback, time.perf_counter() - start)
+                self._evaluate(callback)
         if bar is not None:
             bar.close()
         return self._finish()
@@ -238,7 +239,8 @@ class Run:
         return bool(self.history) and self.history[-1]["samples_seen"] == self.pos.samples
 
     # -- evaluation and checkpoints ------------------------------------------------------------
-    def _evaluate(self, callback: Callback | None, elapsed: float) -> None:
+    def _evaluate(self, callback: Callback | None) -> None:
+        elapsed = time.perf_counter() - self._clock
         metrics, val_loss, margins = evaluate(self, "validation")
         primary = metrics[self.spec.metric]
         record = {f"val_{k}": v for k, v in metrics.items()}
@@ -255,6 +257,7 @@ class Run:
             fh.write(json.dumps(record) + "\n")
         if callback is not None:
             callback(record, folder)
+        self._clock = time.perf_counter() - self.train_seconds
 
     def _training_record(self, primary: float, val_loss: float, elapsed: float) -> dict[str, Any]:
         window = self._since_eval

@@ -2,11 +2,18 @@
 
 The dataset is tokenized once (``load_encoded``); the three variants then train on it with the
 same seed (same head initialisation, same batch order, same dropout draws until the variants
-diverge), in rotated order per repeat so that drift in the machine's speed hits all alike:
+diverge):
 
   - ``softmax``     loss "softmax"
   - ``as_softmax``  loss "as_softmax" with ``--delta``
   - ``as_speed``    as_softmax plus AS-Speed (``--lam``, ``--max-accum-steps``)
+
+Two schedules. ``interleaved`` (the default) trains the three in lock-step in one process: each
+runs the library's own loop (``Run.train``) in a thread, and a baton lets one compute at a time,
+handing over at every micro-batch; a run's time is the sum of its turns, so a slow patch of a
+shared machine lands on all three alike. Each run keeps its own RNG state across turns and so
+computes exactly what it computes alone. ``sequential`` runs one training after another, in
+rotated order per repeat, and also reports the library's own ``train_seconds``.
 
 For each run it reports
   - training time excluding evaluation: the wall time of ``Run.train`` minus the time spent in
@@ -53,9 +60,10 @@ import platform
 import shutil
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -94,6 +102,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: torch's). On a shared CPU, 1 thread is far steadier")
+    p.add_argument("--schedule", default="interleaved", choices=["interleaved", "sequential"],
+                   help="interleaved: the variants train in lock-step, one micro-batch each in turn (robust "
+                        "to a shared machine's drift); sequential: one training after another (also reports "
+                        "the library's train_seconds)")
     p.add_argument("--repeats", type=int, default=1, help="trainings per variant, in rotated order")
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {VARIANTS}")
     p.add_argument("--probe-rounds", type=int, default=20,
@@ -102,6 +114,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--keep-checkpoints", action="store_true", help="keep each run's checkpoint folder")
     p.add_argument("--plot", default=str(DEFAULT_PLOT), help="PNG of masked ratio and accumulation steps ('' to skip)")
     p.add_argument("--json", default=None, help="write every number (and the curves) to this file; '-' for stdout")
+    p.add_argument("--from-json", default=None,
+                   help="train nothing: print the report and draw the plot again from a file --json wrote")
     args = p.parse_args(argv)
     if args.full:
         args.max_train_samples = 0
@@ -146,7 +160,7 @@ def variant_config(base: TrainConfig, variant: str, args: argparse.Namespace, ou
 class Timed:
     """Wraps the phases of one ``Run`` with a clock; records per micro-batch and per step."""
 
-    def __init__(self, run: Run):
+    def __init__(self, run: Run, before_micro: Callable[[], None] | None = None):
         for name in ("_micro_step", "_optimizer_step", "_evaluate", "_finish", "_window", "_accum_steps"):
             if not hasattr(run, name):
                 raise RuntimeError(f"astune.training.Run has no {name!r}; this benchmark needs updating.")
@@ -159,6 +173,8 @@ class Timed:
         micro, step, evaluate, finish = run._micro_step, run._optimizer_step, run._evaluate, run._finish
 
         def timed_micro(batch):
+            if before_micro is not None:
+                before_micro()  # interleaved schedule: hand the turn to the next run, wait for ours
             window = run._window
             position, active, masked = window.batches, window.active, window.masked
             accum = run._accum_steps()
@@ -195,6 +211,7 @@ class Timed:
 
 
 def train_variant(variant: str, config: TrainConfig, data: Any, keep_checkpoints: bool) -> dict[str, Any]:
+    """One training on its own (the sequential schedule)."""
     run = Run(config, data)
     timed = Timed(run)
     if run.device.type == "cuda":
@@ -202,6 +219,100 @@ def train_variant(variant: str, config: TrainConfig, data: Any, keep_checkpoints
     start = time.perf_counter()
     final = run.train(None, False)
     wall = time.perf_counter() - start
+    return collect(variant, run, timed, final, wall, final["train_seconds"], keep_checkpoints)
+
+
+class Baton:
+    """Round-robin turns between threads: the holder computes, the others wait."""
+
+    def __init__(self, names: list[str]):
+        self.order, self.turn, self.cond = list(names), 0, threading.Condition()
+
+    def acquire(self, name: str) -> None:
+        with self.cond:
+            self.cond.wait_for(lambda: self.order[self.turn] == name)
+
+    def release(self, name: str) -> None:
+        with self.cond:
+            self.turn = (self.turn + 1) % len(self.order)
+            self.cond.notify_all()
+
+    def leave(self, name: str) -> None:
+        with self.cond:
+            at = self.order.index(name)
+            self.order.remove(name)
+            if self.order:  # the turn stays with whoever held it; the leaver's passes on
+                if at < self.turn:
+                    self.turn -= 1
+                self.turn %= len(self.order)
+            self.cond.notify_all()
+
+
+def train_interleaved(configs: dict[str, TrainConfig], data: Any, keep_checkpoints: bool) -> dict[str, dict[str, Any]]:
+    """All variants at once, in lock-step: each runs its own ``Run.train`` in a thread, and a
+    baton lets one compute at a time, passing it on at every micro-batch. A run's time is the sum
+    of its turns, so a slow patch of the shared machine lands on every variant alike.
+
+    Each run keeps its own global RNG state across turns (dropout draws), so it computes exactly
+    what it computes alone. The library's ``train_seconds`` counts the other runs' turns too and
+    is not reported in this schedule.
+    """
+    names = list(configs)
+    runs: dict[str, Run] = {}
+    rng: dict[str, torch.Tensor] = {}
+    for name in names:  # built one after another, as alone: each seeds the global RNG
+        runs[name] = Run(configs[name], data)
+        rng[name] = torch.get_rng_state()
+    cuda = next(iter(runs.values())).device.type == "cuda"
+    baton = Baton(names)
+    held = {name: 0.0 for name in names}
+    since: dict[str, float] = {}
+    finals: dict[str, dict[str, Any]] = {}
+    errors: list[BaseException] = []
+
+    def take(name: str) -> None:
+        baton.acquire(name)
+        torch.set_rng_state(rng[name])
+        since[name] = time.perf_counter()
+
+    def give(name: str) -> None:
+        if cuda:
+            torch.cuda.synchronize()
+        held[name] += time.perf_counter() - since[name]
+        rng[name] = torch.get_rng_state()
+
+    def turn(name: str) -> Callable[[], None]:
+        def before_micro() -> None:
+            give(name)
+            baton.release(name)
+            take(name)
+        return before_micro
+
+    timed = {name: Timed(runs[name], turn(name)) for name in names}
+
+    def worker(name: str) -> None:
+        take(name)
+        try:
+            finals[name] = runs[name].train(None, False)
+        except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
+            errors.append(err)
+        finally:
+            give(name)
+            baton.leave(name)
+
+    threads = [threading.Thread(target=worker, args=(name,), name=f"as_speed-{name}") for name in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return {name: collect(name, runs[name], timed[name], finals[name], held[name], None, keep_checkpoints)
+            for name in names}
+
+
+def collect(variant: str, run: Run, timed: Timed, final: dict[str, Any], wall: float,
+            lib_train_seconds: float | None, keep_checkpoints: bool) -> dict[str, Any]:
     eval_seconds = sum(timed.evals)
     train_only = wall - eval_seconds - timed.finish
     micro_s = sum(m["seconds"] for m in timed.micro)
@@ -215,7 +326,7 @@ def train_variant(variant: str, config: TrainConfig, data: Any, keep_checkpoints
     result = {
         "variant": variant,
         "train_s": train_only,  # wall time of training, evaluation excluded
-        "lib_train_seconds": final["train_seconds"],
+        "lib_train_seconds": lib_train_seconds,  # None in the interleaved schedule
         "wall_s": wall,  # everything: training, validation evaluations, checkpoints, test
         "eval_s": eval_seconds, "n_evals": len(timed.evals), "test_eval_s": timed.finish,
         "micro_s": micro_s, "step_s": step_s, "other_s": train_only - micro_s - step_s,
@@ -238,8 +349,6 @@ def train_variant(variant: str, config: TrainConfig, data: Any, keep_checkpoints
     }
     if not keep_checkpoints:
         shutil.rmtree(run.ckpt_dir, ignore_errors=True)
-    del run, timed
-    gc.collect()
     return result
 
 
@@ -301,7 +410,7 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, A
     summary: dict[str, dict[str, Any]] = {}
     base = results.get("softmax")
     for variant, runs in results.items():
-        row: dict[str, Any] = {k: statistics.median(r[k] for r in runs) for k in keys}
+        row: dict[str, Any] = {k: median_or_none([r[k] for r in runs]) for k in keys}
         for k in ("optimizer_steps", "micro_batches", "samples_fwd_bwd", "samples_with_grad", "masked_ratio",
                   "masked_ratio_last_epoch", "final_accum", "val_accuracy", "test_accuracy", "n_evals", "n_train", "per_epoch"):
             row[k] = runs[0][k]
@@ -310,10 +419,18 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, A
         row["train_s_repeats"] = [r["train_s"] for r in runs]
         if base is not None:
             for k in ("train_s", "lib_train_seconds", "step_s"):
-                row[f"{k}_ratio"] = statistics.median(r[k] / b[k] for r, b in zip(runs, base))
+                row[f"{k}_ratio"] = median_or_none([None if r[k] is None else r[k] / b[k] for r, b in zip(runs, base)])
             row["steps_ratio"] = row["optimizer_steps"] / base[0]["optimizer_steps"]
         summary[variant] = row
     return summary
+
+
+def median_or_none(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else statistics.median(values)
+
+
+def fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
 
 
 def model_ratios(summary: dict[str, dict[str, Any]], probe: dict[str, float] | None) -> dict[str, Any]:
@@ -331,21 +448,23 @@ def model_ratios(summary: dict[str, dict[str, Any]], probe: dict[str, float] | N
     return out
 
 
-def print_report(args, machine: str, summary, probe, model, tokenize_s: float) -> None:
-    sm = summary.get("softmax")
-    print(f"\nmachine: {machine}; torch {torch.__version__}; threads {torch.get_num_threads()}")
+def print_report(args, machine: str, summary, probe, model, tokenize_s: float, *,
+                 threads: int | None = None, torch_version: str | None = None) -> None:
+    threads = torch.get_num_threads() if threads is None else threads
+    print(f"\nmachine: {machine}; torch {torch_version or torch.__version__}; threads {threads}")
     print(f"config: {args.dataset} {args.backbone} layers={args.num_layers or 'all'} "
           f"train={summary[next(iter(summary))]['n_train']} samples x {args.epochs:g} epochs, "
           f"max_length={args.max_length}, batch={args.batch_size}, lr={args.lr:g}, delta={args.delta:g}, "
           f"lam={args.lam:g}, max_accum={args.max_accum_steps}, seed={args.seed}, repeats={args.repeats}, "
           f"tokenize once: {tokenize_s:.1f} s")
-    print("\nTiming (medians over repeats; ratios to softmax taken within each repeat, then the median)\n")
+    print(f"\nTiming, {args.schedule} schedule (medians over repeats; ratios to softmax taken within each "
+          "repeat, then the median)\n")
     print("| variant | train s (excl. eval) | x softmax | lib train_seconds | x softmax | optimizer steps | x softmax "
           "| micro-batches | fwd+bwd s | opt-step s | other s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for v, r in summary.items():
-        ratio = lambda k: f"{r[k]:.3f}" if sm is not None else "-"
-        print(f"| {v} | {r['train_s']:.1f} | {ratio('train_s_ratio')} | {r['lib_train_seconds']:.1f} | "
+        ratio = lambda k: fmt(r.get(k), ".3f")
+        print(f"| {v} | {r['train_s']:.1f} | {ratio('train_s_ratio')} | {fmt(r['lib_train_seconds'], '.1f')} | "
               f"{ratio('lib_train_seconds_ratio')} | {r['optimizer_steps']} | {ratio('steps_ratio')} | "
               f"{r['micro_batches']} | {r['micro_s']:.1f} | {r['step_s']:.1f} | {r['other_s']:.1f} |")
     print("\nSamples and accuracy\n")
@@ -423,6 +542,14 @@ def plot(path: str, results: dict[str, list[dict[str, Any]]], args) -> None:
     ax.set_xlabel("epochs (training samples seen / training set size)")
     ax.set_ylabel("masked ratio (fully masked rows / rows)")
     ax.set_ylim(0, 1)
+    # AS-Speed's request round(lam / (1 - r)) reaches k micro-batches once the masked ratio r of a
+    # window is at least 1 - lam / (k - 0.5): mark those levels.
+    for k in range(2, args.max_accum_steps + 1):
+        level = 1 - args.lam / (k - 0.5)
+        if 0 < level < 1:
+            ax.axhline(level, color="tab:orange", linewidth=0.6, linestyle=":")
+            ax.text(0.01, level + 0.01, f"masked ratio for {k} accumulation steps", fontsize=7,
+                    color="tab:orange", transform=ax.get_yaxis_transform())
     ax2.set_ylabel("accumulation steps (micro-batches per optimizer step)")
     ax2.set_ylim(0, args.max_accum_steps + 0.5)
     lines = ax.get_legend_handles_labels(), ax2.get_legend_handles_labels()
@@ -449,8 +576,22 @@ def machine_name(device: torch.device) -> str:
     return f"{name}, {os.cpu_count()} CPUs"
 
 
+def replay(args: argparse.Namespace) -> dict[str, Any]:
+    """The report and plot of a saved run (its own settings; this call's --plot)."""
+    report = json.loads(Path(args.from_json).read_text())
+    saved = argparse.Namespace(**{**report["args"], "plot": args.plot})
+    print_report(saved, report["machine"], report["summary"], report["probe"], report["model"], report["tokenize_s"],
+                 threads=report["threads"], torch_version=report["torch"])
+    if args.plot:
+        plot(args.plot, report["runs"], saved)
+        print(f"\nplot: {args.plot}")
+    return report
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    if args.from_json:
+        return replay(args)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     base = base_config(args)
@@ -472,12 +613,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results: dict[str, list[dict[str, Any]]] = {v: [] for v in args.variants}
     for rep in range(args.repeats):
         k = rep % len(args.variants)
-        for variant in args.variants[k:] + args.variants[:k]:
-            config = variant_config(base, variant, args, out / f"r{rep}" / variant)
-            r = train_variant(variant, config, data, args.keep_checkpoints)
-            results[variant].append(r)
-            print(f"repeat {rep} {variant}: train {r['train_s']:.1f} s (eval {r['eval_s']:.1f} s excluded), "
+        order = args.variants[k:] + args.variants[:k]
+        configs = {v: variant_config(base, v, args, out / f"r{rep}" / v) for v in order}
+        if args.schedule == "interleaved":
+            done = train_interleaved(configs, data, args.keep_checkpoints)
+        else:
+            done = {}
+            for v in order:
+                done[v] = train_variant(v, configs[v], data, args.keep_checkpoints)
+                gc.collect()
+        for v in order:
+            r = done[v]
+            results[v].append(r)
+            print(f"repeat {rep} {v}: train {r['train_s']:.1f} s (eval {r['eval_s']:.1f} s excluded), "
                   f"{r['optimizer_steps']} steps, test acc {r['test_accuracy']:.4f}", file=sys.stderr)
+        del done
+        gc.collect()
 
     summary = summarize(results)
     model = model_ratios(summary, probe)
