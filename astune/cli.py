@@ -94,14 +94,6 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _not_built(issue: int) -> Callable[[argparse.Namespace], int]:
-    def handler(args: argparse.Namespace) -> int:
-        print(f"astune {args.command}: not built yet (tracked in issue {issue})", file=sys.stderr)
-        return EXIT_USAGE
-
-    return handler
-
-
 def _datasets(args: argparse.Namespace) -> int:
     from astune.data import format_datasets_table
 
@@ -178,11 +170,49 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mlflow.exceptions import MlflowException
+
+    from astune.export import find_best_trial, render
+
+    try:
+        best = find_best_trial(args.experiment, args.tracking_uri)
+        text = render(best, args.format)
+        if args.output is not None:
+            Path(args.output).write_text(text)
+    except (ValueError, OSError, MlflowException) as err:  # unknown experiment, no trial, bad store
+        raise CLIError(str(err).splitlines()[0]) from None
+    if args.output is None:
+        print(text, end="")
+    else:
+        print(f"wrote {args.output} ({args.format}) from {best.describe()}")
+    return 0
+
+
+def _recommend(args: argparse.Namespace) -> int:
+    from mlflow.exceptions import MlflowException
+
+    from astune.recommend import format_recommendation, recommend, write_space
+
+    try:
+        rec = recommend(args.dataset, tracking_uri=args.tracking_uri, data_dir=args.data_dir)
+        space = write_space(rec, args.dataset, args.write_space) if args.write_space else None
+    except (ValueError, OSError, MlflowException) as err:  # unknown dataset, bad data or store
+        raise CLIError(str(err).splitlines()[0]) from None
+    print(format_recommendation(rec))
+    if space is not None:
+        print(f"search space: {space} (delta in [{rec.low:.2f}, {rec.high:.2f}]); run it with: "
+              f"python -m astune search --dataset {args.dataset} --space {space}")
+    return 0
+
+
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "search": _search,
     "train": _train,
-    "export": _not_built(5),
-    "recommend": _not_built(5),
+    "export": _export,
+    "recommend": _recommend,
     "report": _report,
     "datasets": _datasets,
     "backbones": _backbones,

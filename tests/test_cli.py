@@ -119,10 +119,3 @@ def test_no_local_copy_and_no_hub_names_the_sources_tried(capsys, tmp_path, monk
     code, _, err = run_cli(capsys, "train", "--dataset", "sst5", "--backbone", "minilm")
     assert code == 2
     assert str(tmp_path / "sst5") in err and "SetFit/sst5" in err and "--data-dir" in err
-
-
-@pytest.mark.parametrize("command", [["export", "--experiment", "x"],
-                                     ["recommend", "--dataset", "sst5"]])
-def test_subcommands_not_built_yet_say_so(capsys, command):
-    code, out, err = run_cli(capsys, *command)
-    assert code == 2 and "not built yet" in err and out == ""

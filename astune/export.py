@@ -1,0 +1,221 @@
+"""`astune export`: the best trial of a search as a train config (YAML/JSON) or as code.
+
+The best trial is found in MLflow: the latest search (parent run) of the experiment, its
+``best_config.yaml`` artifact (the search's own choice, with the settings every trial shared)
+and the finished child run that config came from (the highest ``objective`` among those that
+match it). Without the artifact (a search cut short before it wrote one), the child with the
+highest ``objective`` and the parent's params make the config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+from astune.runs import Store, best_evaluation_metrics, finished_trials, objective, param
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+
+FORMATS = ("yaml", "json", "python", "hf")
+ARTIFACT = "best_config.yaml"
+# Parent-run params that are TrainConfig fields (the settings every trial of a search shared).
+_PARENT_KEYS = ("dataset", "backbone", "num_layers", "max_train_samples", "seed")
+
+
+@dataclass
+class BestTrial:
+    """The best trial of a search and the ``astune train --config`` mapping that reruns it."""
+
+    experiment: str
+    tracking_uri: str
+    parent_run_id: str
+    run_id: str | None  # the child run; None when no finished child matches the artifact
+    objective: float | None
+    metric: str | None  # "val_<metric>" of the dataset's primary metric
+    value: float | None  # that metric of the best evaluation of the trial
+    config: dict[str, Any]
+    source: str  # where the config came from: the artifact or the trial's params
+
+    def describe(self) -> str:
+        """One line naming the search, the run and its score."""
+        score = "objective unknown"
+        if self.objective is not None:
+            score = f"objective = {self.objective:.6g}"
+        if self.metric and self.value is not None:
+            score += f", {self.metric} = {self.value:.6g}"
+        run = f"trial run {self.run_id}" if self.run_id else "no matching trial run"
+        return f"search {self.experiment!r}: {run} (parent run {self.parent_run_id}), {score}"
+
+
+def find_best_trial(experiment: str, tracking_uri: str | None = None) -> BestTrial:
+    """The best trial of the latest search of ``experiment``.
+
+    Raises:
+        ValueError: no such experiment (the message lists the astune experiments), no search
+            in it, or no finished trial with an ``objective``.
+    """
+    store = Store(tracking_uri)
+    parent = _latest_search(store, experiment)
+    trials = finished_trials(store.trials(parent.info.run_id, [parent.info.experiment_id]))
+    if not trials:
+        raise ValueError(
+            f"search {experiment!r} (parent run {parent.info.run_id}) has no finished trial with "
+            "an objective yet; let a trial finish (or resume the search) and export again."
+        )
+    artifact = _artifact_config(store, parent.info.run_id)
+    if artifact is not None:
+        matching = [run for run in trials if _agrees(run, artifact)]
+        best = max(matching, key=objective) if matching else None
+        config, source = artifact, ARTIFACT
+    else:
+        best = max(trials, key=objective)
+        config, source = _config_from_params(parent, best), "trial params"
+    metric, value = _best_metric(store, best) if best else (None, None)
+    return BestTrial(
+        experiment=experiment, tracking_uri=store.uri, parent_run_id=parent.info.run_id,
+        run_id=best.info.run_id if best else None,
+        objective=objective(best) if best else parent.data.metrics.get("best_objective"),
+        metric=metric, value=value, config=config, source=source,
+    )
+
+
+def _latest_search(store: Store, experiment: str) -> "Run":
+    found = store.client.get_experiment_by_name(experiment) if store.exists else None
+    if found is None or found.lifecycle_stage != "active":
+        names = store.search_experiment_names() if store.exists else []
+        listing = ", ".join(names) if names else "none"
+        raise ValueError(
+            f"no experiment {experiment!r} in {store.uri}; astune experiments there: {listing}."
+        )
+    searches = store.searches([found.experiment_id])
+    if not searches:
+        raise ValueError(
+            f"experiment {experiment!r} holds no astune search run (tag astune.role=search)."
+        )
+    return searches[0]
+
+
+def _artifact_config(store: Store, run_id: str) -> dict[str, Any] | None:
+    """The parent's ``best_config.yaml`` as a mapping, or None when it has none."""
+    import yaml
+
+    if ARTIFACT not in {item.path for item in store.client.list_artifacts(run_id)}:
+        return None
+    with tempfile.TemporaryDirectory() as folder, _no_progress_bar():
+        path = store.client.download_artifacts(run_id, ARTIFACT, folder)
+        loaded = yaml.safe_load(Path(path).read_text())
+    return dict(loaded) if isinstance(loaded, Mapping) else None
+
+
+@contextmanager
+def _no_progress_bar() -> Iterator[None]:
+    """MLflow draws a download bar on stderr; an export prints nothing but its text."""
+    key = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    old = os.environ.get(key)
+    os.environ[key] = "false"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
+
+
+def _agrees(run: "Run", config: Mapping[str, Any]) -> bool:
+    """Whether every param the trial logged (that applies) equals the config's value."""
+    for key in run.data.params:
+        value = param(run, key)
+        if value is None or key not in config:
+            continue
+        if not _same(value, config[key]):
+            return False
+    return True
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return str(a) == str(b)
+
+
+def _config_from_params(parent: "Run", trial: "Run") -> dict[str, Any]:
+    """The shared settings logged on the parent, overridden by the trial's params."""
+    from astune.config import LOSS_PARAM_KEYS, TrainConfig
+
+    accepted = {f.name for f in dataclasses.fields(TrainConfig)} | set(LOSS_PARAM_KEYS)
+    config = {k: param(parent, k) for k in _PARENT_KEYS}
+    config.update({k: param(trial, k) for k in trial.data.params})
+    return {k: v for k, v in config.items() if k in accepted and v is not None}
+
+
+def _best_metric(store: Store, run: "Run") -> tuple[str | None, float | None]:
+    """The trial's ``val_<metric>`` that its objective is (the dataset's primary metric) and
+    its value at the best evaluation."""
+    values = best_evaluation_metrics(store, run)
+    names = sorted(k for k in values if k != "val_loss")
+    best = objective(run)
+    for name in names:
+        if best is not None and math.isclose(values[name], best, abs_tol=1e-12):
+            return name, values[name]
+    return (names[0], values[names[0]]) if names else (None, None)
+
+
+# ----------------------------------------------------------------------------------- output
+def render(best: BestTrial, fmt: str) -> str:
+    """The export text of ``best`` in ``fmt`` (one of :data:`FORMATS`)."""
+    from astune.export_code import hf_snippet, python_snippet
+
+    renderers = {"yaml": render_yaml, "json": render_json, "python": python_snippet, "hf": hf_snippet}
+    if fmt not in renderers:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, but got {fmt!r}.")
+    return renderers[fmt](best)
+
+
+def render_yaml(best: BestTrial) -> str:
+    """The config with a comment header: where it came from and how to run it."""
+    import yaml
+
+    header = (
+        f"# astune export of {best.describe()}\n"
+        f"# tracking URI: {best.tracking_uri}; config from: {best.source}\n"
+        "# run it with: python -m astune train --config THIS_FILE\n"
+    )
+    return header + yaml.safe_dump(best.config, sort_keys=False)
+
+
+def render_json(best: BestTrial) -> str:
+    """``{"astune_export": {...}, "config": {...}}``: `train --config` reads the ``config`` key."""
+    source = {
+        "experiment": best.experiment, "tracking_uri": best.tracking_uri,
+        "parent_run_id": best.parent_run_id, "run_id": best.run_id,
+        "objective": best.objective, best.metric or "metric": best.value, "config_from": best.source,
+    }
+    return json.dumps({"astune_export": source, "config": best.config}, indent=2) + "\n"
+
+
+def export(
+    experiment: str, fmt: str = "yaml", output: str | Path | None = None, tracking_uri: str | None = None
+) -> str:
+    """Render the best trial of ``experiment`` in ``fmt``; write it to ``output`` when given.
+
+    Returns the text. Raises ValueError (one line) for an unknown format or experiment, or a
+    search without a finished trial.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, but got {fmt!r}.")
+    text = render(find_best_trial(experiment, tracking_uri), fmt)
+    if output is not None:
+        Path(output).write_text(text)
+    return text
+

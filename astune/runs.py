@@ -1,0 +1,172 @@
+"""Reading astune's MLflow store: searches (parent runs), their trials, and their values.
+
+The layout is the one :mod:`astune.search.tracking` writes (DESIGN.md, "MLflow conventions"):
+a parent run per search (tag ``astune.role=search``) and a child run per trial (tag
+``astune.role=trial``, ``mlflow.parentRunId``) whose params are strings, ``"None"`` where a key
+does not apply. ``export`` and ``recommend`` read the store through these functions only.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from astune.search.tracking import (
+    DATASET_TAG,
+    NOT_APPLICABLE,
+    PARENT_TAG,
+    ROLE_TAG,
+    check_tracking_uri,
+    resolve_tracking_uri,
+)
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+    from mlflow.entities import Run
+
+AS_LOSSES = ("as_softmax", "multilabel_as_softmax")
+SOFTMAX_LOSSES = ("softmax", "multilabel_softmax")
+_PAGE = 1000
+
+
+class Store:
+    """One MLflow tracking store, opened read-mostly: a missing SQLite file is an empty store
+    (nothing is created by reading)."""
+
+    def __init__(self, tracking_uri: str | None = None):
+        if tracking_uri is None or not tracking_uri.strip():
+            # The embedded default (tracking.default_tracking_uri) without creating its folder.
+            tracking_uri = str(Path.cwd() / "astune-runs" / "mlflow.db")
+        self.uri = resolve_tracking_uri(tracking_uri)
+        self._client: MlflowClient | None = None
+
+    @property
+    def exists(self) -> bool:
+        """False for a SQLite or file store whose file is not there yet."""
+        if self.uri.startswith("sqlite:///"):
+            return Path(self.uri[len("sqlite:///"):].partition("?")[0]).is_file()
+        if self.uri.startswith("file:"):
+            from urllib.parse import unquote, urlsplit
+
+            return Path(unquote(urlsplit(self.uri).path)).is_dir()
+        return True
+
+    @property
+    def client(self) -> "MlflowClient":
+        if self._client is None:
+            from mlflow import MlflowClient
+
+            if self.uri.startswith(("http://", "https://")):
+                check_tracking_uri(self.uri)  # one short request: MLflow retries for minutes
+            self._client = MlflowClient(tracking_uri=self.uri)
+        return self._client
+
+    def experiment_ids(self) -> list[str]:
+        """Every active experiment of the store."""
+        if not self.exists:
+            return []
+        return [e.experiment_id for e in self.client.search_experiments()]
+
+    def runs(self, filter_string: str, experiment_ids: Iterable[str] | None = None) -> list["Run"]:
+        """All runs matching ``filter_string`` (MLflow's syntax), in every experiment by default,
+        newest first; pages through the store."""
+        ids = list(experiment_ids) if experiment_ids is not None else self.experiment_ids()
+        if not ids:
+            return []
+        out: list[Run] = []
+        token = None
+        while True:
+            page = self.client.search_runs(
+                ids, filter_string=filter_string, max_results=_PAGE,
+                order_by=["attributes.start_time DESC"], page_token=token,
+            )
+            out.extend(page)
+            token = page.token
+            if not token:
+                return out
+
+    def searches(self, experiment_ids: Iterable[str] | None = None) -> list["Run"]:
+        """The parent runs of searches, newest first."""
+        return self.runs(f"tags.`{ROLE_TAG}` = 'search'", experiment_ids)
+
+    def trials(
+        self, parent_run_id: str | None = None, experiment_ids: Iterable[str] | None = None
+    ) -> list["Run"]:
+        """Trial runs: the children of one parent run, or every trial of the store."""
+        query = f"tags.`{ROLE_TAG}` = 'trial'"
+        if parent_run_id is not None:
+            query += f" and tags.`{PARENT_TAG}` = {quote(parent_run_id)}"
+        return self.runs(query, experiment_ids)
+
+    def dataset_trials(self, dataset: str) -> list["Run"]:
+        """Every trial run tagged with ``dataset``."""
+        return self.runs(f"tags.`{ROLE_TAG}` = 'trial' and tags.`{DATASET_TAG}` = {quote(dataset)}")
+
+    def search_experiment_names(self) -> list[str]:
+        """The names of the experiments that hold at least one astune search, sorted."""
+        ids = {run.info.experiment_id for run in self.searches()}
+        return sorted(self.client.get_experiment(i).name for i in ids)
+
+
+def quote(value: str) -> str:
+    """A string literal of MLflow's filter syntax."""
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def param(run: "Run", key: str) -> Any:
+    """A run's param as a Python value (``"0.3"`` -> 0.3, ``"True"`` -> True); None when the
+    run lacks it or logged ``"None"`` (not applicable)."""
+    return parse_value(run.data.params.get(key))
+
+
+def parse_value(text: str | None) -> Any:
+    if text is None or text == NOT_APPLICABLE:
+        return None
+    import yaml
+
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return value if isinstance(value, (bool, int, float, str)) else text
+
+
+def objective(run: "Run") -> float | None:
+    """The trial's best ``objective``: its ``best_objective`` metric (logged with its final
+    report), else the latest ``objective`` (a trial stopped before its final report); None
+    unless finite."""
+    metrics = run.data.metrics
+    value = metrics.get("best_objective", metrics.get("objective"))
+    return value if value is not None and math.isfinite(value) else None
+
+
+def best_evaluation_metrics(store: Store, run: "Run") -> dict[str, float]:
+    """The trial's ``val_*`` metrics at its best evaluation (metric ``best_evaluation``, else
+    its latest evaluation)."""
+    step = run.data.metrics.get("best_evaluation")
+    out = {}
+    for key, latest in run.data.metrics.items():
+        if not key.startswith("val_"):
+            continue
+        out[key] = latest
+        if step is not None:
+            history = store.client.get_metric_history(run.info.run_id, key)
+            at_step = [m.value for m in history if m.step == int(step)]
+            if at_step:
+                out[key] = at_step[-1]
+    return out
+
+
+def finished_trials(runs: Iterable["Run"], losses: Iterable[str] | None = None) -> list["Run"]:
+    """The FINISHED trial runs with a finite objective, optionally of ``losses`` only."""
+    wanted = set(losses) if losses is not None else None
+    return [
+        run for run in runs
+        if run.info.status == "FINISHED" and objective(run) is not None
+        and (wanted is None or param(run, "loss") in wanted)
+    ]
+
+
+def dataset_of(run: "Run") -> str | None:
+    return run.data.tags.get(DATASET_TAG)

@@ -1,0 +1,117 @@
+"""`astune recommend` on a real MLflow store filled by real short searches on two datasets
+(tests/mlflow_searches.py), on an empty store, and on a user's own dataset folder."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from astune.cli import main
+from astune.difficulty import DIFFICULTY_TAG, PROBE_TAG
+from astune.recommend import fit_line, prior_delta, prior_warmup, recommend
+from astune.search.space import load_space
+from mlflow_searches import tiny_searches
+
+
+@pytest.fixture(scope="module")
+def searches(tmp_path_factory, data_dir):
+    return tiny_searches(tmp_path_factory, data_dir)
+
+
+def test_prior_is_the_papers_rule():
+    assert prior_delta(0.2) == 0.35 and prior_delta(0.45) == 0.35  # easy
+    assert prior_delta(0.75) == pytest.approx(0.30)  # medium: "0.3 works well for most tasks"
+    assert prior_delta(1.0) == pytest.approx(0.20)  # hard
+    assert 0.30 < prior_delta(0.6) < 0.35 and 0.20 < prior_delta(0.9) < 0.30
+    assert prior_warmup(0.3) == 0.2 and prior_warmup(0.525) == pytest.approx(0.1)
+    assert prior_warmup(0.6) == 0.0 and prior_warmup(0.9) == 0.0
+
+
+def test_fit_line_follows_the_history_and_stays_inside_it():
+    fit = fit_line([0.2, 0.5, 0.8], [0.36, 0.30, 0.24], [1.0, 1.0, 1.0])
+    assert fit.slope == pytest.approx(-0.2) and fit.predict(0.5) == pytest.approx(0.30)
+    assert fit.resid_sd == pytest.approx(0.0, abs=1e-9)
+    assert fit.predict(2.0) == pytest.approx(0.24) and fit.predict(-1.0) == pytest.approx(0.36)
+    thin = fit_line([0.3, 0.9], [0.35, 0.25], [3.0, 1.0])  # two points: a weighted mean
+    assert thin.slope == 0.0 and thin.predict(0.9) == pytest.approx(0.325) and thin.resid_sd is None
+
+
+def test_recommend_fits_the_history_of_two_datasets(searches, data_dir):
+    rec = recommend("conll2003", tracking_uri=searches.tracking_uri, data_dir=str(data_dir))
+    assert 0.0 <= rec.low <= rec.delta <= rec.high <= 1.0 and rec.low < rec.high
+    assert 0.0 <= rec.warmup_ratio <= 1.0
+    assert sorted(p.experiment for p in rec.points) == ["conll-tiny", "sst5-tiny"]
+    assert rec.history_weight == pytest.approx(2 / 5)
+    # Blend of the history fit and the paper prior, as the module documents (rounded to 0.01).
+    expected = rec.history_weight * rec.fit_delta + (1 - rec.history_weight) * rec.prior_delta
+    assert rec.delta == pytest.approx(expected, abs=0.006)
+    # Difficulty: the probe and conll-tiny's softmax trial in MLflow.
+    assert [e.source for e in rec.difficulty.evidence] == ["probe", "mlflow"]
+    assert 0.0 <= rec.difficulty.value <= 1.0 and rec.difficulty.sd > 0
+    for word in ("probe", "softmax trial", "conll-tiny", "sst5-tiny", "blended"):
+        assert word in rec.rationale, word
+    # Measured, not guessed: the paper's easy task measures easier than its hard one.
+    by_dataset = {p.dataset: p.difficulty for p in rec.points}
+    assert by_dataset["conll2003"] < by_dataset["sst5"]
+
+
+def test_difficulty_is_stored_on_the_search_runs(searches, data_dir):
+    from mlflow import MlflowClient
+
+    recommend("sst5", tracking_uri=searches.tracking_uri, data_dir=str(data_dir))
+    client = MlflowClient(searches.tracking_uri)
+    for summary in searches.summaries.values():
+        tags = client.get_run(summary.parent_run_id).data.tags
+        assert 0.0 <= float(tags[DIFFICULTY_TAG]) <= 1.0
+        assert json.loads(tags[PROBE_TAG])["n_eval"] > 0
+
+
+def test_cli_writes_a_space_centred_on_the_recommendation(searches, tmp_path, capsys):
+    path = tmp_path / "narrow.yaml"
+    argv = ["recommend", "--dataset", "sst5", "--tracking-uri", searches.tracking_uri]
+    rc = main([*argv, "--write-space", str(path)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "rationale:" in out and "difficulty:" in out
+    delta = float(re.search(r"^delta:\s+([0-9.]+)", out, re.M).group(1))
+    space = load_space(path)
+    param = space.loss_params["as_softmax"]["delta"]
+    assert param.low < delta < param.high
+    assert (param.low + param.high) / 2 == pytest.approx(delta, abs=0.006)
+    assert space.seed_points[0]["delta"] == delta  # the recommendation is evaluated first
+
+
+def test_empty_store_and_user_folder_fall_back_to_the_paper_prior(tmp_path, data_dir):
+    folder = _user_dataset(tmp_path / "my_sentiment", data_dir / "sst5")
+    store = tmp_path / "empty" / "mlflow.db"
+    rec = recommend(str(folder), tracking_uri=f"sqlite:///{store}")
+    assert rec.dataset == "my_sentiment" and rec.points == [] and rec.history_weight == 0.0
+    assert [e.source for e in rec.difficulty.evidence] == ["probe"]
+    assert rec.delta == pytest.approx(round(prior_delta(rec.difficulty.value), 2))
+    assert rec.low < rec.delta < rec.high and rec.high - rec.low <= 0.2
+    assert "paper prior alone" in rec.rationale and "my_sentiment" in rec.rationale
+    assert not store.exists()  # reading an empty store creates nothing
+
+
+def test_unknown_dataset_is_a_one_line_error(capsys):
+    rc = main(["recommend", "--dataset", "no_such_dataset", "--tracking-uri", "sqlite:///unused.db"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "'no_such_dataset'" in err and "sst5" in err
+
+
+def _user_dataset(folder: Path, source: Path) -> Path:
+    """A user's folder: binary sentiment from SST5's rows (negative vs positive), JSONL splits
+    and a dataset.json, as README "Data" describes."""
+    folder.mkdir(parents=True)
+    sizes = {"train": 600, "validation": 300, "test": 100}
+    for split, size in sizes.items():
+        rows = [json.loads(line) for line in (source / f"{split}.jsonl").read_text().splitlines()]
+        kept = [{"text": r["text"], "label": int(r["label"] > 2)} for r in rows if r["label"] != 2]
+        kept = kept[:size]
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    meta = {"task": "single_label", "text_column": "text", "label_column": "label",
+            "label_names": ["negative", "positive"]}
+    (folder / "dataset.json").write_text(json.dumps(meta))
+    return folder
