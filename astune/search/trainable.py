@@ -6,6 +6,8 @@ trial's config (flat keys proposed by Optuna) is laid over the search's base con
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +21,26 @@ def train_trial(config: dict[str, Any], *, data: Any, base: dict[str, Any]) -> N
     from astune.training import fit
 
     values = {**base, **{k: v for k, v in config.items() if v is not None}}
-    values["output_dir"] = str(Path(tune.get_context().get_trial_dir()) / "run")
+    # The run folder is scratch: Ray persists each reported checkpoint and MLflow every record.
+    # Inside the trial folder Ray would copy it again at every experiment snapshot, and a reused
+    # actor would leave it behind in its working directory.
+    scratch = tempfile.mkdtemp(prefix=f"astune-trial-{tune.get_context().get_trial_id()}-")
+    values["output_dir"] = scratch
     train_config = TrainConfig.from_dict(values)
 
     def report(record: dict[str, Any], folder: Path) -> None:
         tune.report(record, checkpoint=tune.Checkpoint.from_directory(str(folder)))
 
-    checkpoint = tune.get_checkpoint()
-    if checkpoint is None:
-        final = fit(train_config, data=data, callback=report)
-    else:
-        with checkpoint.as_directory() as folder:
-            final = fit(train_config, data=data, callback=report, resume_from=folder)
-    tune.report(final_record(final))
+    try:
+        checkpoint = tune.get_checkpoint()
+        if checkpoint is None:
+            final = fit(train_config, data=data, callback=report)
+        else:
+            with checkpoint.as_directory() as folder:
+                final = fit(train_config, data=data, callback=report, resume_from=folder)
+        tune.report(final_record(final))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def final_record(final: dict[str, Any]) -> dict[str, Any]:
