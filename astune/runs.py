@@ -18,6 +18,7 @@ from astune.search.tracking import (
     PARENT_TAG,
     ROLE_TAG,
     check_tracking_uri,
+    quote,
     resolve_tracking_uri,
 )
 
@@ -107,11 +108,6 @@ class Store:
         """The names of the experiments that hold at least one astune search, sorted."""
         ids = {run.info.experiment_id for run in self.searches()}
         return sorted(self.client.get_experiment(i).name for i in ids)
-
-
-def quote(value: str) -> str:
-    """A string literal of MLflow's filter syntax."""
-    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def param(run: "Run", key: str) -> Any:

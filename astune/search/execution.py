@@ -114,16 +114,15 @@ def _callbacks(settings: SearchSettings, space: Any, tracker: Any) -> list:
     return callbacks
 
 
-def _tuner(settings: SearchSettings, space: Any, trainable: Any, callbacks: list, max_t: int) -> Any:
+def _tuner(settings: SearchSettings, space: Any, trainable: Any, tracker: Any, max_t: int) -> Any:
     from ray import tune
 
     path = settings.experiment_path()
     if settings.resume:
-        tuner = tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True, resume_errored=True)
-        tuner._local_tuner.get_run_config().callbacks = callbacks  # fresh clients, same runs
-        return tuner
+        return tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True, resume_errored=True)
     run_config = tune.RunConfig(
-        name=settings.experiment_name, storage_path=path.rsplit("/", 1)[0], callbacks=callbacks,
+        name=settings.experiment_name, storage_path=path.rsplit("/", 1)[0],
+        callbacks=_callbacks(settings, space, tracker),
         failure_config=tune.FailureConfig(max_failures=settings.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1), verbose=0,
     )
@@ -142,7 +141,7 @@ def trial_dirname(trial: Any) -> str:
 
 def tune_search(settings: SearchSettings, space: Any, base: dict, data: Any, tracking_uri: str, max_t: int) -> SearchSummary:
     """Run the trials under MLflow tracking; the parent run ends with the search's status."""
-    from astune.search.tracking import SearchTracker
+    from astune.search.tracking import SearchTracker, attach_tracker
 
     tracker = SearchTracker(
         tracking_uri, settings.experiment_name, dataset=data.spec.name, task=data.spec.task,
@@ -151,9 +150,9 @@ def tune_search(settings: SearchSettings, space: Any, base: dict, data: Any, tra
     tracker.start(resume=settings.resume)
     status = "FAILED"
     try:
-        callbacks = _callbacks(settings, space, tracker)
-        tuner = _tuner(settings, space, _trainable(settings, base, data), callbacks, max_t)
-        if settings.resume:
+        tuner = _tuner(settings, space, _trainable(settings, base, data), tracker, max_t)
+        if settings.resume:  # the restored Tuner brings its pickled callbacks: point them here
+            attach_tracker(tuner, tracker)
             tracker.forget_lost_trials(_known_trials(settings.experiment_path()))
         results = tuner.fit()
         summary = _summarize(settings, space, base, results, tracker)

@@ -361,7 +361,7 @@ class SearchTracker:
         runs = self.client.search_runs(
             [self.experiment_id],
             filter_string=f"tags.`{ROLE_TAG}` = 'search' and tags.`{SEARCH_ID_TAG}` = "
-            f"{_quote(self.search_id)}",
+            f"{quote(self.search_id)}",
             max_results=1,
             order_by=["attributes.start_time DESC"],
         )
@@ -437,8 +437,8 @@ class SearchTracker:
         """The child run of ``trial_id`` under this parent, if one exists."""
         runs = self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.`{TRIAL_ID_TAG}` = {_quote(trial_id)} and "
-            f"tags.`{PARENT_TAG}` = {_quote(self._require_parent())}",
+            filter_string=f"tags.`{TRIAL_ID_TAG}` = {quote(trial_id)} and "
+            f"tags.`{PARENT_TAG}` = {quote(self._require_parent())}",
             max_results=1,
             order_by=["attributes.start_time DESC"],
         )
@@ -501,7 +501,7 @@ class SearchTracker:
         """The child runs of this parent still RUNNING."""
         runs = self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.`{PARENT_TAG}` = {_quote(self._require_parent())} and "
+            filter_string=f"tags.`{PARENT_TAG}` = {quote(self._require_parent())} and "
             "attributes.status = 'RUNNING'",
             max_results=10000,
         )
@@ -528,7 +528,7 @@ class SearchTracker:
         """All child runs of this parent (``mlflow.entities.Run``)."""
         return self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.`{PARENT_TAG}` = {_quote(self._require_parent())}",
+            filter_string=f"tags.`{PARENT_TAG}` = {quote(self._require_parent())}",
             max_results=10000,
         )
 
@@ -555,7 +555,7 @@ class SearchTracker:
             self.client.log_batch(run_id, params=param_chunk, tags=tag_chunk)
 
 
-def _quote(value: str) -> str:
+def quote(value: str) -> str:
     """A string literal of MLflow's search filter syntax."""
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
