@@ -1,6 +1,7 @@
 """Loss/metric consistency: Pearson r between validation loss and metric, per loss.
 
-Run: python analysis/loss_metric_correlation.py --experiment NAME [--tracking-uri URI] [--output-dir DIR]
+Run: python analysis/loss_metric_correlation.py --experiment NAME [--tracking-uri URI]
+     [--output-dir DIR]
 """
 
 import sys

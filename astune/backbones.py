@@ -18,9 +18,10 @@ import logging
 import os
 import re
 import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from astune._checks import check_choice, check_int, check_range
 
@@ -296,7 +297,7 @@ def _unwrap(model: nn.Module) -> nn.Module:
     return model
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _forward_inputs(model_type: type) -> frozenset[str]:
     parameters = inspect.signature(model_type.forward).parameters.values()
     named = {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}

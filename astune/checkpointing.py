@@ -22,7 +22,11 @@ BEST_MODEL_FILE = "best_model.pt"
 
 def rng_state() -> dict[str, Any]:
     """Every random state a training step draws from."""
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    state = {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state

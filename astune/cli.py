@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 EXIT_USAGE = 2
 
@@ -31,7 +31,9 @@ def _add_data_flags(parser: argparse.ArgumentParser) -> None:
 
 def _add_tracking_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--tracking-uri", default=None, help="MLflow tracking URI (default: the embedded sqlite store)"
+        "--tracking-uri",
+        default=None,
+        help="MLflow tracking URI (default: the embedded sqlite store)",
     )
 
 
@@ -49,7 +51,9 @@ def _build_parser() -> argparse.ArgumentParser:
     search.add_argument("--max-concurrent", type=int, default=None)
     search.add_argument("--cpus-per-trial", type=float, default=None)
     search.add_argument("--gpus-per-trial", type=float, default=None)
-    search.add_argument("--address", default=None, help="`auto` or ray://host:port to join a cluster")
+    search.add_argument(
+        "--address", default=None, help="`auto` or ray://host:port to join a cluster"
+    )
     search.add_argument("--storage-path", default=None)
     search.add_argument("--name", default=None, help="search name = MLflow experiment name")
     search.add_argument("--resume", action="store_true")
@@ -68,7 +72,9 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--lr", type=float, default=None)
     train.add_argument("--batch-size", type=int, default=None)
     train.add_argument("--output-dir", default=None)
-    train.add_argument("--eval-every", type=int, default=None, help="evaluate every N optimizer steps")
+    train.add_argument(
+        "--eval-every", type=int, default=None, help="evaluate every N optimizer steps"
+    )
     train.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None)
     train.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None)
 
@@ -109,9 +115,26 @@ def _backbones(args: argparse.Namespace) -> int:
 
 
 TRAIN_FLAGS = (
-    "dataset", "data_dir", "backbone", "num_layers", "max_train_samples", "max_eval_samples",
-    "epochs", "seed", "loss", "delta", "warmup_ratio", "lam", "max_accum_steps", "as_speed",
-    "lr", "batch_size", "output_dir", "eval_every", "device", "precision",
+    "dataset",
+    "data_dir",
+    "backbone",
+    "num_layers",
+    "max_train_samples",
+    "max_eval_samples",
+    "epochs",
+    "seed",
+    "loss",
+    "delta",
+    "warmup_ratio",
+    "lam",
+    "max_accum_steps",
+    "as_speed",
+    "lr",
+    "batch_size",
+    "output_dir",
+    "eval_every",
+    "device",
+    "precision",
 )
 
 
@@ -137,9 +160,16 @@ def _train(args: argparse.Namespace) -> int:
         final = fit(config, progress=True)
     except (ValueError, OSError) as err:  # bad input, or a backbone that cannot be loaded
         raise CLIError(str(err).splitlines()[0]) from None
-    keys = [k for k in final if k.startswith(("val_", "test_"))] + ["optimizer_steps", "train_seconds"]
+    keys = [k for k in final if k.startswith(("val_", "test_"))] + [
+        "optimizer_steps",
+        "train_seconds",
+    ]
     for key in keys:
-        print(f"{key:>24}: {final[key]:.4f}" if isinstance(final[key], float) else f"{key:>24}: {final[key]}")
+        print(
+            f"{key:>24}: {final[key]:.4f}"
+            if isinstance(final[key], float)
+            else f"{key:>24}: {final[key]}"
+        )
     print(f"run folder: {config.output_dir} (metrics.jsonl, final.json, checkpoint/)")
     return 0
 
@@ -163,7 +193,9 @@ def _report(args: argparse.Namespace) -> int:
     from astune.analysis.report import write_report
 
     try:
-        report = write_report(args.experiment, output_dir=args.output_dir, tracking_uri=args.tracking_uri)
+        report = write_report(
+            args.experiment, output_dir=args.output_dir, tracking_uri=args.tracking_uri
+        )
     except (ValueError, OSError) as err:  # an unknown store or experiment, an unwritable folder
         raise CLIError(str(err).splitlines()[0]) from None
     print(summary(report))
@@ -203,8 +235,10 @@ def _recommend(args: argparse.Namespace) -> int:
         raise CLIError(str(err).splitlines()[0]) from None
     print(format_recommendation(rec))
     if space is not None:
-        print(f"search space: {space} (delta in [{rec.low:.2f}, {rec.high:.2f}]); run it with: "
-              f"python -m astune search --dataset {args.dataset} --space {space}")
+        print(
+            f"search space: {space} (delta in [{rec.low:.2f}, {rec.high:.2f}]); run it with: "
+            f"python -m astune search --dataset {args.dataset} --space {space}"
+        )
     return 0
 
 

@@ -7,9 +7,10 @@ Unset budget fields (``epochs``, ``batch_size``, ``lr``) take the paper's value 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from astune._checks import check_choice, check_int, check_range
 
@@ -53,7 +54,13 @@ class TrainConfig:
 
     def validate(self) -> "TrainConfig":
         """Check every field; ValueError naming the field, its value and the accepted range."""
-        for name in ("num_layers", "max_train_samples", "max_eval_samples", "batch_size", "eval_every"):
+        for name in (
+            "num_layers",
+            "max_train_samples",
+            "max_eval_samples",
+            "batch_size",
+            "eval_every",
+        ):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1)
         check_int("max_length", self.max_length, 8)
@@ -128,7 +135,9 @@ class TrainConfig:
         except FileNotFoundError:
             raise ValueError(f"config file {path} does not exist.") from None
         except yaml.YAMLError as err:
-            raise ValueError(f"config file {path} is not valid YAML: {err}".splitlines()[0]) from None
+            raise ValueError(
+                f"config file {path} is not valid YAML: {err}".splitlines()[0]
+            ) from None
         if not isinstance(raw, dict):
             raise ValueError(f"config file {path} must hold a mapping of config keys.")
         return cls.from_dict(raw.get("config", raw))

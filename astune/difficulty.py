@@ -59,8 +59,10 @@ class Evidence:
         return normalized(self.value, self.chance)
 
     def describe(self) -> str:
-        return (f"{self.source}: {self.metric} {self.value:.3f} vs chance {self.chance:.3f} "
-                f"-> {self.score:.2f} (weight {self.weight:.2f}; {self.detail})")
+        return (
+            f"{self.source}: {self.metric} {self.value:.3f} vs chance {self.chance:.3f} "
+            f"-> {self.score:.2f} (weight {self.weight:.2f}; {self.detail})"
+        )
 
 
 @dataclass
@@ -80,7 +82,9 @@ class Difficulty:
         return f"{self.value:.2f} +- {self.sd:.2f} (1 = hard)"
 
 
-def combine(dataset: str, task: str | None, evidence: list[Evidence], notes: list[str]) -> Difficulty:
+def combine(
+    dataset: str, task: str | None, evidence: list[Evidence], notes: list[str]
+) -> Difficulty:
     """The module docstring's formula over ``evidence``."""
     total = sum(e.weight for e in evidence)
     if not evidence or total <= 0:
@@ -143,8 +147,10 @@ def measure_difficulty(
 
 
 def _probe_evidence(probe: ProbeResult) -> Evidence:
-    detail = (f"linear softmax probe on frozen {probe.backbone} ({probe.num_layers} layers), "
-              f"{probe.n_train} train / {probe.n_eval} validation examples")
+    detail = (
+        f"linear softmax probe on frozen {probe.backbone} ({probe.num_layers} layers), "
+        f"{probe.n_train} train / {probe.n_eval} validation examples"
+    )
     return Evidence("probe", probe.metric, probe.value, probe.chance, 1.0, probe.score_se, detail)
 
 
@@ -159,8 +165,10 @@ def softmax_evidence(store: Store, name: str, probe: ProbeResult | None) -> Evid
     seen = best.data.metrics.get("samples_seen") or 0.0
     weight = MLFLOW_WEIGHT * min(1.0, seen / FULL_WEIGHT_SAMPLES)
     experiment = store.client.get_experiment(best.info.experiment_id).name
-    detail = (f"best of {len(trials)} softmax trial(s) in MLflow, search {experiment!r}, "
-              f"{seen:.0f} examples seen")
+    detail = (
+        f"best of {len(trials)} softmax trial(s) in MLflow, search {experiment!r}, "
+        f"{seen:.0f} examples seen"
+    )
     return Evidence(
         "mlflow", probe.metric, objective(best), probe.chance, weight, MLFLOW_SCORE_SE, detail
     )
@@ -187,8 +195,9 @@ def stored_probe(store: Store, name: str, options: dict[str, Any]) -> ProbeResul
     return None
 
 
-def save_probe(store: Store, name: str, probe: ProbeResult, options: dict[str, Any],
-               difficulty: Difficulty) -> None:
+def save_probe(
+    store: Store, name: str, probe: ProbeResult, options: dict[str, Any], difficulty: Difficulty
+) -> None:
     """Tag the dataset's search runs with the probe and the difficulty; a store that refuses
     (read-only server) only costs a later re-measurement."""
     from mlflow.exceptions import MlflowException

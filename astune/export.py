@@ -14,10 +14,11 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from astune.runs import Store, best_evaluation_metrics, finished_trials, objective, param
 
@@ -80,10 +81,15 @@ def find_best_trial(experiment: str, tracking_uri: str | None = None) -> BestTri
         config, source = _config_from_params(parent, best), "trial params"
     metric, value = _best_metric(store, best) if best else (None, None)
     return BestTrial(
-        experiment=experiment, tracking_uri=store.uri, parent_run_id=parent.info.run_id,
+        experiment=experiment,
+        tracking_uri=store.uri,
+        parent_run_id=parent.info.run_id,
         run_id=best.info.run_id if best else None,
         objective=objective(best) if best else parent.data.metrics.get("best_objective"),
-        metric=metric, value=value, config=config, source=source,
+        metric=metric,
+        value=value,
+        config=config,
+        source=source,
     )
 
 
@@ -176,7 +182,12 @@ def render(best: BestTrial, fmt: str) -> str:
     """The export text of ``best`` in ``fmt`` (one of :data:`FORMATS`)."""
     from astune.export_code import hf_snippet, python_snippet
 
-    renderers = {"yaml": render_yaml, "json": render_json, "python": python_snippet, "hf": hf_snippet}
+    renderers = {
+        "yaml": render_yaml,
+        "json": render_json,
+        "python": python_snippet,
+        "hf": hf_snippet,
+    }
     if fmt not in renderers:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, but got {fmt!r}.")
     return renderers[fmt](best)
@@ -197,15 +208,22 @@ def render_yaml(best: BestTrial) -> str:
 def render_json(best: BestTrial) -> str:
     """``{"astune_export": {...}, "config": {...}}``: `train --config` reads the ``config`` key."""
     source = {
-        "experiment": best.experiment, "tracking_uri": best.tracking_uri,
-        "parent_run_id": best.parent_run_id, "run_id": best.run_id,
-        "objective": best.objective, best.metric or "metric": best.value, "config_from": best.source,
+        "experiment": best.experiment,
+        "tracking_uri": best.tracking_uri,
+        "parent_run_id": best.parent_run_id,
+        "run_id": best.run_id,
+        "objective": best.objective,
+        best.metric or "metric": best.value,
+        "config_from": best.source,
     }
     return json.dumps({"astune_export": source, "config": best.config}, indent=2) + "\n"
 
 
 def export(
-    experiment: str, fmt: str = "yaml", output: str | Path | None = None, tracking_uri: str | None = None
+    experiment: str,
+    fmt: str = "yaml",
+    output: str | Path | None = None,
+    tracking_uri: str | None = None,
 ) -> str:
     """Render the best trial of ``experiment`` in ``fmt``; write it to ``output`` when given.
 
@@ -218,4 +236,3 @@ def export(
     if output is not None:
         Path(output).write_text(text)
     return text
-

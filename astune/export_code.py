@@ -55,9 +55,10 @@ def _constants(values: dict[str, Any]) -> str:
 def _docstring(best: "BestTrial", what: str) -> str:
     import textwrap
 
-    source = textwrap.fill(f"Best trial of {best.describe()}; tracking URI {best.tracking_uri}.", 99)
+    source = textwrap.fill(
+        f"Best trial of {best.describe()}; tracking URI {best.tracking_uri}.", 99
+    )
     return f'"""{what}, exported by `astune export`.\n\n{source}\n"""'
-
 
 
 def python_snippet(best: "BestTrial") -> str:
@@ -76,17 +77,18 @@ def hf_snippet(best: "BestTrial") -> str:
     speed = (
         f"# The best trial used AS-Speed (lam={values['LAM']}, max_accum_steps="
         f"{values['MAX_ACCUM_STEPS']}); it is left out here.\n"
-        if values["AS_SPEED"] else ""
+        if values["AS_SPEED"]
+        else ""
     )
     note = _HF_NOTE.format(experiment=best.experiment)
     return f"{doc}\n\n{note}{speed}\n{_HF_IMPORTS}\n{_constants(values)}\n\n{_HF_BODY}"
 
 
-_PYTHON_IMPORTS = '''import torch
+_PYTHON_IMPORTS = """import torch
 
 from astune.losses import DeltaSchedule, build_loss
 from astune.speed import ASSpeed
-'''
+"""
 
 _PYTHON_BODY = '''IS_AS = LOSS in ("as_softmax", "multilabel_as_softmax")
 
@@ -137,7 +139,8 @@ def train(model, batches, optimizer, epochs=EPOCHS):
                 optimizer_step(model, optimizer, active)
                 steps += 1
                 if speed is not None:
-                    accum = speed.update(active, masked)  # AS-Speed: micro-batches for the next step
+                    # AS-Speed: micro-batches for the next step
+                    accum = speed.update(active, masked)
                 active, masked, in_window = 0, 0, 0
     if in_window:
         optimizer_step(model, optimizer, active)
@@ -145,16 +148,16 @@ def train(model, batches, optimizer, epochs=EPOCHS):
     return steps
 '''
 
-_HF_NOTE = '''# AS-Speed needs astune's own loop: the Trainer fixes gradient_accumulation_steps before
-# training, while AS-Speed changes the number of accumulated micro-batches between optimizer
+_HF_NOTE = """# AS-Speed needs astune's own loop: the Trainer fixes gradient_accumulation_steps
+# before training, while AS-Speed changes the number of accumulated micro-batches between optimizer
 # steps. For it, run `python -m astune export --experiment {experiment} --format yaml -o best.yaml`
 # and `python -m astune train --config best.yaml`. The delta warm-up below works with the Trainer.
-'''
+"""
 
-_HF_IMPORTS = '''from transformers import Trainer, TrainerCallback, TrainingArguments
+_HF_IMPORTS = """from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from astune.losses import build_loss
-'''
+"""
 
 _HF_BODY = '''IS_AS = LOSS in ("as_softmax", "multilabel_as_softmax")
 
@@ -167,7 +170,9 @@ def compute_loss_func(outputs, labels, num_items_in_batch=None):
     logits = outputs["logits"] if isinstance(outputs, dict) else outputs.logits
     loss = loss_fn(logits, labels)
     if labels.is_floating_point():  # multi-label 0/1 targets (N, C): normalise by rows
-        rows = labels.shape[0] if num_items_in_batch is None else num_items_in_batch / labels.shape[-1]
+        rows = labels.shape[0]
+        if num_items_in_batch is not None:
+            rows = num_items_in_batch / labels.shape[-1]
         return loss / rows
     if num_items_in_batch is not None:
         return loss / num_items_in_batch
@@ -202,6 +207,7 @@ def make_trainer(model, train_dataset, eval_dataset, output_dir="astune-hf", **k
     callbacks = [DeltaWarmupCallback()] if IS_AS else []
     return Trainer(
         model=model, args=training_arguments(output_dir), train_dataset=train_dataset,
-        eval_dataset=eval_dataset, compute_loss_func=compute_loss_func, callbacks=callbacks, **kwargs,
+        eval_dataset=eval_dataset, compute_loss_func=compute_loss_func, callbacks=callbacks,
+        **kwargs,
     )
 '''

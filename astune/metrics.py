@@ -11,7 +11,8 @@ denominator is 0 is 0.0 (no warning).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -34,8 +35,10 @@ def _to_numpy(values: Any) -> np.ndarray:
 
 def _check_same_length(preds: np.ndarray, labels: np.ndarray, what: str) -> None:
     if preds.shape != labels.shape:
-        raise ValueError(f"{what}: preds and labels must have the same shape, "
-                         f"but got {preds.shape} and {labels.shape}.")
+        raise ValueError(
+            f"{what}: preds and labels must have the same shape, "
+            f"but got {preds.shape} and {labels.shape}."
+        )
     if preds.size == 0:
         raise ValueError(f"{what}: needs at least one sample, but got 0.")
 
@@ -128,14 +131,18 @@ def entity_scores(
     entity. Equals seqeval's default ``precision_score``, ``recall_score`` and ``f1_score``.
     """
     if len(pred_tags) != len(gold_tags):
-        raise ValueError(f"entity_scores: pred_tags and gold_tags must hold the same number of "
-                         f"sentences, but got {len(pred_tags)} and {len(gold_tags)}.")
+        raise ValueError(
+            f"entity_scores: pred_tags and gold_tags must hold the same number of "
+            f"sentences, but got {len(pred_tags)} and {len(gold_tags)}."
+        )
     pred_spans: set[Span] = set()
     gold_spans: set[Span] = set()
     for i, (pred, gold) in enumerate(zip(pred_tags, gold_tags)):
         if len(pred) != len(gold):
-            raise ValueError(f"entity_scores: sentence {i} has {len(pred)} predicted tags and "
-                             f"{len(gold)} gold tags; they must match.")
+            raise ValueError(
+                f"entity_scores: sentence {i} has {len(pred)} predicted tags and "
+                f"{len(gold)} gold tags; they must match."
+            )
         pred_spans.update(entity_spans(pred, i))
         gold_spans.update(entity_spans(gold, i))
     return _prf(len(pred_spans & gold_spans), len(pred_spans), len(gold_spans))
@@ -198,8 +205,10 @@ def token_predictions(
     """
     logits, labels = _to_numpy(logits), _to_numpy(labels)
     if logits.ndim != 3 or logits.shape[:2] != labels.shape:
-        raise ValueError(f"token_predictions: logits must be (B, T, C) and labels (B, T), "
-                         f"but got {logits.shape} and {labels.shape}.")
+        raise ValueError(
+            f"token_predictions: logits must be (B, T, C) and labels (B, T), "
+            f"but got {logits.shape} and {labels.shape}."
+        )
     ids = logits.argmax(axis=-1)
     keep = labels != ignore_index
     return [row[k] for row, k in zip(ids, keep)], [row[k] for row, k in zip(labels, keep)]
@@ -232,8 +241,10 @@ def compute_metrics(
         return _token_metrics(outputs, labels, label_names)
     logits, gold = _to_numpy(outputs), _to_numpy(labels).ravel()
     if logits.ndim != 2 or logits.shape[0] != gold.shape[0]:
-        raise ValueError(f"compute_metrics({task!r}): outputs must be (N, C) logits and labels "
-                         f"(N,), but got {logits.shape} and {gold.shape}.")
+        raise ValueError(
+            f"compute_metrics({task!r}): outputs must be (N, C) logits and labels "
+            f"(N,), but got {logits.shape} and {gold.shape}."
+        )
     keep = gold != IGNORE_INDEX
     preds, gold = logits[keep].argmax(axis=-1), gold[keep]
     result = {"accuracy": accuracy(preds, gold)}
@@ -252,15 +263,19 @@ def _token_metrics(
     preds = [_to_numpy(p).ravel() for p in outputs]
     golds = [_to_numpy(g).ravel() for g in labels]
     if len(preds) != len(golds):
-        raise ValueError(f"compute_metrics('token'): got {len(preds)} predicted and "
-                         f"{len(golds)} gold sentences; they must match.")
+        raise ValueError(
+            f"compute_metrics('token'): got {len(preds)} predicted and "
+            f"{len(golds)} gold sentences; they must match."
+        )
     flat_pred = np.concatenate(preds) if preds else np.zeros(0, dtype=np.int64)
     flat_gold = np.concatenate(golds) if golds else np.zeros(0, dtype=np.int64)
     names = np.asarray(list(label_names), dtype=object)
     for what, ids in (("predicted", flat_pred), ("gold", flat_gold)):
         if ids.size and (ids.min() < 0 or ids.max() >= len(names)):
-            raise ValueError(f"compute_metrics('token'): {what} ids must be in "
-                             f"[0, {len(names) - 1}], but got {ids.min()}..{ids.max()}.")
+            raise ValueError(
+                f"compute_metrics('token'): {what} ids must be in "
+                f"[0, {len(names) - 1}], but got {ids.min()}..{ids.max()}."
+            )
     result = entity_scores([names[p] for p in preds], [names[g] for g in golds])
     result["accuracy"] = accuracy(flat_pred, flat_gold)
     return result

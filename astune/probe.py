@@ -96,9 +96,14 @@ def run_probe(
     head = _fit_head(train_x, train_y, spec.task, spec.num_labels)
     value = _score(body, head, data)
     return ProbeResult(
-        dataset=spec.name, task=spec.task, metric=spec.metric, value=value,
-        chance=majority_baseline(data, "validation"), n_train=len(data.splits["train"]),
-        n_eval=len(data.splits["validation"]), seconds=time.perf_counter() - start,
+        dataset=spec.name,
+        task=spec.task,
+        metric=spec.metric,
+        value=value,
+        chance=majority_baseline(data, "validation"),
+        n_train=len(data.splits["train"]),
+        n_eval=len(data.splits["validation"]),
+        seconds=time.perf_counter() - start,
         num_layers=num_layers,
     )
 
@@ -109,7 +114,9 @@ def _num_labels(dataset: str, data_dir: str | None) -> int:
 
     if dataset in REGISTRY:
         return REGISTRY[dataset].num_labels
-    loaded = load_dataset_splits(dataset, data_dir=data_dir, max_train_samples=1, max_eval_samples=1)
+    loaded = load_dataset_splits(
+        dataset, data_dir=data_dir, max_train_samples=1, max_eval_samples=1
+    )
     return loaded.spec.num_labels
 
 
@@ -117,8 +124,14 @@ def _config(dataset: str, data_dir: str | None, n_train: int, n_eval: int, seed:
     from astune.config import TrainConfig
 
     return TrainConfig(
-        dataset=dataset, data_dir=data_dir, backbone=PROBE_BACKBONE, max_length=PROBE_MAX_LENGTH,
-        max_train_samples=n_train, max_eval_samples=n_eval, seed=seed, loss="softmax",
+        dataset=dataset,
+        data_dir=data_dir,
+        backbone=PROBE_BACKBONE,
+        max_length=PROBE_MAX_LENGTH,
+        max_train_samples=n_train,
+        max_eval_samples=n_eval,
+        seed=seed,
+        loss="softmax",
     ).validate()
 
 
@@ -161,8 +174,9 @@ def _fit_head(x: Tensor, y: Tensor, task: str, num_labels: int) -> _Head:
 
     head = _Head(x, num_labels)
     loss_fn = build_loss("multilabel_softmax" if task == "multi_label" else "softmax")
-    optimizer = torch.optim.LBFGS(head.linear.parameters(), max_iter=30, history_size=10,
-                                  line_search_fn="strong_wolfe")
+    optimizer = torch.optim.LBFGS(
+        head.linear.parameters(), max_iter=30, history_size=10, line_search_fn="strong_wolfe"
+    )
 
     def closure() -> Tensor:
         optimizer.zero_grad()
@@ -194,11 +208,14 @@ def _score(body: torch.nn.Module, head: _Head, data: Any) -> float:
             golds.append(batch["labels"])
     if spec.task != "token":
         outputs, golds = torch.cat(outputs).numpy(), torch.cat(golds).numpy()
-    metrics = compute_metrics(spec.task, outputs, golds, label_names=spec.label_names,
-                              matthews=spec.metric == "matthews")
+    metrics = compute_metrics(
+        spec.task, outputs, golds, label_names=spec.label_names, matthews=spec.metric == "matthews"
+    )
     if spec.metric not in metrics:
-        raise ValueError(f"the probe cannot score metric {spec.metric!r} of dataset {spec.name!r}; "
-                         f"it scores: {', '.join(sorted(metrics))}.")
+        raise ValueError(
+            f"the probe cannot score metric {spec.metric!r} of dataset {spec.name!r}; "
+            f"it scores: {', '.join(sorted(metrics))}."
+        )
     return float(metrics[spec.metric])
 
 

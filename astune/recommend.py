@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from astune.difficulty import Difficulty, dataset_name, measure_difficulty
 from astune.runs import AS_LOSSES, Store, dataset_of, finished_trials, objective, param
@@ -94,11 +95,17 @@ def history_points(
             notes.append(f"search {name!r} left out: difficulty of {dataset_of(parent)!r} unknown")
             continue
         best = max(trials, key=objective)
-        points.append(HistoryPoint(
-            experiment=name, dataset=dataset_of(parent) or "", difficulty=difficulty.value,
-            delta=float(param(best, "delta")), warmup_ratio=float(param(best, "warmup_ratio") or 0.0),
-            objective=objective(best), n_trials=len(trials),
-        ))
+        points.append(
+            HistoryPoint(
+                experiment=name,
+                dataset=dataset_of(parent) or "",
+                difficulty=difficulty.value,
+                delta=float(param(best, "delta")),
+                warmup_ratio=float(param(best, "warmup_ratio") or 0.0),
+                objective=objective(best),
+                n_trials=len(trials),
+            )
+        )
     return points, notes
 
 
@@ -166,7 +173,9 @@ def recommend(
     """
     dataset_name(dataset)  # an unknown name fails before anything is opened
     store = Store(tracking_uri)
-    target = measure_difficulty(dataset, data_dir=data_dir, store=store, probe_options=probe_options)
+    target = measure_difficulty(
+        dataset, data_dir=data_dir, store=store, probe_options=probe_options
+    )
     cache = {target.dataset: target}
 
     def difficulty_of(name: str, parent: "Run") -> Difficulty:
@@ -185,7 +194,9 @@ def recommend(
     return _recommendation(target, points, notes)
 
 
-def _recommendation(target: Difficulty, points: list[HistoryPoint], notes: list[str]) -> Recommendation:
+def _recommendation(
+    target: Difficulty, points: list[HistoryPoint], notes: list[str]
+) -> Recommendation:
     d = target.value if target.value is not None else UNKNOWN_DIFFICULTY
     h = len(points) / (len(points) + HISTORY_SHRINK)
     delta_fit = r_fit = None
@@ -209,11 +220,17 @@ def _recommendation(target: Difficulty, points: list[HistoryPoint], notes: list[
     delta, half = round(delta, 2), max(0.01, round(half, 2))
     r = prior_warmup(d) if r_fit is None else h * r_fit.predict(d) + (1 - h) * prior_warmup(d)
     rec = Recommendation(
-        dataset=target.dataset, delta=delta, low=max(0.0, round(delta - half, 2)),
-        high=min(1.0, round(delta + half, 2)), warmup_ratio=round(r * 20) / 20, difficulty=target,
+        dataset=target.dataset,
+        delta=delta,
+        low=max(0.0, round(delta - half, 2)),
+        high=min(1.0, round(delta + half, 2)),
+        warmup_ratio=round(r * 20) / 20,
+        difficulty=target,
         prior_delta=round(prior_delta(d), 3),
         fit_delta=None if delta_fit is None else round(delta_fit.predict(d), 3),
-        history_weight=h, points=points, notes=notes,
+        history_weight=h,
+        points=points,
+        notes=notes,
     )
     rec.rationale = rationale(rec)
     return rec
@@ -223,31 +240,50 @@ def rationale(rec: Recommendation) -> str:
     """One paragraph: the evidence for the difficulty, the rule, the history, the result."""
     d = rec.difficulty
     if d.value is None:
-        measured = (f"Nothing could be measured on {rec.dataset} ({'; '.join(d.notes)}), so it "
-                    f"counts as a medium task (difficulty {UNKNOWN_DIFFICULTY}).")
+        measured = (
+            f"Nothing could be measured on {rec.dataset} ({'; '.join(d.notes)}), so it "
+            f"counts as a medium task (difficulty {UNKNOWN_DIFFICULTY})."
+        )
     else:
         pieces = "; ".join(e.describe() for e in d.evidence)
         measured = f"{rec.dataset} measures difficulty {d.describe()} from {pieces}."
-    prior = (f"The paper's rule (delta about 0.35 for easy tasks, 0.3 for most, 0.2 for hard ones) "
-             f"gives {rec.prior_delta:.2f} at this difficulty{_paper_context(rec.dataset)}.")
+    prior = (
+        f"The paper's rule (delta about 0.35 for easy tasks, 0.3 for most, 0.2 for hard ones) "
+        f"gives {rec.prior_delta:.2f} at this difficulty{_paper_context(rec.dataset)}."
+    )
     if not rec.points:
-        history = ("The MLflow store holds no search with finished AS-Softmax trials, so the "
-                   "recommendation is the paper prior alone.")
+        history = (
+            "The MLflow store holds no search with finished AS-Softmax trials, so the "
+            "recommendation is the paper prior alone."
+        )
     else:
-        seen = ", ".join(f"{p.experiment} (difficulty {p.difficulty:.2f}, best delta {p.delta:.2f})"
-                         for p in rec.points)
+        seen = ", ".join(
+            f"{p.experiment} (difficulty {p.difficulty:.2f}, best delta {p.delta:.2f})"
+            for p in rec.points
+        )
         which = "mostly the paper prior" if rec.history_weight < 0.5 else "mostly the history fit"
-        history = (f"The store holds {len(rec.points)} search(es) with AS-Softmax trials: {seen}; "
-                   f"their fit gives {rec.fit_delta:.2f}, blended with weight "
-                   f"{rec.history_weight:.2f} against the prior's {1 - rec.history_weight:.2f} "
-                   f"({which}).")
-    warm = ("a warm-up keeping delta = 1 for the first r of training, as the paper does for easy "
-            "tasks with a high baseline" if rec.warmup_ratio > 0 else
-            "no warm-up (the paper uses one only for easy tasks with a high baseline)")
-    result = (f"Recommended: delta {rec.delta:.2f} (range {rec.low:.2f}-{rec.high:.2f}) and "
-              f"r = {rec.warmup_ratio:.2f}, {warm}.")
-    caveat = ("For multi-label tasks the rule is a weak guide: the paper used delta 0.05 on Eurlex "
-              "and 0.35 on WOS-46985." if d.task == "multi_label" else "")
+        history = (
+            f"The store holds {len(rec.points)} search(es) with AS-Softmax trials: {seen}; "
+            f"their fit gives {rec.fit_delta:.2f}, blended with weight "
+            f"{rec.history_weight:.2f} against the prior's {1 - rec.history_weight:.2f} "
+            f"({which})."
+        )
+    warm = (
+        "a warm-up keeping delta = 1 for the first r of training, as the paper does for easy "
+        "tasks with a high baseline"
+        if rec.warmup_ratio > 0
+        else "no warm-up (the paper uses one only for easy tasks with a high baseline)"
+    )
+    result = (
+        f"Recommended: delta {rec.delta:.2f} (range {rec.low:.2f}-{rec.high:.2f}) and "
+        f"r = {rec.warmup_ratio:.2f}, {warm}."
+    )
+    caveat = (
+        "For multi-label tasks the rule is a weak guide: the paper used delta 0.05 on Eurlex "
+        "and 0.35 on WOS-46985."
+        if d.task == "multi_label"
+        else ""
+    )
     return " ".join(part for part in (measured, prior, history, result, caveat) if part)
 
 
@@ -275,10 +311,15 @@ def format_recommendation(rec: Recommendation) -> str:
     lines += [f"  {e.describe()}" for e in rec.difficulty.evidence]
     lines += [f"  note: {n}" for n in rec.difficulty.notes]
     prior_share = 1 - rec.history_weight
-    lines.append(f"history:     {len(rec.points)} search(es) with AS-Softmax trials; "
-                 f"prior weight {prior_share:.2f}, fit weight {rec.history_weight:.2f}")
-    lines += [f"  {p.experiment}: {p.dataset}, difficulty {p.difficulty:.2f}, best delta "
-              f"{p.delta:.2f}, r {p.warmup_ratio:.2f} ({p.n_trials} AS trials)" for p in rec.points]
+    lines.append(
+        f"history:     {len(rec.points)} search(es) with AS-Softmax trials; "
+        f"prior weight {prior_share:.2f}, fit weight {rec.history_weight:.2f}"
+    )
+    lines += [
+        f"  {p.experiment}: {p.dataset}, difficulty {p.difficulty:.2f}, best delta "
+        f"{p.delta:.2f}, r {p.warmup_ratio:.2f} ({p.n_trials} AS trials)"
+        for p in rec.points
+    ]
     lines += [f"  note: {n}" for n in rec.notes]
     lines.append("rationale:")
     lines.append(textwrap.fill(rec.rationale, 99, initial_indent="  ", subsequent_indent="  "))
@@ -318,7 +359,18 @@ def _with_seed_point(space: Any, loss: str, rec: Recommendation) -> Any:
         return space
     return dataclasses.replace(space, points=(point, *space.points))
 
+
 __all__ = [
-    "HistoryPoint", "LineFit", "Recommendation", "dataset_name", "fit_line", "format_recommendation",
-    "history_points", "measure_difficulty", "prior_delta", "prior_warmup", "recommend", "write_space",
+    "HistoryPoint",
+    "LineFit",
+    "Recommendation",
+    "dataset_name",
+    "fit_line",
+    "format_recommendation",
+    "history_points",
+    "measure_difficulty",
+    "prior_delta",
+    "prior_warmup",
+    "recommend",
+    "write_space",
 ]

@@ -9,8 +9,9 @@ does not apply. ``export`` and ``recommend`` read the store through these functi
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from astune.search.tracking import (
     DATASET_TAG,
@@ -46,7 +47,7 @@ class Store:
     def exists(self) -> bool:
         """False for a SQLite or file store whose file is not there yet."""
         if self.uri.startswith("sqlite:///"):
-            return Path(self.uri[len("sqlite:///"):].partition("?")[0]).is_file()
+            return Path(self.uri[len("sqlite:///") :].partition("?")[0]).is_file()
         if self.uri.startswith("file:"):
             from urllib.parse import unquote, urlsplit
 
@@ -79,8 +80,11 @@ class Store:
         token = None
         while True:
             page = self.client.search_runs(
-                ids, filter_string=filter_string, max_results=_PAGE,
-                order_by=["attributes.start_time DESC"], page_token=token,
+                ids,
+                filter_string=filter_string,
+                max_results=_PAGE,
+                order_by=["attributes.start_time DESC"],
+                page_token=token,
             )
             out.extend(page)
             token = page.token
@@ -158,8 +162,10 @@ def finished_trials(runs: Iterable["Run"], losses: Iterable[str] | None = None) 
     """The FINISHED trial runs with a finite objective, optionally of ``losses`` only."""
     wanted = set(losses) if losses is not None else None
     return [
-        run for run in runs
-        if run.info.status == "FINISHED" and objective(run) is not None
+        run
+        for run in runs
+        if run.info.status == "FINISHED"
+        and objective(run) is not None
         and (wanted is None or param(run, "loss") in wanted)
     ]
 

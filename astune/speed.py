@@ -1,4 +1,5 @@
-"""AS-Speed: adaptive gradient accumulation driven by the share of masked samples (paper Sec. III-C).
+"""AS-Speed: adaptive gradient accumulation driven by the share of masked samples (paper
+Sec. III-C).
 
 ``steps = lam * N_all / (N_all - N_masked)``, with the paper's three restrictions: the value never
 decreases, rises by at most 1 per update, and is capped at ``max_steps``.
@@ -16,7 +17,8 @@ class ASSpeed:
     """Accumulation-step controller for AS-Softmax training.
 
     Call :meth:`update` once per optimizer step with the row counts of the window that step
-    accumulated (``MaskStats.n_active`` / ``n_masked`` summed over its micro-batches); it returns the
+    accumulated (``MaskStats.n_active`` / ``n_masked`` summed over its micro-batches); it returns
+    the
     number of micro-batches to accumulate for the next optimizer step.
 
     Args:

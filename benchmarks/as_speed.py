@@ -62,8 +62,9 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -76,16 +77,29 @@ DEFAULT_PLOT = Path(__file__).resolve().parent / "as_speed_masked.png"
 
 # -- configuration ----------------------------------------------------------------------------
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--dataset", default="sst5")
-    p.add_argument("--data-dir", default=None, help="folder holding <dataset>/{train,validation,test}.jsonl")
+    p.add_argument(
+        "--data-dir", default=None, help="folder holding <dataset>/{train,validation,test}.jsonl"
+    )
     p.add_argument("--backbone", default="minilm")
-    p.add_argument("--num-layers", type=int, default=None, help="keep the first N layers (default: all)")
-    p.add_argument("--max-train-samples", type=int, default=2000,
-                   help="a fixed random subset of the training set (drawn with --seed); 0: all of it")
-    p.add_argument("--full", action="store_true", help="the whole training set (same as --max-train-samples 0)")
-    p.add_argument("--max-eval-samples", type=int, default=0, help="subset of validation and test each; 0: all")
+    p.add_argument(
+        "--num-layers", type=int, default=None, help="keep the first N layers (default: all)"
+    )
+    p.add_argument(
+        "--max-train-samples",
+        type=int,
+        default=2000,
+        help="a fixed random subset of the training set (drawn with --seed); 0: all of it",
+    )
+    p.add_argument(
+        "--full", action="store_true", help="the whole training set (same as --max-train-samples 0)"
+    )
+    p.add_argument(
+        "--max-eval-samples", type=int, default=0, help="subset of validation and test each; 0: all"
+    )
     p.add_argument("--max-length", type=int, default=64)
     p.add_argument("--epochs", type=float, default=3.0)
     p.add_argument("--batch-size", type=int, default=16, help="micro-batch size (paper SST-5: 16)")
@@ -93,29 +107,64 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--delta", type=float, default=0.3, help="AS-Softmax delta (paper SST-5: 0.3)")
     p.add_argument("--lam", type=float, default=1.5, help="AS-Speed lambda (paper SST-5: 1.5)")
     p.add_argument("--max-accum-steps", type=int, default=4, help="AS-Speed cap (paper SST-5: 4)")
-    p.add_argument("--eval-every", type=int, default=None,
-                   help="evaluate every N optimizer steps (default: once per epoch). In optimizer steps, "
-                        "so AS-Speed, taking fewer steps, would evaluate less often; training time here "
-                        "excludes evaluation either way")
+    p.add_argument(
+        "--eval-every",
+        type=int,
+        default=None,
+        help="evaluate every N optimizer steps (default: once per epoch). In optimizer steps, "
+        "so AS-Speed, taking fewer steps, would evaluate less often; training time here "
+        "excludes evaluation either way",
+    )
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: torch's). On a shared CPU, 1 thread is far steadier")
-    p.add_argument("--schedule", default="interleaved", choices=["interleaved", "sequential"],
-                   help="interleaved: the variants train in lock-step, one micro-batch each in turn (robust "
-                        "to a shared machine's drift); sequential: one training after another (also reports "
-                        "the library's train_seconds)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default: torch's). On a shared CPU, 1 thread is far steadier",
+    )
+    p.add_argument(
+        "--schedule",
+        default="interleaved",
+        choices=["interleaved", "sequential"],
+        help="interleaved: the variants train in lock-step, one micro-batch each in turn (robust "
+        "to a shared machine's drift); sequential: one training after another (also reports "
+        "the library's train_seconds)",
+    )
     p.add_argument("--repeats", type=int, default=1, help="trainings per variant, in rotated order")
-    p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {VARIANTS}")
-    p.add_argument("--probe-rounds", type=int, default=20,
-                   help="rounds of the interleaved micro-batch / optimizer-step probe (0: skip)")
-    p.add_argument("--output-dir", default="astune-runs/bench-as-speed", help="the runs' metrics and checkpoints")
-    p.add_argument("--keep-checkpoints", action="store_true", help="keep each run's checkpoint folder")
-    p.add_argument("--plot", default=str(DEFAULT_PLOT), help="PNG of masked ratio and accumulation steps ('' to skip)")
-    p.add_argument("--json", default=None, help="write every number (and the curves) to this file; '-' for stdout")
-    p.add_argument("--from-json", default=None,
-                   help="train nothing: print the report and draw the plot again from a file --json wrote")
+    p.add_argument(
+        "--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {VARIANTS}"
+    )
+    p.add_argument(
+        "--probe-rounds",
+        type=int,
+        default=20,
+        help="rounds of the interleaved micro-batch / optimizer-step probe (0: skip)",
+    )
+    p.add_argument(
+        "--output-dir",
+        default="astune-runs/bench-as-speed",
+        help="the runs' metrics and checkpoints",
+    )
+    p.add_argument(
+        "--keep-checkpoints", action="store_true", help="keep each run's checkpoint folder"
+    )
+    p.add_argument(
+        "--plot",
+        default=str(DEFAULT_PLOT),
+        help="PNG of masked ratio and accumulation steps ('' to skip)",
+    )
+    p.add_argument(
+        "--json",
+        default=None,
+        help="write every number (and the curves) to this file; '-' for stdout",
+    )
+    p.add_argument(
+        "--from-json",
+        default=None,
+        help="train nothing: print the report and draw the plot again from a file --json wrote",
+    )
     args = p.parse_args(argv)
     if args.full:
         args.max_train_samples = 0
@@ -131,28 +180,46 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in args.variants if v not in VARIANTS]
     if unknown or not args.variants:
-        p.error(f"--variants takes a comma-separated subset of {', '.join(VARIANTS)}; got {unknown or 'none'}")
+        p.error(
+            f"--variants takes a comma-separated subset of {', '.join(VARIANTS)}; got {unknown or 'none'}"
+        )
     return args
 
 
 def base_config(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(
-        dataset=args.dataset, data_dir=args.data_dir, backbone=args.backbone, num_layers=args.num_layers,
-        max_length=args.max_length, max_train_samples=args.max_train_samples or None,
-        max_eval_samples=args.max_eval_samples or None, epochs=args.epochs, batch_size=args.batch_size,
-        lr=args.lr, seed=args.seed, eval_every=args.eval_every, device=args.device,
-        precision=args.precision, loss="softmax",
+        dataset=args.dataset,
+        data_dir=args.data_dir,
+        backbone=args.backbone,
+        num_layers=args.num_layers,
+        max_length=args.max_length,
+        max_train_samples=args.max_train_samples or None,
+        max_eval_samples=args.max_eval_samples or None,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        eval_every=args.eval_every,
+        device=args.device,
+        precision=args.precision,
+        loss="softmax",
     )
 
 
-def variant_config(base: TrainConfig, variant: str, args: argparse.Namespace, output_dir: Path) -> TrainConfig:
+def variant_config(
+    base: TrainConfig, variant: str, args: argparse.Namespace, output_dir: Path
+) -> TrainConfig:
     config = TrainConfig.from_dict({**base.to_dict(), "output_dir": str(output_dir)})
     if variant == "softmax":
         config.loss = "softmax"
     else:
         config.loss, config.delta = "as_softmax", args.delta
         if variant == "as_speed":
-            config.as_speed, config.lam, config.max_accum_steps = True, args.lam, args.max_accum_steps
+            config.as_speed, config.lam, config.max_accum_steps = (
+                True,
+                args.lam,
+                args.max_accum_steps,
+            )
     return config.validate()
 
 
@@ -161,16 +228,30 @@ class Timed:
     """Wraps the phases of one ``Run`` with a clock; records per micro-batch and per step."""
 
     def __init__(self, run: Run, before_micro: Callable[[], None] | None = None):
-        for name in ("_micro_step", "_optimizer_step", "_evaluate", "_finish", "_window", "_accum_steps"):
+        for name in (
+            "_micro_step",
+            "_optimizer_step",
+            "_evaluate",
+            "_finish",
+            "_window",
+            "_accum_steps",
+        ):
             if not hasattr(run, name):
-                raise RuntimeError(f"astune.training.Run has no {name!r}; this benchmark needs updating.")
+                raise RuntimeError(
+                    f"astune.training.Run has no {name!r}; this benchmark needs updating."
+                )
         self.run = run
         self.cuda = run.device.type == "cuda"
         self.micro: list[dict[str, float]] = []  # one per micro-batch
         self.steps: list[dict[str, float]] = []  # one per optimizer step
         self.evals: list[float] = []  # seconds of each validation evaluation (+ checkpoint write)
         self.finish = 0.0  # the final test evaluation
-        micro, step, evaluate, finish = run._micro_step, run._optimizer_step, run._evaluate, run._finish
+        micro, step, evaluate, finish = (
+            run._micro_step,
+            run._optimizer_step,
+            run._evaluate,
+            run._finish,
+        )
 
         def timed_micro(batch):
             if before_micro is not None:
@@ -181,10 +262,16 @@ class Timed:
             start = time.perf_counter()
             micro(batch)  # reads loss.item(): synchronises a GPU
             seconds = time.perf_counter() - start
-            self.micro.append({
-                "samples": run.pos.samples, "seconds": seconds, "position": position, "accum": accum,
-                "active": run._window.active - active, "masked": run._window.masked - masked,
-            })
+            self.micro.append(
+                {
+                    "samples": run.pos.samples,
+                    "seconds": seconds,
+                    "position": position,
+                    "accum": accum,
+                    "active": run._window.active - active,
+                    "masked": run._window.masked - masked,
+                }
+            )
 
         def timed_step():
             batches = run._window.batches
@@ -192,8 +279,13 @@ class Timed:
             step()
             if self.cuda:
                 torch.cuda.synchronize()
-            self.steps.append({"samples": run.pos.samples, "seconds": time.perf_counter() - start,
-                               "batches": batches})
+            self.steps.append(
+                {
+                    "samples": run.pos.samples,
+                    "seconds": time.perf_counter() - start,
+                    "batches": batches,
+                }
+            )
 
         def timed_evaluate(*a, **k):
             start = time.perf_counter()
@@ -210,7 +302,9 @@ class Timed:
         run._evaluate, run._finish = timed_evaluate, timed_finish
 
 
-def train_variant(variant: str, config: TrainConfig, data: Any, keep_checkpoints: bool) -> dict[str, Any]:
+def train_variant(
+    variant: str, config: TrainConfig, data: Any, keep_checkpoints: bool
+) -> dict[str, Any]:
     """One training on its own (the sequential schedule)."""
     run = Run(config, data)
     timed = Timed(run)
@@ -248,7 +342,9 @@ class Baton:
             self.cond.notify_all()
 
 
-def train_interleaved(configs: dict[str, TrainConfig], data: Any, keep_checkpoints: bool) -> dict[str, dict[str, Any]]:
+def train_interleaved(
+    configs: dict[str, TrainConfig], data: Any, keep_checkpoints: bool
+) -> dict[str, dict[str, Any]]:
     """All variants at once, in lock-step: each runs its own ``Run.train`` in a thread, and a
     baton lets one compute at a time, passing it on at every micro-batch. A run's time is the sum
     of its turns, so a slow patch of the shared machine lands on every variant alike.
@@ -286,6 +382,7 @@ def train_interleaved(configs: dict[str, TrainConfig], data: Any, keep_checkpoin
             give(name)
             baton.release(name)
             take(name)
+
         return before_micro
 
     timed = {name: Timed(runs[name], turn(name)) for name in names}
@@ -300,19 +397,32 @@ def train_interleaved(configs: dict[str, TrainConfig], data: Any, keep_checkpoin
             give(name)
             baton.leave(name)
 
-    threads = [threading.Thread(target=worker, args=(name,), name=f"as_speed-{name}") for name in names]
+    threads = [
+        threading.Thread(target=worker, args=(name,), name=f"as_speed-{name}") for name in names
+    ]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     if errors:
         raise errors[0]
-    return {name: collect(name, runs[name], timed[name], finals[name], held[name], None, keep_checkpoints)
-            for name in names}
+    return {
+        name: collect(
+            name, runs[name], timed[name], finals[name], held[name], None, keep_checkpoints
+        )
+        for name in names
+    }
 
 
-def collect(variant: str, run: Run, timed: Timed, final: dict[str, Any], wall: float,
-            lib_train_seconds: float | None, keep_checkpoints: bool) -> dict[str, Any]:
+def collect(
+    variant: str,
+    run: Run,
+    timed: Timed,
+    final: dict[str, Any],
+    wall: float,
+    lib_train_seconds: float | None,
+    keep_checkpoints: bool,
+) -> dict[str, Any]:
     eval_seconds = sum(timed.evals)
     train_only = wall - eval_seconds - timed.finish
     micro_s = sum(m["seconds"] for m in timed.micro)
@@ -322,28 +432,50 @@ def collect(variant: str, run: Run, timed: Timed, final: dict[str, Any], wall: f
     active = sum(m["active"] for m in timed.micro)
     masked = sum(m["masked"] for m in timed.micro)
     last_epoch = [m for m in timed.micro if m["samples"] > run.total_samples - run.n_train]
-    metrics = [json.loads(line) for line in (run.out / "metrics.jsonl").read_text().splitlines() if line]
+    metrics = [
+        json.loads(line) for line in (run.out / "metrics.jsonl").read_text().splitlines() if line
+    ]
     result = {
         "variant": variant,
         "train_s": train_only,  # wall time of training, evaluation excluded
         "lib_train_seconds": lib_train_seconds,  # None in the interleaved schedule
         "wall_s": wall,  # everything: training, validation evaluations, checkpoints, test
-        "eval_s": eval_seconds, "n_evals": len(timed.evals), "test_eval_s": timed.finish,
-        "micro_s": micro_s, "step_s": step_s, "other_s": train_only - micro_s - step_s,
-        "optimizer_steps": final["optimizer_steps"], "micro_batches": len(timed.micro),
-        "samples_fwd_bwd": final["samples_seen"], "samples_with_grad": active - masked,
+        "eval_s": eval_seconds,
+        "n_evals": len(timed.evals),
+        "test_eval_s": timed.finish,
+        "micro_s": micro_s,
+        "step_s": step_s,
+        "other_s": train_only - micro_s - step_s,
+        "optimizer_steps": final["optimizer_steps"],
+        "micro_batches": len(timed.micro),
+        "samples_fwd_bwd": final["samples_seen"],
+        "samples_with_grad": active - masked,
         "masked_ratio": masked / max(1, active),
-        "masked_ratio_last_epoch": sum(m["masked"] for m in last_epoch) / max(1, sum(m["active"] for m in last_epoch)),
+        "masked_ratio_last_epoch": sum(m["masked"] for m in last_epoch)
+        / max(1, sum(m["active"] for m in last_epoch)),
         "final_accum": run._accum_steps(),
         "t_micro_median": statistics.median(m["seconds"] for m in timed.micro),
         "t_micro_first_median": statistics.median(first) if first else None,
         "t_micro_accum_median": statistics.median(accum) if accum else None,
         "t_step_median": statistics.median(s["seconds"] for s in timed.steps),
-        "val_accuracy": final.get("val_accuracy"), "test_accuracy": final.get("test_accuracy"),
+        "val_accuracy": final.get("val_accuracy"),
+        "test_accuracy": final.get("test_accuracy"),
         "best_evaluation": final.get("best_evaluation"),
         "curve": [{k: m[k] for k in ("samples", "active", "masked", "accum")} for m in timed.micro],
-        "metrics_jsonl": [{k: r.get(k) for k in ("samples_seen", "step", "masked_ratio", "accum_steps",
-                                                 "val_accuracy", "samples_per_second")} for r in metrics],
+        "metrics_jsonl": [
+            {
+                k: r.get(k)
+                for k in (
+                    "samples_seen",
+                    "step",
+                    "masked_ratio",
+                    "accum_steps",
+                    "val_accuracy",
+                    "samples_per_second",
+                )
+            }
+            for r in metrics
+        ],
         "n_train": run.n_train,
         "per_epoch": per_epoch(timed, run.n_train, metrics),
     }
@@ -361,12 +493,15 @@ def per_epoch(timed: Timed, n_train: int, metrics: list[dict[str, Any]]) -> list
         micro = [m for m in timed.micro if lo < m["samples"] <= hi]
         active, masked = sum(m["active"] for m in micro), sum(m["masked"] for m in micro)
         evals = [r for r in metrics if lo < r["samples_seen"] <= hi]
-        rows.append({
-            "epoch": e + 1, "masked_ratio": masked / max(1, active),
-            "optimizer_steps": sum(1 for s in timed.steps if lo < s["samples"] <= hi),
-            "accum_max": max((m["accum"] for m in micro), default=None),
-            "val_accuracy": evals[-1].get("val_accuracy") if evals else None,
-        })
+        rows.append(
+            {
+                "epoch": e + 1,
+                "masked_ratio": masked / max(1, active),
+                "optimizer_steps": sum(1 for s in timed.steps if lo < s["samples"] <= hi),
+                "accum_max": max((m["accum"] for m in micro), default=None),
+                "val_accuracy": evals[-1].get("val_accuracy") if evals else None,
+            }
+        )
     return rows
 
 
@@ -382,8 +517,10 @@ def cost_probe(config: TrainConfig, data: Any, rounds: int) -> dict[str, float]:
     times: dict[str, list[float]] = {"first": [], "accum": [], "step": []}
     sync = torch.cuda.synchronize if run.device.type == "cuda" else (lambda: None)
     for r in range(rounds + 2):  # the first two rounds warm up, untimed
-        batches = [data.collate("train", order[(i % n_batches) * size:((i % n_batches) + 1) * size])
-                   for i in (2 * r, 2 * r + 1)]
+        batches = [
+            data.collate("train", order[(i % n_batches) * size : ((i % n_batches) + 1) * size])
+            for i in (2 * r, 2 * r + 1)
+        ]
         t0 = time.perf_counter()
         run._micro_step(batches[0])
         t1 = time.perf_counter()
@@ -405,21 +542,47 @@ def cost_probe(config: TrainConfig, data: Any, rounds: int) -> dict[str, float]:
 def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     """Per variant: medians over repeats, and the median over repeats of the ratio to softmax
     taken within each repeat (the variants of a repeat ran back to back)."""
-    keys = ("train_s", "lib_train_seconds", "wall_s", "eval_s", "micro_s", "step_s", "other_s",
-            "t_micro_median", "t_step_median")
+    keys = (
+        "train_s",
+        "lib_train_seconds",
+        "wall_s",
+        "eval_s",
+        "micro_s",
+        "step_s",
+        "other_s",
+        "t_micro_median",
+        "t_step_median",
+    )
     summary: dict[str, dict[str, Any]] = {}
     base = results.get("softmax")
     for variant, runs in results.items():
         row: dict[str, Any] = {k: median_or_none([r[k] for r in runs]) for k in keys}
-        for k in ("optimizer_steps", "micro_batches", "samples_fwd_bwd", "samples_with_grad", "masked_ratio",
-                  "masked_ratio_last_epoch", "final_accum", "val_accuracy", "test_accuracy", "n_evals", "n_train", "per_epoch"):
+        for k in (
+            "optimizer_steps",
+            "micro_batches",
+            "samples_fwd_bwd",
+            "samples_with_grad",
+            "masked_ratio",
+            "masked_ratio_last_epoch",
+            "final_accum",
+            "val_accuracy",
+            "test_accuracy",
+            "n_evals",
+            "n_train",
+            "per_epoch",
+        ):
             row[k] = runs[0][k]
-        row["deterministic"] = all(r["test_accuracy"] == runs[0]["test_accuracy"]
-                                   and r["optimizer_steps"] == runs[0]["optimizer_steps"] for r in runs)
+        row["deterministic"] = all(
+            r["test_accuracy"] == runs[0]["test_accuracy"]
+            and r["optimizer_steps"] == runs[0]["optimizer_steps"]
+            for r in runs
+        )
         row["train_s_repeats"] = [r["train_s"] for r in runs]
         if base is not None:
             for k in ("train_s", "lib_train_seconds", "step_s"):
-                row[f"{k}_ratio"] = median_or_none([None if r[k] is None else r[k] / b[k] for r, b in zip(runs, base)])
+                row[f"{k}_ratio"] = median_or_none(
+                    [None if r[k] is None else r[k] / b[k] for r, b in zip(runs, base)]
+                )
             row["steps_ratio"] = row["optimizer_steps"] / base[0]["optimizer_steps"]
         summary[variant] = row
     return summary
@@ -433,14 +596,18 @@ def fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def model_ratios(summary: dict[str, dict[str, Any]], probe: dict[str, float] | None) -> dict[str, Any]:
+def model_ratios(
+    summary: dict[str, dict[str, Any]], probe: dict[str, float] | None
+) -> dict[str, Any]:
     """What the per-unit costs predict: time = S*(t_first + t_step) + (M - S)*t_accum, for M
     micro-batches in S optimizer steps; the step share is softmax's S*t_step over its time."""
     if probe is None or "softmax" not in summary:
         return {}
+
     def predicted(row):
         m, s = row["micro_batches"], row["optimizer_steps"]
         return s * (probe["first"] + probe["step"]) + (m - s) * probe["accum"]
+
     base = predicted(summary["softmax"])
     out = {"step_share_softmax": summary["softmax"]["micro_batches"] * probe["step"] / base}
     for variant, row in summary.items():
@@ -448,34 +615,57 @@ def model_ratios(summary: dict[str, dict[str, Any]], probe: dict[str, float] | N
     return out
 
 
-def print_report(args, machine: str, summary, probe, model, tokenize_s: float, *,
-                 threads: int | None = None, torch_version: str | None = None) -> None:
+def print_report(
+    args,
+    machine: str,
+    summary,
+    probe,
+    model,
+    tokenize_s: float,
+    *,
+    threads: int | None = None,
+    torch_version: str | None = None,
+) -> None:
     threads = torch.get_num_threads() if threads is None else threads
     print(f"\nmachine: {machine}; torch {torch_version or torch.__version__}; threads {threads}")
-    print(f"config: {args.dataset} {args.backbone} layers={args.num_layers or 'all'} "
-          f"train={summary[next(iter(summary))]['n_train']} samples x {args.epochs:g} epochs, "
-          f"max_length={args.max_length}, batch={args.batch_size}, lr={args.lr:g}, delta={args.delta:g}, "
-          f"lam={args.lam:g}, max_accum={args.max_accum_steps}, seed={args.seed}, repeats={args.repeats}, "
-          f"tokenize once: {tokenize_s:.1f} s")
-    print(f"\nTiming, {args.schedule} schedule (medians over repeats; ratios to softmax taken within each "
-          "repeat, then the median)\n")
-    print("| variant | train s (excl. eval) | x softmax | lib train_seconds | x softmax | optimizer steps | x softmax "
-          "| micro-batches | fwd+bwd s | opt-step s | other s |")
+    print(
+        f"config: {args.dataset} {args.backbone} layers={args.num_layers or 'all'} "
+        f"train={summary[next(iter(summary))]['n_train']} samples x {args.epochs:g} epochs, "
+        f"max_length={args.max_length}, batch={args.batch_size}, lr={args.lr:g}, delta={args.delta:g}, "
+        f"lam={args.lam:g}, max_accum={args.max_accum_steps}, seed={args.seed}, repeats={args.repeats}, "
+        f"tokenize once: {tokenize_s:.1f} s"
+    )
+    print(
+        f"\nTiming, {args.schedule} schedule (medians over repeats; ratios to softmax taken within each "
+        "repeat, then the median)\n"
+    )
+    print(
+        "| variant | train s (excl. eval) | x softmax | lib train_seconds | x softmax | optimizer steps | x softmax "
+        "| micro-batches | fwd+bwd s | opt-step s | other s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for v, r in summary.items():
         ratio = lambda k: fmt(r.get(k), ".3f")
-        print(f"| {v} | {r['train_s']:.1f} | {ratio('train_s_ratio')} | {fmt(r['lib_train_seconds'], '.1f')} | "
-              f"{ratio('lib_train_seconds_ratio')} | {r['optimizer_steps']} | {ratio('steps_ratio')} | "
-              f"{r['micro_batches']} | {r['micro_s']:.1f} | {r['step_s']:.1f} | {r['other_s']:.1f} |")
+        print(
+            f"| {v} | {r['train_s']:.1f} | {ratio('train_s_ratio')} | {fmt(r['lib_train_seconds'], '.1f')} | "
+            f"{ratio('lib_train_seconds_ratio')} | {r['optimizer_steps']} | {ratio('steps_ratio')} | "
+            f"{r['micro_batches']} | {r['micro_s']:.1f} | {r['step_s']:.1f} | {r['other_s']:.1f} |"
+        )
     print("\nSamples and accuracy\n")
-    print("| variant | samples fwd+bwd | samples with a gradient | masked (all) | masked (last epoch) "
-          "| final accum steps | val acc | test acc | evals | eval s (excluded) |")
+    print(
+        "| variant | samples fwd+bwd | samples with a gradient | masked (all) | masked (last epoch) "
+        "| final accum steps | val acc | test acc | evals | eval s (excluded) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for v, r in summary.items():
-        print(f"| {v} | {r['samples_fwd_bwd']} | {r['samples_with_grad']} | {r['masked_ratio']:.1%} | "
-              f"{r['masked_ratio_last_epoch']:.1%} | {r['final_accum']} | {r['val_accuracy']:.4f} | "
-              f"{r['test_accuracy']:.4f} | {r['n_evals']} | {r['eval_s']:.1f} |")
-    print("\nOver training (first repeat): masked ratio / optimizer steps / largest accumulation steps / val acc, per epoch\n")
+        print(
+            f"| {v} | {r['samples_fwd_bwd']} | {r['samples_with_grad']} | {r['masked_ratio']:.1%} | "
+            f"{r['masked_ratio_last_epoch']:.1%} | {r['final_accum']} | {r['val_accuracy']:.4f} | "
+            f"{r['test_accuracy']:.4f} | {r['n_evals']} | {r['eval_s']:.1f} |"
+        )
+    print(
+        "\nOver training (first repeat): masked ratio / optimizer steps / largest accumulation steps / val acc, per epoch\n"
+    )
     rows = {v: r["per_epoch"] for v, r in summary.items()}
     n_epochs = max(len(r) for r in rows.values())
     print("| epoch | " + " | ".join(rows) + " |")
@@ -486,28 +676,43 @@ def print_report(args, machine: str, summary, probe, model, tokenize_s: float, *
             if e < len(r):
                 x = r[e]
                 acc = "-" if x["val_accuracy"] is None else f"{x['val_accuracy']:.3f}"
-                cells.append(f"{x['masked_ratio']:.1%} / {x['optimizer_steps']} / {x['accum_max']} / {acc}")
+                cells.append(
+                    f"{x['masked_ratio']:.1%} / {x['optimizer_steps']} / {x['accum_max']} / {acc}"
+                )
             else:
                 cells.append("")
         print(f"| {e + 1} | " + " | ".join(cells) + " |")
     if args.repeats > 1:
-        print("\ntrain s per repeat: " + "; ".join(
-            f"{v}: " + ", ".join(f"{t:.1f}" for t in r["train_s_repeats"]) for v, r in summary.items()))
+        print(
+            "\ntrain s per repeat: "
+            + "; ".join(
+                f"{v}: " + ", ".join(f"{t:.1f}" for t in r["train_s_repeats"])
+                for v, r in summary.items()
+            )
+        )
         if not all(r["deterministic"] for r in summary.values()):
-            print("note: accuracy or steps differed between repeats (non-deterministic kernels); the first repeat's are shown")
+            print(
+                "note: accuracy or steps differed between repeats (non-deterministic kernels); the first repeat's are shown"
+            )
     print("\nPer-unit costs (median seconds)\n")
     print("| variant | micro-batch (in run) | optimizer step (in run) |")
     print("|---|---|---|")
     for v, r in summary.items():
         print(f"| {v} | {r['t_micro_median']:.4f} | {r['t_step_median']:.4f} |")
     if probe:
-        print(f"\ninterleaved probe ({args.probe_rounds} rounds): micro-batch starting a window {probe['first']:.4f} s, "
-              f"accumulating micro-batch {probe['accum']:.4f} s, optimizer step {probe['step']:.4f} s "
-              f"(step / first micro-batch = {probe['step'] / probe['first']:.3f})")
+        print(
+            f"\ninterleaved probe ({args.probe_rounds} rounds): micro-batch starting a window {probe['first']:.4f} s, "
+            f"accumulating micro-batch {probe['accum']:.4f} s, optimizer step {probe['step']:.4f} s "
+            f"(step / first micro-batch = {probe['step'] / probe['first']:.3f})"
+        )
     if model:
-        print(f"optimizer steps' share of softmax's training time, from the probe: {model['step_share_softmax']:.1%}")
-        print("time ratio to softmax the probe's unit costs predict: " + ", ".join(
-            f"{v} {model[f'predicted_ratio_{v}']:.3f}" for v in summary))
+        print(
+            f"optimizer steps' share of softmax's training time, from the probe: {model['step_share_softmax']:.1%}"
+        )
+        print(
+            "time ratio to softmax the probe's unit costs predict: "
+            + ", ".join(f"{v} {model[f'predicted_ratio_{v}']:.3f}" for v in summary)
+        )
 
 
 def plot(path: str, results: dict[str, list[dict[str, Any]]], args) -> None:
@@ -534,11 +739,23 @@ def plot(path: str, results: dict[str, list[dict[str, Any]]], args) -> None:
                 acc_active, acc_masked, edge = 0, 0, edge + bin_size
         ax.plot(xs, ys, color=colors[variant], label=f"{variant}: masked ratio")
         evals = run["metrics_jsonl"]
-        ax.scatter([e["samples_seen"] / n_train for e in evals], [e["masked_ratio"] for e in evals],
-                   color=colors[variant], marker="o", s=25, zorder=3)
+        ax.scatter(
+            [e["samples_seen"] / n_train for e in evals],
+            [e["masked_ratio"] for e in evals],
+            color=colors[variant],
+            marker="o",
+            s=25,
+            zorder=3,
+        )
         if variant == "as_speed":
-            ax2.step([m["samples"] / n_train for m in curve], [m["accum"] for m in curve], where="post",
-                     color=colors[variant], linestyle="--", label="as_speed: accumulation steps")
+            ax2.step(
+                [m["samples"] / n_train for m in curve],
+                [m["accum"] for m in curve],
+                where="post",
+                color=colors[variant],
+                linestyle="--",
+                label="as_speed: accumulation steps",
+            )
     ax.set_xlabel("epochs (training samples seen / training set size)")
     ax.set_ylabel("masked ratio (fully masked rows / rows)")
     ax.set_ylim(0, 1)
@@ -548,14 +765,23 @@ def plot(path: str, results: dict[str, list[dict[str, Any]]], args) -> None:
         level = 1 - args.lam / (k - 0.5)
         if 0 < level < 1:
             ax.axhline(level, color="tab:orange", linewidth=0.6, linestyle=":")
-            ax.text(0.01, level + 0.01, f"masked ratio for {k} accumulation steps", fontsize=7,
-                    color="tab:orange", transform=ax.get_yaxis_transform())
+            ax.text(
+                0.01,
+                level + 0.01,
+                f"masked ratio for {k} accumulation steps",
+                fontsize=7,
+                color="tab:orange",
+                transform=ax.get_yaxis_transform(),
+            )
     ax2.set_ylabel("accumulation steps (micro-batches per optimizer step)")
     ax2.set_ylim(0, args.max_accum_steps + 0.5)
     lines = ax.get_legend_handles_labels(), ax2.get_legend_handles_labels()
     ax.legend(lines[0][0] + lines[1][0], lines[0][1] + lines[1][1], loc="upper left", fontsize=8)
-    ax.set_title(f"{args.dataset}, {args.backbone} (layers={args.num_layers or 'all'}), delta={args.delta:g}, "
-                 f"lam={args.lam:g}, s={args.max_accum_steps}; dots: metrics.jsonl per evaluation", fontsize=9)
+    ax.set_title(
+        f"{args.dataset}, {args.backbone} (layers={args.num_layers or 'all'}), delta={args.delta:g}, "
+        f"lam={args.lam:g}, s={args.max_accum_steps}; dots: metrics.jsonl per evaluation",
+        fontsize=9,
+    )
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -580,8 +806,16 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
     """The report and plot of a saved run (its own settings; this call's --plot)."""
     report = json.loads(Path(args.from_json).read_text())
     saved = argparse.Namespace(**{**report["args"], "plot": args.plot})
-    print_report(saved, report["machine"], report["summary"], report["probe"], report["model"], report["tokenize_s"],
-                 threads=report["threads"], torch_version=report["torch"])
+    print_report(
+        saved,
+        report["machine"],
+        report["summary"],
+        report["probe"],
+        report["model"],
+        report["tokenize_s"],
+        threads=report["threads"],
+        torch_version=report["torch"],
+    )
     if args.plot:
         plot(args.plot, report["runs"], saved)
         print(f"\nplot: {args.plot}")
@@ -600,14 +834,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     data = load_encoded(base)
     tokenize_s = time.perf_counter() - start
     out = Path(args.output_dir)
-    device = torch.device("cuda" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()) else "cpu")
-    print(f"{args.dataset}: {len(data.splits['train'])} train, {len(data.splits['validation'])} validation, "
-          f"{len(data.splits['test'])} test; tokenized in {tokenize_s:.1f} s; device {machine_name(device)}",
-          file=sys.stderr)
+    device = torch.device(
+        "cuda"
+        if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+        else "cpu"
+    )
+    print(
+        f"{args.dataset}: {len(data.splits['train'])} train, {len(data.splits['validation'])} validation, "
+        f"{len(data.splits['test'])} test; tokenized in {tokenize_s:.1f} s; device {machine_name(device)}",
+        file=sys.stderr,
+    )
 
     probe = None
     if args.probe_rounds:
-        probe = cost_probe(variant_config(base, "softmax", args, out / "probe"), data, args.probe_rounds)
+        probe = cost_probe(
+            variant_config(base, "softmax", args, out / "probe"), data, args.probe_rounds
+        )
         print(f"probe: {probe}", file=sys.stderr)
 
     results: dict[str, list[dict[str, Any]]] = {v: [] for v in args.variants}
@@ -625,8 +867,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for v in order:
             r = done[v]
             results[v].append(r)
-            print(f"repeat {rep} {v}: train {r['train_s']:.1f} s (eval {r['eval_s']:.1f} s excluded), "
-                  f"{r['optimizer_steps']} steps, test acc {r['test_accuracy']:.4f}", file=sys.stderr)
+            print(
+                f"repeat {rep} {v}: train {r['train_s']:.1f} s (eval {r['eval_s']:.1f} s excluded), "
+                f"{r['optimizer_steps']} steps, test acc {r['test_accuracy']:.4f}",
+                file=sys.stderr,
+            )
         del done
         gc.collect()
 
@@ -637,9 +882,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         plot(args.plot, results, args)
         print(f"\nplot: {args.plot}")
     report = {
-        "args": vars(args), "machine": machine_name(device), "torch": torch.__version__,
-        "threads": torch.get_num_threads(), "tokenize_s": tokenize_s, "probe": probe, "model": model,
-        "summary": summary, "runs": results,
+        "args": vars(args),
+        "machine": machine_name(device),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "tokenize_s": tokenize_s,
+        "probe": probe,
+        "model": model,
+        "summary": summary,
+        "runs": results,
     }
     if args.json == "-":
         json.dump(report, sys.stdout, indent=1)

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import os
+import platform
 import statistics
 import subprocess
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -49,7 +49,9 @@ def make_losses(delta: float) -> dict[str, LossFn]:
     }
 
 
-def make_inputs(n: int, c: int, device: str, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def make_inputs(
+    n: int, c: int, device: str, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits of a half-trained classifier: the target leads by a margin, so some rows are masked."""
     gen = torch.Generator().manual_seed(0)
     labels = torch.randint(0, c, (n,), generator=gen)
@@ -121,7 +123,9 @@ def peak_bytes_subprocess(name: str, n: int, c: int, delta: float, dtype: str) -
         "b.step(fn, x, y); print((b.rss_kib('VmHWM') - base) * 1024)"
     )
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
     return int(out.stdout.strip().splitlines()[-1])
 
 
@@ -160,9 +164,15 @@ def main() -> None:
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)
     losses = make_losses(args.delta)
-    machine = torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or platform.machine()
-    print(f"# device={args.device} ({machine}), threads={torch.get_num_threads()}, dtype={args.dtype}, "
-          f"delta={args.delta}, torch={torch.__version__}")
+    machine = (
+        torch.cuda.get_device_name()
+        if args.device == "cuda"
+        else platform.processor() or platform.machine()
+    )
+    print(
+        f"# device={args.device} ({machine}), threads={torch.get_num_threads()}, dtype={args.dtype}, "
+        f"delta={args.delta}, torch={torch.__version__}"
+    )
     header = f"{'N x C':>13} {'masked':>7} {'CE ms':>8} {'AS ms':>8} {'AS/CE':>6} {'naive/CE':>8} "
     header += f"{'saved CE':>9} {'saved AS':>9} {'peak CE':>9} {'peak AS':>9} {'peak naive':>10}"
     print(header)
@@ -174,9 +184,13 @@ def main() -> None:
         if args.device == "cuda":
             peak = {name: peak_bytes_cuda(fn, logits, labels) for name, fn in losses.items()}
         else:
-            peak = {name: peak_bytes_subprocess(name, n, c, args.delta, args.dtype) for name in losses}
+            peak = {
+                name: peak_bytes_subprocess(name, n, c, args.delta, args.dtype) for name in losses
+            }
         row = {
-            "n": n, "c": c, "masked_fraction": masked_fraction(logits, labels, args.delta),
+            "n": n,
+            "c": c,
+            "masked_fraction": masked_fraction(logits, labels, args.delta),
             "ms": {k: v * 1e3 for k, v in times.items()},
             "ratio_as": times["as_softmax"] / times["cross_entropy"],
             "ratio_naive": times["naive"] / times["cross_entropy"],
@@ -184,11 +198,14 @@ def main() -> None:
             "peak_mb": {k: v / 2**20 for k, v in peak.items()},
         }
         rows.append(row)
-        print(f"{n:>6} x {c:<5} {row['masked_fraction']:>7.2f} {row['ms']['cross_entropy']:>8.2f} "
-              f"{row['ms']['as_softmax']:>8.2f} {row['ratio_as']:>6.2f} {row['ratio_naive']:>8.2f} "
-              f"{row['saved_mb']['cross_entropy']:>8.1f}M {row['saved_mb']['as_softmax']:>8.1f}M "
-              f"{row['peak_mb']['cross_entropy']:>8.1f}M {row['peak_mb']['as_softmax']:>8.1f}M "
-              f"{row['peak_mb']['naive']:>9.1f}M", flush=True)
+        print(
+            f"{n:>6} x {c:<5} {row['masked_fraction']:>7.2f} {row['ms']['cross_entropy']:>8.2f} "
+            f"{row['ms']['as_softmax']:>8.2f} {row['ratio_as']:>6.2f} {row['ratio_naive']:>8.2f} "
+            f"{row['saved_mb']['cross_entropy']:>8.1f}M {row['saved_mb']['as_softmax']:>8.1f}M "
+            f"{row['peak_mb']['cross_entropy']:>8.1f}M {row['peak_mb']['as_softmax']:>8.1f}M "
+            f"{row['peak_mb']['naive']:>9.1f}M",
+            flush=True,
+        )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=2)

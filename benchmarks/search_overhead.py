@@ -64,8 +64,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PLOT = HERE / "search_overhead.png"
@@ -74,36 +75,69 @@ PROBE_ENV = "ASTUNE_BENCH_PROBE_DIR"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--num-samples", type=int, default=16, help="trials per search")
     p.add_argument("--max-concurrent", type=int, default=2, help="trials at once (K)")
     p.add_argument("--cpus-per-trial", type=float, default=1.0)
-    p.add_argument("--reuse", default="both", choices=["both", "on", "off"], help="reuse_actors of the searches")
+    p.add_argument(
+        "--reuse",
+        default="both",
+        choices=["both", "on", "off"],
+        help="reuse_actors of the searches",
+    )
     p.add_argument("--order", default="on,off", help="order of the two searches with --reuse both")
     p.add_argument("--dataset", default="sst5")
     p.add_argument("--data-dir", default=None, help="default: $ASTUNE_DATA_DIR")
     p.add_argument("--backbone", default="minilm")
     p.add_argument("--num-layers", type=int, default=1)
     p.add_argument("--max-length", type=int, default=64)
-    p.add_argument("--train-samples", type=int, default=1200,
-                   help="training subset; sized so that one trial computes about 30 s here")
+    p.add_argument(
+        "--train-samples",
+        type=int,
+        default=1200,
+        help="training subset; sized so that one trial computes about 30 s here",
+    )
     p.add_argument("--eval-samples", type=int, default=200, help="validation and test subsets")
-    p.add_argument("--epochs", type=int, default=2, help="per trial; one evaluation and checkpoint per epoch")
+    p.add_argument(
+        "--epochs", type=int, default=2, help="per trial; one evaluation and checkpoint per epoch"
+    )
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--reference", action=argparse.BooleanOptionalAction, default=True,
-                   help="first time one trial's fit alone in this process (1 thread): the calibration")
-    p.add_argument("--probe", action=argparse.BooleanOptionalAction, default=True,
-                   help="instrument the trial processes (off: wall time only)")
-    p.add_argument("--output-dir", default=None, help="searches' folders (default: a temporary folder, removed)")
-    p.add_argument("--keep-checkpoints", action="store_true", help="keep the *.pt files of the searches")
+    p.add_argument(
+        "--reference",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="first time one trial's fit alone in this process (1 thread): the calibration",
+    )
+    p.add_argument(
+        "--probe",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="instrument the trial processes (off: wall time only)",
+    )
+    p.add_argument(
+        "--output-dir",
+        default=None,
+        help="searches' folders (default: a temporary folder, removed)",
+    )
+    p.add_argument(
+        "--keep-checkpoints", action="store_true", help="keep the *.pt files of the searches"
+    )
     p.add_argument("--plot", default=str(DEFAULT_PLOT), help="PNG timeline ('' to skip)")
     p.add_argument("--json", default=None, help="write every number to this file ('-': stdout)")
-    p.add_argument("--results", default=None, help=f"write/replace the section '{SECTION}' of this markdown file")
-    p.add_argument("--from-json", default=None,
-                   help="run nothing: print, plot and write the section from the numbers of an earlier --json")
+    p.add_argument(
+        "--results",
+        default=None,
+        help=f"write/replace the section '{SECTION}' of this markdown file",
+    )
+    p.add_argument(
+        "--from-json",
+        default=None,
+        help="run nothing: print, plot and write the section from the numbers of an earlier --json",
+    )
     args = p.parse_args(argv)
     if args.num_samples < 1 or args.max_concurrent < 1 or args.train_samples < 1 or args.epochs < 1:
         p.error("--num-samples, --max-concurrent, --train-samples and --epochs must be >= 1")
@@ -165,29 +199,46 @@ def worker_probe_setup() -> None:
         except Exception:
             return None
 
-    def timed(kind: str, fn: Callable, trial: Callable[..., str | None], extra: Callable[..., dict] | None = None):
+    def timed(
+        kind: str,
+        fn: Callable,
+        trial: Callable[..., str | None],
+        extra: Callable[..., dict] | None = None,
+    ):
         def wrapper(*a: Any, **k: Any) -> Any:
             t = _time.time()
             try:
                 return fn(*a, **k)
             finally:
-                event = dict(kind=kind, trial=trial(*a, **k) or context_trial(), start=t, end=_time.time())
+                event = dict(
+                    kind=kind, trial=trial(*a, **k) or context_trial(), start=t, end=_time.time()
+                )
                 if extra is not None:
                     try:
                         event.update(extra(*a, **k))
                     except Exception:
                         pass
                 emit(**event)
+
         return wrapper
 
     def folder_bytes(folder: Any, *a: Any, **k: Any) -> dict:
-        return {"bytes": sum(p.stat().st_size for p in __import__("pathlib").Path(folder).iterdir() if p.is_file())}
+        return {
+            "bytes": sum(
+                p.stat().st_size
+                for p in __import__("pathlib").Path(folder).iterdir()
+                if p.is_file()
+            )
+        }
 
     def threads(self: Any, *a: Any, **k: Any) -> dict:
         import torch
 
-        return {"torch_threads": torch.get_num_threads(), "omp_num_threads": _os.environ.get("OMP_NUM_THREADS"),
-                "nice": _os.nice(0)}
+        return {
+            "torch_threads": torch.get_num_threads(),
+            "omp_num_threads": _os.environ.get("OMP_NUM_THREADS"),
+            "nice": _os.nice(0),
+        }
 
     imported = []
 
@@ -196,14 +247,14 @@ def worker_probe_setup() -> None:
             return
         imported.append(True)
         t = _time.time()
-        import astune.backbones
-        import astune.data
-        import astune.losses.registry
-        import astune.metrics
-        import transformers.models.bert.modeling_bert  # MiniLM is a BERT
-        from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
 
-        emit(kind="imports", trial=trial_of(getattr(config, "output_dir", None)), start=t, end=_time.time())
+
+        emit(
+            kind="imports",
+            trial=trial_of(getattr(config, "output_dir", None)),
+            start=t,
+            end=_time.time(),
+        )
 
     def patch_training(training: Any) -> None:
         original_init = training.Run.__init__
@@ -212,14 +263,24 @@ def worker_probe_setup() -> None:
             lazy_imports(config)
             build(self, config, *a, **k)
 
-        build = timed("build", original_init,
-                      lambda self, config, *a, **k: trial_of(getattr(config, "output_dir", None)), threads)
+        build = timed(
+            "build",
+            original_init,
+            lambda self, config, *a, **k: trial_of(getattr(config, "output_dir", None)),
+            threads,
+        )
         training.Run.__init__ = init_after_imports
-        training.Run.train = timed("train", training.Run.train, lambda self, *a, **k: trial_of(self.out))
+        training.Run.train = timed(
+            "train", training.Run.train, lambda self, *a, **k: trial_of(self.out)
+        )
 
     def patch_checkpointing(ckpt: Any) -> None:
-        ckpt.write_checkpoint = timed("ckpt_write", ckpt.write_checkpoint, lambda folder, *a, **k: trial_of(folder),
-                                      folder_bytes)
+        ckpt.write_checkpoint = timed(
+            "ckpt_write",
+            ckpt.write_checkpoint,
+            lambda folder, *a, **k: trial_of(folder),
+            folder_bytes,
+        )
 
     class PostImport(importlib.abc.MetaPathFinder):
         """Calls ``patches[name](module)`` right after ``name`` is first imported."""
@@ -255,12 +316,25 @@ def worker_probe_setup() -> None:
     if patches:
         _sys.meta_path.insert(0, PostImport(patches))
     StorageContext.persist_current_checkpoint = timed(
-        "ckpt_persist", StorageContext.persist_current_checkpoint, lambda self, *a, **k: None)
-    tune.report = timed("report", tune.report, lambda *a, **k: None,
-                        lambda metrics, checkpoint=None, **k: {"checkpoint": checkpoint is not None,
-                                                               "final": bool(metrics.get("final"))})
-    emit(kind="worker", trial=None, created=created, start=hook_start, end=_time.time(),
-         torch_imported="torch" in _sys.modules)
+        "ckpt_persist", StorageContext.persist_current_checkpoint, lambda self, *a, **k: None
+    )
+    tune.report = timed(
+        "report",
+        tune.report,
+        lambda *a, **k: None,
+        lambda metrics, checkpoint=None, **k: {
+            "checkpoint": checkpoint is not None,
+            "final": bool(metrics.get("final")),
+        },
+    )
+    emit(
+        kind="worker",
+        trial=None,
+        created=created,
+        start=hook_start,
+        end=_time.time(),
+        torch_imported="torch" in _sys.modules,
+    )
 
 
 def ray_runtime_env_hook(runtime_env: dict | None) -> dict:
@@ -281,7 +355,9 @@ class DriverProbe:
     def reset(self) -> None:
         self.events = []
 
-    def _wrap(self, owner: Any, name: str, kind: str, trial_arg: Callable[..., str | None] | None = None) -> None:
+    def _wrap(
+        self, owner: Any, name: str, kind: str, trial_arg: Callable[..., str | None] | None = None
+    ) -> None:
         original = getattr(owner, name)
 
         def wrapper(*a: Any, **k: Any) -> Any:
@@ -311,7 +387,9 @@ class DriverProbe:
         def tid(trial: Any) -> str | None:
             return getattr(trial, "trial_id", None)
 
-        def callback_trial(self_: Any, iteration: int = 0, trials: Any = None, trial: Any = None, **k: Any):
+        def callback_trial(
+            self_: Any, iteration: int = 0, trials: Any = None, trial: Any = None, **k: Any
+        ):
             return tid(trial if trial is not None else k.get("trial"))
 
         self._wrap(runner, "_encode", "tokenize")
@@ -324,9 +402,24 @@ class DriverProbe:
         for hook in ("on_trial_start", "on_trial_result", "on_trial_complete"):
             self._wrap(tracking.MLflowTrialCallback, hook, f"mlflow.{hook}", callback_trial)
         self._wrap(TuneController, "checkpoint", "tune_experiment_checkpoint")
-        self._wrap(TuneController, "_schedule_trial_actor", "schedule_actor", lambda s, trial, *a, **k: tid(trial))
-        self._wrap(TuneController, "_schedule_trial_reset", "reset_actor", lambda s, trial, *a, **k: tid(trial))
-        self._wrap(TuneController, "_process_trial_results", "process_results", lambda s, trial, *a, **k: tid(trial))
+        self._wrap(
+            TuneController,
+            "_schedule_trial_actor",
+            "schedule_actor",
+            lambda s, trial, *a, **k: tid(trial),
+        )
+        self._wrap(
+            TuneController,
+            "_schedule_trial_reset",
+            "reset_actor",
+            lambda s, trial, *a, **k: tid(trial),
+        )
+        self._wrap(
+            TuneController,
+            "_process_trial_results",
+            "process_results",
+            lambda s, trial, *a, **k: tid(trial),
+        )
         # Tune's experiment snapshot: the driver uploads its whole staging folder (where trials'
         # get_trial_dir() points) to the storage path, in a background thread; forced snapshots
         # wait for the previous upload on the driver's loop.
@@ -341,8 +434,16 @@ class DriverProbe:
             try:
                 return original_upload(local_path, *a, **k)
             finally:
-                self.events.append(dict(kind="staging_upload", trial=None, start=t, end=time.time(),
-                                        bytes=size, path=str(local_path)))
+                self.events.append(
+                    dict(
+                        kind="staging_upload",
+                        trial=None,
+                        start=t,
+                        end=time.time(),
+                        bytes=size,
+                        path=str(local_path),
+                    )
+                )
 
         ray_storage._upload_to_fs_path = upload
         self._wrap(ray_syncer._BackgroundSyncer, "wait", "sync_wait")
@@ -434,9 +535,14 @@ class CpuMonitor:
         (t0, busy0, mine0, _), (t1, busy1, mine1, _) = self.samples[0], self.samples[-1]
         cores, span = os.cpu_count() or 1, max(1e-9, t1 - t0)
         others = max(0.0, (busy1 - busy0) - (mine1 - mine0))
-        return {"span_s": span, "machine_busy_cores": (busy1 - busy0) / span, "mine_cores": (mine1 - mine0) / span,
-                "others_cores": others / span, "others_share_pct": 100.0 * others / (cores * span),
-                "max_loadavg": max(s[3] for s in self.samples)}
+        return {
+            "span_s": span,
+            "machine_busy_cores": (busy1 - busy0) / span,
+            "mine_cores": (mine1 - mine0) / span,
+            "others_cores": others / span,
+            "others_share_pct": 100.0 * others / (cores * span),
+            "max_loadavg": max(s[3] for s in self.samples),
+        }
 
 
 # ----------------------------------------------------------------------------- the searches
@@ -453,16 +559,24 @@ def space_mapping(args: argparse.Namespace) -> dict[str, Any]:
             "batch_size": {"type": "fixed", "value": args.batch_size},
             "epochs": {"type": "fixed", "value": args.epochs},
         },
-        "loss_params": {"as_softmax": {"delta": {"type": "float", "low": 0.1, "high": 0.5, "step": 0.05},
-                                       "warmup_ratio": {"type": "fixed", "value": 0.0}}},
-        "speed_params": {"as_speed": {"type": "categorical", "choices": [True, False]},
-                         "lam": {"type": "float", "low": 1.0, "high": 2.0, "step": 0.5},
-                         "max_accum_steps": {"type": "int", "low": 2, "high": 3}},
+        "loss_params": {
+            "as_softmax": {
+                "delta": {"type": "float", "low": 0.1, "high": 0.5, "step": 0.05},
+                "warmup_ratio": {"type": "fixed", "value": 0.0},
+            }
+        },
+        "speed_params": {
+            "as_speed": {"type": "categorical", "choices": [True, False]},
+            "lam": {"type": "float", "low": 1.0, "high": 2.0, "step": 0.5},
+            "max_accum_steps": {"type": "int", "low": 2, "high": 3},
+        },
         "seed_points": [],
     }
 
 
-def run_variant(args: argparse.Namespace, variant: str, root: Path, probe: DriverProbe) -> dict[str, Any]:
+def run_variant(
+    args: argparse.Namespace, variant: str, root: Path, probe: DriverProbe
+) -> dict[str, Any]:
     import yaml
 
     from astune.search.runner import SearchSettings, run_search
@@ -480,13 +594,24 @@ def run_variant(args: argparse.Namespace, variant: str, root: Path, probe: Drive
         os.environ.pop(PROBE_ENV, None)
         os.environ.pop("RAY_RUNTIME_ENV_HOOK", None)
     settings = SearchSettings(
-        dataset=args.dataset, space=str(space), num_samples=args.num_samples,
-        max_concurrent=args.max_concurrent, cpus_per_trial=args.cpus_per_trial,
-        storage_path=str(folder / "ray"), tracking_uri=f"sqlite:///{folder / 'mlflow.db'}",
-        name=f"overhead-reuse-{variant}", backbone=args.backbone, num_layers=args.num_layers,
-        max_train_samples=args.train_samples, max_eval_samples=args.eval_samples,
-        max_length=args.max_length, data_dir=args.data_dir, scheduler="none", seed=args.seed,
-        reuse_actors=variant == "on", console=False,
+        dataset=args.dataset,
+        space=str(space),
+        num_samples=args.num_samples,
+        max_concurrent=args.max_concurrent,
+        cpus_per_trial=args.cpus_per_trial,
+        storage_path=str(folder / "ray"),
+        tracking_uri=f"sqlite:///{folder / 'mlflow.db'}",
+        name=f"overhead-reuse-{variant}",
+        backbone=args.backbone,
+        num_layers=args.num_layers,
+        max_train_samples=args.train_samples,
+        max_eval_samples=args.eval_samples,
+        max_length=args.max_length,
+        data_dir=args.data_dir,
+        scheduler="none",
+        seed=args.seed,
+        reuse_actors=variant == "on",
+        console=False,
     )
     probe.reset()
     load_before = os.getloadavg()
@@ -518,8 +643,11 @@ def run_variant(args: argparse.Namespace, variant: str, root: Path, probe: Drive
 
 def storage_sizes(folder: Path) -> dict[str, Any]:
     files = [p for p in folder.rglob("*") if p.is_file()]
-    return {"files": len(files), "bytes": sum(p.stat().st_size for p in files),
-            "pt_bytes": sum(p.stat().st_size for p in files if p.suffix == ".pt")}
+    return {
+        "files": len(files),
+        "bytes": sum(p.stat().st_size for p in files),
+        "pt_bytes": sum(p.stat().st_size for p in files if p.suffix == ".pt"),
+    }
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -542,29 +670,50 @@ def mlflow_children(summary: Any) -> dict[str, dict[str, Any]]:
 
     client = MlflowClient(summary.tracking_uri)
     exp = client.get_experiment_by_name(summary.experiment)
-    found = client.search_runs([exp.experiment_id], "tags.`astune.role` = 'trial'", max_results=1000)
+    found = client.search_runs(
+        [exp.experiment_id], "tags.`astune.role` = 'trial'", max_results=1000
+    )
     out = {}
     for run in found:
         out[run.data.tags["astune.trial_id"]] = {
-            "start": run.info.start_time / 1000, "end": (run.info.end_time or 0) / 1000,
-            "status": run.info.status, "train_seconds": run.data.metrics.get("train_seconds"),
-            "loss": run.data.params.get("loss"), "as_speed": run.data.params.get("as_speed"),
+            "start": run.info.start_time / 1000,
+            "end": (run.info.end_time or 0) / 1000,
+            "status": run.info.status,
+            "train_seconds": run.data.metrics.get("train_seconds"),
+            "loss": run.data.params.get("loss"),
+            "as_speed": run.data.params.get("as_speed"),
         }
     return out
 
 
-def analyse(args: argparse.Namespace, variant: str, t0: float, t_end: float, probe: DriverProbe,
-            probe_dir: Path, summary: Any) -> dict[str, Any]:
+def analyse(
+    args: argparse.Namespace,
+    variant: str,
+    t0: float,
+    t_end: float,
+    probe: DriverProbe,
+    probe_dir: Path,
+    summary: Any,
+) -> dict[str, Any]:
     K = args.max_concurrent
     wall = t_end - t0
     runs = mlflow_children(summary)
     out: dict[str, Any] = {
-        "variant": variant, "reuse_actors": variant == "on", "wall_s": wall, "t0": t0, "t_end": t_end,
-        "num_trials": summary.num_trials, "trial_states": summary.trial_states, "K": K,
+        "variant": variant,
+        "reuse_actors": variant == "on",
+        "wall_s": wall,
+        "t0": t0,
+        "t_end": t_end,
+        "num_trials": summary.num_trials,
+        "trial_states": summary.trial_states,
+        "K": K,
         "driver": driver_phases(probe, t0, t_end),
     }
     out["driver_totals"] = {
-        "mlflow_callback_s": sum(probe.total(f"mlflow.{h}") for h in ("on_trial_start", "on_trial_result", "on_trial_complete")),
+        "mlflow_callback_s": sum(
+            probe.total(f"mlflow.{h}")
+            for h in ("on_trial_start", "on_trial_result", "on_trial_complete")
+        ),
         "mlflow_on_trial_result_s": probe.total("mlflow.on_trial_result"),
         "mlflow_on_trial_result_calls": len(probe.of("mlflow.on_trial_result")),
         "mlflow_on_trial_start_s": probe.total("mlflow.on_trial_start"),
@@ -587,7 +736,11 @@ def analyse(args: argparse.Namespace, variant: str, t0: float, t_end: float, pro
     events = read_worker_events(probe_dir)
     trials = per_trial(events, runs)
     out["trials"] = trials
-    complete = {tid: t for tid, t in trials.items() if t.get("fit_start") is not None and t.get("fit_end") is not None}
+    complete = {
+        tid: t
+        for tid, t in trials.items()
+        if t.get("fit_start") is not None and t.get("fit_end") is not None
+    }
     compute = sum(t["compute_s"] for t in complete.values())
     out["summed_compute_s"] = compute
     out["summed_train_seconds"] = sum((t.get("train_seconds") or 0.0) for t in complete.values())
@@ -602,10 +755,15 @@ def analyse(args: argparse.Namespace, variant: str, t0: float, t_end: float, pro
         w["imports_s"] = sum(_dur(e) for e in imports)
         w["ready"] = max([w["end"], *(e["end"] for e in imports)])
     builds = [e for e in events if e["kind"] == "build"]
-    out["torch_threads"] = sorted({e.get("torch_threads") for e in builds if e.get("torch_threads")})
+    out["torch_threads"] = sorted(
+        {e.get("torch_threads") for e in builds if e.get("torch_threads")}
+    )
     out["worker_nice"] = sorted({e.get("nice") for e in builds if e.get("nice") is not None})
     out["slots"], slot_parts = slot_accounting(complete, t0, t_end, K, out["driver"], workers)
-    in_fit = {k: sum(t[k] for t in complete.values()) for k in ("ckpt_write_s", "ckpt_persist_s", "handoff_s")}
+    in_fit = {
+        k: sum(t[k] for t in complete.values())
+        for k in ("ckpt_write_s", "ckpt_persist_s", "handoff_s")
+    }
     parts = {**in_fit, **slot_parts}
     out["breakdown_slot_s"] = parts
     out["breakdown_wall_s"] = {k: v / K for k, v in parts.items()}
@@ -615,7 +773,9 @@ def analyse(args: argparse.Namespace, variant: str, t0: float, t_end: float, pro
     out["checkpoints"] = {
         "writes": sum(t["ckpt_writes"] for t in complete.values()),
         "mean_write_s": _safe_mean([w for t in complete.values() for w in t["ckpt_write_each"]]),
-        "mean_persist_s": _safe_mean([w for t in complete.values() for w in t["ckpt_persist_each"]]),
+        "mean_persist_s": _safe_mean(
+            [w for t in complete.values() for w in t["ckpt_persist_each"]]
+        ),
         "mean_bytes": _safe_mean([b for t in complete.values() for b in t["ckpt_bytes_each"]]),
     }
     return out
@@ -625,7 +785,9 @@ def _safe_mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def per_trial(events: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def per_trial(
+    events: list[dict[str, Any]], runs: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
     """Per trial: its fit interval, compute, and the checkpoint/report time inside it."""
     trials: dict[str, dict[str, Any]] = {}
     builds = [e for e in events if e["kind"] == "build" and e.get("trial")]
@@ -646,10 +808,22 @@ def per_trial(events: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) -> 
         def inside(e: dict[str, Any]) -> bool:
             return e["pid"] == pid and lo <= e["start"] and e["end"] <= hi + 1e-6
 
-        writes = [e for e in events if e["kind"] == "ckpt_write" and (e.get("trial") == tid or (not e.get("trial") and inside(e)))]
+        writes = [
+            e
+            for e in events
+            if e["kind"] == "ckpt_write"
+            and (e.get("trial") == tid or (not e.get("trial") and inside(e)))
+        ]
         persists = [e for e in events if e["kind"] == "ckpt_persist" and inside(e)]
         reports = [e for e in events if e["kind"] == "report" and inside(e)]
-        final = [e for e in events if e["kind"] == "report" and e["pid"] == pid and e.get("final") and e["start"] >= hi - 1e-6]
+        final = [
+            e
+            for e in events
+            if e["kind"] == "report"
+            and e["pid"] == pid
+            and e.get("final")
+            and e["start"] >= hi - 1e-6
+        ]
         final = min(final, key=lambda e: e["start"]) if final else None
         write_s = sum(_dur(e) for e in writes)
         persist_s = sum(_dur(e) for e in persists)
@@ -657,24 +831,40 @@ def per_trial(events: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) -> 
         build_s, train_s = _dur(build), _dur(train)
         mlrun = runs.get(tid) or {}
         out[tid] = {
-            "pid": pid, "fit_start": lo, "fit_end": hi, "build_s": build_s, "train_s": train_s,
+            "pid": pid,
+            "fit_start": lo,
+            "fit_end": hi,
+            "build_s": build_s,
+            "train_s": train_s,
             "compute_s": build_s + train_s - write_s - report_s,
-            "ckpt_write_s": write_s, "ckpt_persist_s": persist_s, "handoff_s": report_s - persist_s,
-            "ckpt_writes": len(writes), "ckpt_write_each": [_dur(e) for e in writes],
-            "ckpt_persist_each": [_dur(e) for e in persists], "ckpt_bytes_each": [e.get("bytes", 0) for e in writes],
-            "reports": len(reports), "final_report": [final["start"], final["end"]] if final else None,
+            "ckpt_write_s": write_s,
+            "ckpt_persist_s": persist_s,
+            "handoff_s": report_s - persist_s,
+            "ckpt_writes": len(writes),
+            "ckpt_write_each": [_dur(e) for e in writes],
+            "ckpt_persist_each": [_dur(e) for e in persists],
+            "ckpt_bytes_each": [e.get("bytes", 0) for e in writes],
+            "reports": len(reports),
+            "final_report": [final["start"], final["end"]] if final else None,
             "segments": {
                 "ckpt_write": [[e["start"], e["end"]] for e in writes],
                 "ckpt_persist": [[e["start"], e["end"]] for e in persists],
                 "handoff": [[e["start"], e["end"]] for e in reports],  # persist drawn over it
             },
-            "train_seconds": mlrun.get("train_seconds"), "mlflow": mlrun,
+            "train_seconds": mlrun.get("train_seconds"),
+            "mlflow": mlrun,
         }
     return out
 
 
-def slot_accounting(trials: dict[str, dict[str, Any]], t0: float, t_end: float, K: int,
-                    driver: dict[str, Any], workers: list[dict[str, Any]]):
+def slot_accounting(
+    trials: dict[str, dict[str, Any]],
+    t0: float,
+    t_end: float,
+    K: int,
+    driver: dict[str, Any],
+    workers: list[dict[str, Any]],
+):
     """Assign fits to K slots by start time, then split the slot time outside fits by what the
     slot waits for: the driver alone (before ``Tuner.fit``: validation, tokenization, Ray start,
     MLflow; after it: summary, shutdown), a new worker process starting (spawn to imports done)
@@ -694,8 +884,10 @@ def slot_accounting(trials: dict[str, dict[str, Any]], t0: float, t_end: float, 
         slots[i].append(tid)
         ends[i] = t["fit_end"]
     if len(slots) > K:
-        print(f"warning: fits overlapped {len(slots)} at a time (K = {K}); slot accounting is approximate",
-              file=sys.stderr)
+        print(
+            f"warning: fits overlapped {len(slots)} at a time (K = {K}); slot accounting is approximate",
+            file=sys.stderr,
+        )
     fit_start = t0 + driver.get("tuner_fit_start", 0.0)
     fit_end = t0 + driver.get("tuner_fit_end", t_end - t0)
     by_pid = {w["pid"]: w for w in workers}
@@ -703,7 +895,9 @@ def slot_accounting(trials: dict[str, dict[str, Any]], t0: float, t_end: float, 
     def overlap(a: float, b: float, lo: float, hi: float) -> float:
         return max(0.0, min(b, hi) - max(a, lo))
 
-    parts = dict(driver_startup_s=0.0, worker_start_s=0.0, turnover_s=0.0, tail_wait_s=0.0, driver_end_s=0.0)
+    parts = dict(
+        driver_startup_s=0.0, worker_start_s=0.0, turnover_s=0.0, tail_wait_s=0.0, driver_end_s=0.0
+    )
     for slot in slots:
         idle = [(t0, trials[slot[0]]["fit_start"], slot[0])]
         idle += [(trials[a]["fit_end"], trials[b]["fit_start"], b) for a, b in zip(slot, slot[1:])]
@@ -724,7 +918,9 @@ def slot_accounting(trials: dict[str, dict[str, Any]], t0: float, t_end: float, 
     return slots, parts
 
 
-def gap_details(slots: list[list[str]], trials: dict, probe: DriverProbe, runs: dict) -> dict[str, Any]:
+def gap_details(
+    slots: list[list[str]], trials: dict, probe: DriverProbe, runs: dict
+) -> dict[str, Any]:
     """Each gap between two fits in a slot, cut at the driver's events: the previous trial's last
     report and completion (MLflow run end), the next trial's actor scheduled/reset and its
     MLflow run start, and its fit start."""
@@ -753,11 +949,15 @@ def gap_details(slots: list[list[str]], trials: dict, probe: DriverProbe, runs: 
     def mean(key: str) -> float | None:
         return _safe_mean([r[key] for r in rows if key in r])
 
-    return {"rows": rows, "count": len(rows), "mean_gap_s": mean("gap_s"),
-            "mean_prev_fit_end_to_complete_s": mean("prev_fit_end_to_complete_s"),
-            "mean_complete_to_next_scheduled_s": mean("complete_to_next_scheduled_s"),
-            "mean_next_scheduled_to_fit_s": mean("next_scheduled_to_fit_s"),
-            "mean_next_trial_start_to_fit_s": mean("next_trial_start_to_fit_s")}
+    return {
+        "rows": rows,
+        "count": len(rows),
+        "mean_gap_s": mean("gap_s"),
+        "mean_prev_fit_end_to_complete_s": mean("prev_fit_end_to_complete_s"),
+        "mean_complete_to_next_scheduled_s": mean("complete_to_next_scheduled_s"),
+        "mean_next_scheduled_to_fit_s": mean("next_scheduled_to_fit_s"),
+        "mean_next_trial_start_to_fit_s": mean("next_trial_start_to_fit_s"),
+    }
 
 
 def driver_phases(probe: DriverProbe, t0: float, t_end: float) -> dict[str, Any]:
@@ -766,12 +966,24 @@ def driver_phases(probe: DriverProbe, t0: float, t_end: float) -> dict[str, Any]
         return found[0] if found else None
 
     phases: dict[str, Any] = {}
-    ray_init, tok, fit, summ, shut, parent, fin = (first(k) for k in (
-        "ray_init", "tokenize", "tuner_fit", "summary", "ray_shutdown", "mlflow_parent", "mlflow_finish"))
+    ray_init, tok, fit, summ, shut, parent, fin = (
+        first(k)
+        for k in (
+            "ray_init",
+            "tokenize",
+            "tuner_fit",
+            "summary",
+            "ray_shutdown",
+            "mlflow_parent",
+            "mlflow_finish",
+        )
+    )
     if tok:
         phases["tokenize_s"] = _dur(tok)
     if ray_init:
-        phases["before_ray_s"] = ray_init["start"] - t0  # validation, space, backbone check, tokenization
+        phases["before_ray_s"] = (
+            ray_init["start"] - t0
+        )  # validation, space, backbone check, tokenization
         phases["ray_init_s"] = _dur(ray_init)
     if parent:
         phases["mlflow_parent_s"] = _dur(parent)
@@ -799,11 +1011,23 @@ def reference_fit(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     from astune.config import TrainConfig
     from astune.training import Run, load_encoded
 
-    values = dict(dataset=args.dataset, data_dir=args.data_dir or os.environ.get("ASTUNE_DATA_DIR"),
-                  backbone=args.backbone, num_layers=args.num_layers, max_length=args.max_length,
-                  max_train_samples=args.train_samples, max_eval_samples=args.eval_samples,
-                  epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, loss="as_softmax",
-                  delta=0.3, seed=args.seed, device="cpu", output_dir=str(root / "reference"))
+    values = dict(
+        dataset=args.dataset,
+        data_dir=args.data_dir or os.environ.get("ASTUNE_DATA_DIR"),
+        backbone=args.backbone,
+        num_layers=args.num_layers,
+        max_length=args.max_length,
+        max_train_samples=args.train_samples,
+        max_eval_samples=args.eval_samples,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        loss="as_softmax",
+        delta=0.3,
+        seed=args.seed,
+        device="cpu",
+        output_dir=str(root / "reference"),
+    )
     data = load_encoded(TrainConfig.from_dict(values))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -831,10 +1055,17 @@ def reference_fit(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         ckpt.write_checkpoint = original
         torch.set_num_threads(threads)
     shutil.rmtree(root / "reference", ignore_errors=True)
-    return {"build_s": build, "train_s": train, "ckpt_write_s": sum(writes), "ckpt_writes": len(writes),
-            "compute_s": build + train - sum(writes), "train_seconds": final["train_seconds"],
-            "n_train": len(data.splits["train"]), "n_validation": len(data.splits["validation"]),
-            "n_test": len(data.splits["test"])}
+    return {
+        "build_s": build,
+        "train_s": train,
+        "ckpt_write_s": sum(writes),
+        "ckpt_writes": len(writes),
+        "compute_s": build + train - sum(writes),
+        "train_seconds": final["train_seconds"],
+        "n_train": len(data.splits["train"]),
+        "n_validation": len(data.splits["validation"]),
+        "n_test": len(data.splits["test"]),
+    }
 
 
 # ----------------------------------------------------------------------------- report
@@ -846,14 +1077,22 @@ def machine_info() -> dict[str, Any]:
 
     model = platform.processor() or platform.machine()
     try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines():
+        for line in subprocess.run(
+            ["lscpu"], capture_output=True, text=True, check=False
+        ).stdout.splitlines():
             if line.startswith("Model name:"):
                 model = line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(),
-            "torch": torch.__version__, "ray": ray.__version__, "mlflow": mlflow.__version__,
-            "optuna": optuna.__version__}
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "ray": ray.__version__,
+        "mlflow": mlflow.__version__,
+        "optuna": optuna.__version__,
+    }
 
 
 def machine_cores() -> int:
@@ -867,17 +1106,34 @@ def fmt(value: Any, spec: str = ".1f") -> str:
 def table_rows(results: list[dict[str, Any]]) -> list[list[str]]:
     rows = []
     for r in results:
-        rows.append([
-            f"reuse_actors={'on' if r['reuse_actors'] else 'off'}", str(r["num_trials"]), fmt(r["wall_s"]),
-            fmt(r.get("summed_compute_s")), fmt(r.get("ideal_wall_s")), fmt(r.get("overhead_s")),
-            fmt(r.get("overhead_pct"), ".1f") + ("%" if r.get("overhead_pct") is not None else ""),
-            fmt(r.get("mean_compute_s")), fmt(r.get("summed_train_seconds")),
-        ])
+        rows.append(
+            [
+                f"reuse_actors={'on' if r['reuse_actors'] else 'off'}",
+                str(r["num_trials"]),
+                fmt(r["wall_s"]),
+                fmt(r.get("summed_compute_s")),
+                fmt(r.get("ideal_wall_s")),
+                fmt(r.get("overhead_s")),
+                fmt(r.get("overhead_pct"), ".1f")
+                + ("%" if r.get("overhead_pct") is not None else ""),
+                fmt(r.get("mean_compute_s")),
+                fmt(r.get("summed_train_seconds")),
+            ]
+        )
     return rows
 
 
-HEADER = ["search", "trials", "wall s", "summed compute s", "ideal wall s (= sum/K)", "overhead s",
-          "overhead % of wall", "mean compute per trial s", "sum of final.json train_seconds"]
+HEADER = [
+    "search",
+    "trials",
+    "wall s",
+    "summed compute s",
+    "ideal wall s (= sum/K)",
+    "overhead s",
+    "overhead % of wall",
+    "mean compute per trial s",
+    "sum of final.json train_seconds",
+]
 
 PART_NAMES = {
     "driver_startup_s": "driver start-up before Tuner.fit: validation, tokenization, ray.init, MLflow store and parent run, Tuner",
@@ -919,7 +1175,12 @@ def details_lines(results: list[dict[str, Any]]) -> list[str]:
     lines = []
     for r in results:
         name = f"reuse_actors={'on' if r['reuse_actors'] else 'off'}"
-        d, dt, g, c = r.get("driver", {}), r.get("driver_totals", {}), r.get("gaps", {}), r.get("checkpoints", {})
+        d, dt, g, c = (
+            r.get("driver", {}),
+            r.get("driver_totals", {}),
+            r.get("gaps", {}),
+            r.get("checkpoints", {}),
+        )
         lines.append(
             f"- {name}: before Ray {fmt(d.get('before_ray_s'))} s (tokenization {fmt(d.get('tokenize_s'))} s), "
             f"ray.init {fmt(d.get('ray_init_s'))} s, MLflow parent + Tuner set-up {fmt(d.get('ray_up_to_tuner_fit_s'))} s, "
@@ -945,8 +1206,13 @@ def details_lines(results: list[dict[str, Any]]) -> list[str]:
             f"{'/'.join(map(str, r.get('worker_nice') or ['?']))}. "
             f"Driver CPU {fmt(r.get('driver_cpu_s'))} s; "
             f"load average before/after {r['loadavg_before'][0]:.2f}/{r['loadavg_after'][0]:.2f}"
-            + (f"; other users' processes took {r['cpu']['others_cores']:.2f} of the {machine_cores()} cores on average "
-               f"during the search (this search's processes {r['cpu']['mine_cores']:.2f})" if r.get('cpu') else "") + "."
+            + (
+                f"; other users' processes took {r['cpu']['others_cores']:.2f} of the {machine_cores()} cores on average "
+                f"during the search (this search's processes {r['cpu']['mine_cores']:.2f})"
+                if r.get("cpu")
+                else ""
+            )
+            + "."
         )
     return lines
 
@@ -956,15 +1222,23 @@ def strict_overhead(r: dict[str, Any], reference: dict[str, Any]) -> float:
     return r["wall_s"] - n * reference["compute_s"] / r["K"]
 
 
-def print_report(args: argparse.Namespace, machine: dict, reference: dict | None, results: list[dict]) -> None:
-    print(f"\nmachine: {machine['cpu']}, {machine['cores']} cores; torch {machine['torch']}, ray {machine['ray']}, "
-          f"mlflow {machine['mlflow']}, optuna {machine['optuna']}")
-    print(f"config: {args.num_samples} trials, K = {args.max_concurrent} concurrent x {args.cpus_per_trial:g} CPU, "
-          f"{args.backbone} {args.num_layers} layer(s), max_length {args.max_length}, {args.train_samples} train / "
-          f"{args.eval_samples} eval samples, {args.epochs} epochs, batch {args.batch_size}")
+def print_report(
+    args: argparse.Namespace, machine: dict, reference: dict | None, results: list[dict]
+) -> None:
+    print(
+        f"\nmachine: {machine['cpu']}, {machine['cores']} cores; torch {machine['torch']}, ray {machine['ray']}, "
+        f"mlflow {machine['mlflow']}, optuna {machine['optuna']}"
+    )
+    print(
+        f"config: {args.num_samples} trials, K = {args.max_concurrent} concurrent x {args.cpus_per_trial:g} CPU, "
+        f"{args.backbone} {args.num_layers} layer(s), max_length {args.max_length}, {args.train_samples} train / "
+        f"{args.eval_samples} eval samples, {args.epochs} epochs, batch {args.batch_size}"
+    )
     if reference:
-        print(f"reference fit alone (1 thread): build {reference['build_s']:.1f} s + train {reference['train_s']:.1f} s "
-              f"- {reference['ckpt_writes']} checkpoint writes {reference['ckpt_write_s']:.1f} s = compute {reference['compute_s']:.1f} s")
+        print(
+            f"reference fit alone (1 thread): build {reference['build_s']:.1f} s + train {reference['train_s']:.1f} s "
+            f"- {reference['ckpt_writes']} checkpoint writes {reference['ckpt_write_s']:.1f} s = compute {reference['compute_s']:.1f} s"
+        )
     widths = [max(len(h), *(len(r[i]) for r in table_rows(results))) for i, h in enumerate(HEADER)]
     print("\n" + "  ".join(h.ljust(w) for h, w in zip(HEADER, widths)))
     for row in table_rows(results):
@@ -972,11 +1246,18 @@ def print_report(args: argparse.Namespace, machine: dict, reference: dict | None
     if len(results) == 2 and all(r.get("overhead_s") for r in results):
         on = next(r for r in results if r["reuse_actors"])
         off = next(r for r in results if not r["reuse_actors"])
-        print(f"\nratio off/on: wall {off['wall_s'] / on['wall_s']:.2f}x, overhead {off['overhead_s'] / on['overhead_s']:.2f}x")
+        print(
+            f"\nratio off/on: wall {off['wall_s'] / on['wall_s']:.2f}x, overhead {off['overhead_s'] / on['overhead_s']:.2f}x"
+        )
     if reference and all(r.get("mean_compute_s") for r in results):
-        print("against the compute of a trial alone: " + ", ".join(
-            f"reuse {'on' if r['reuse_actors'] else 'off'} overhead {strict_overhead(r, reference):.1f} s "
-            f"({100 * strict_overhead(r, reference) / r['wall_s']:.1f}%)" for r in results))
+        print(
+            "against the compute of a trial alone: "
+            + ", ".join(
+                f"reuse {'on' if r['reuse_actors'] else 'off'} overhead {strict_overhead(r, reference):.1f} s "
+                f"({100 * strict_overhead(r, reference) / r['wall_s']:.1f}%)"
+                for r in results
+            )
+        )
     if all("breakdown_wall_s" in r for r in results):
         print("\noverhead breakdown (wall-equivalent seconds = slot-seconds / K):")
         for row in breakdown_rows(results):
@@ -985,17 +1266,28 @@ def print_report(args: argparse.Namespace, machine: dict, reference: dict | None
             print(line)
 
 
-def section_markdown(args: argparse.Namespace, machine: dict, reference: dict | None, results: list[dict],
-                     command: str, plot: str | None) -> str:
+def section_markdown(
+    args: argparse.Namespace,
+    machine: dict,
+    reference: dict | None,
+    results: list[dict],
+    command: str,
+    plot: str | None,
+) -> str:
     lines = [SECTION, ""]
     lines.append("Command:")
     lines.append("")
     lines.append("```")
-    lines.append(("HF_HUB_OFFLINE=1 " + ("" if args.data_dir else "ASTUNE_DATA_DIR=../shared/data ")) + command)
+    lines.append(
+        ("HF_HUB_OFFLINE=1 " + ("" if args.data_dir else "ASTUNE_DATA_DIR=../shared/data "))
+        + command
+    )
     lines.append("```")
     lines.append("")
-    lines.append(f"Machine: {machine['cpu']}, {machine['cores']} cores, shared with other jobs; Python {machine['python']}, "
-                 f"torch {machine['torch']}, Ray {machine['ray']}, MLflow {machine['mlflow']}, Optuna {machine['optuna']}.")
+    lines.append(
+        f"Machine: {machine['cpu']}, {machine['cores']} cores, shared with other jobs; Python {machine['python']}, "
+        f"torch {machine['torch']}, Ray {machine['ray']}, MLflow {machine['mlflow']}, Optuna {machine['optuna']}."
+    )
     lines.append("")
     lines.append(
         f"Configuration: {args.num_samples} trials per search, FIFO (no ASHA), K = {args.max_concurrent} concurrent trials "
@@ -1004,40 +1296,54 @@ def section_markdown(args: argparse.Namespace, machine: dict, reference: dict | 
         f"{args.epochs} epochs of batch {args.batch_size} (one evaluation and one checkpoint per epoch), losses "
         f"as_softmax (delta, AS-Speed on/off) and softmax proposed by Optuna TPE; a local Ray started by "
         f"`run_search`, sqlite MLflow, Ray storage on the local disk; reuse_actors on and off in one process "
-        f"(order: {', '.join(args.variants)}).")
+        f"(order: {', '.join(args.variants)})."
+    )
     if reference:
         lines.append("")
         lines.append(
             f"Calibration: one trial's fit alone in the benchmark process, 1 thread: model build "
             f"{reference['build_s']:.1f} s + training and evaluations {reference['train_s']:.1f} s - "
             f"{reference['ckpt_writes']} checkpoint writes {reference['ckpt_write_s']:.1f} s = "
-            f"**{reference['compute_s']:.1f} s of compute per trial** ({reference['n_train']} training samples).")
+            f"**{reference['compute_s']:.1f} s of compute per trial** ({reference['n_train']} training samples)."
+        )
     lines.append("")
-    lines.append("Definitions: wall = the `run_search` call (validation, tokenization, Ray start-up, trials, "
-                 "summary, `ray.shutdown`). Compute of a trial = `Run.__init__` (model, optimizer) + `Run.train` "
-                 "(training, validation evaluations, test evaluation) - checkpoint writes - time inside "
-                 "`tune.report` (Ray's checkpoint copy, then waiting for the driver), timed inside the trial "
-                 "processes. Ideal wall = summed compute / K. Overhead = wall - summed compute / K; its parts "
-                 "below add up to it exactly (slot-seconds / K).")
+    lines.append(
+        "Definitions: wall = the `run_search` call (validation, tokenization, Ray start-up, trials, "
+        "summary, `ray.shutdown`). Compute of a trial = `Run.__init__` (model, optimizer) + `Run.train` "
+        "(training, validation evaluations, test evaluation) - checkpoint writes - time inside "
+        "`tune.report` (Ray's checkpoint copy, then waiting for the driver), timed inside the trial "
+        "processes. Ideal wall = summed compute / K. Overhead = wall - summed compute / K; its parts "
+        "below add up to it exactly (slot-seconds / K)."
+    )
     lines.append("")
     lines.append(markdown_table(HEADER, table_rows(results)))
     lines.append("")
     if len(results) == 2 and all(r.get("overhead_s") for r in results):
         on = next(r for r in results if r["reuse_actors"])
         off = next(r for r in results if not r["reuse_actors"])
-        lines.append(f"Ratio off / on: wall {off['wall_s'] / on['wall_s']:.2f}x, overhead "
-                     f"{off['overhead_s'] / on['overhead_s']:.2f}x.")
+        lines.append(
+            f"Ratio off / on: wall {off['wall_s'] / on['wall_s']:.2f}x, overhead "
+            f"{off['overhead_s'] / on['overhead_s']:.2f}x."
+        )
         lines.append("")
     if reference and all(r.get("mean_compute_s") for r in results):
-        lines.append("Mean compute per trial inside the search vs alone: " + ", ".join(
-            f"reuse {'on' if r['reuse_actors'] else 'off'} {r['mean_compute_s']:.1f} s "
-            f"({100 * (r['mean_compute_s'] / reference['compute_s'] - 1):+.0f}%)" for r in results)
+        lines.append(
+            "Mean compute per trial inside the search vs alone: "
+            + ", ".join(
+                f"reuse {'on' if r['reuse_actors'] else 'off'} {r['mean_compute_s']:.1f} s "
+                f"({100 * (r['mean_compute_s'] / reference['compute_s'] - 1):+.0f}%)"
+                for r in results
+            )
             + f" against {reference['compute_s']:.1f} s alone. The trials share the 2 cores with the driver and "
             "Ray (and with each other), which the compute timed in the trials cannot separate; counted against the "
-            "compute of a trial alone, the overhead would be " + ", ".join(
+            "compute of a trial alone, the overhead would be "
+            + ", ".join(
                 f"reuse {'on' if r['reuse_actors'] else 'off'} {strict_overhead(r, reference):.1f} s "
-                f"({100 * strict_overhead(r, reference) / r['wall_s']:.1f}% of wall)" for r in results)
-            + " (wall - trials x compute alone / K).")
+                f"({100 * strict_overhead(r, reference) / r['wall_s']:.1f}% of wall)"
+                for r in results
+            )
+            + " (wall - trials x compute alone / K)."
+        )
         lines.append("")
     if all("breakdown_wall_s" in r for r in results):
         names = [f"reuse_actors={'on' if r['reuse_actors'] else 'off'}" for r in results]
@@ -1049,15 +1355,20 @@ def section_markdown(args: argparse.Namespace, machine: dict, reference: dict | 
         lines.append("")
     target = [r for r in results if r.get("overhead_pct") is not None]
     if target:
-        verdict = ", ".join(f"reuse {'on' if r['reuse_actors'] else 'off'} {r['overhead_pct']:.1f}% "
-                            f"({'met' if r['overhead_pct'] < 15 else 'not met'})" for r in target)
+        verdict = ", ".join(
+            f"reuse {'on' if r['reuse_actors'] else 'off'} {r['overhead_pct']:.1f}% "
+            f"({'met' if r['overhead_pct'] < 15 else 'not met'})"
+            for r in target
+        )
         lines.append(f"Target (overhead under 15% of wall for trials of about 30 s): {verdict}.")
         lines.append("")
     if plot:
-        lines.append(f"Timeline: `{plot}` (one row per slot; green compute, red checkpoint writes, orange Ray's "
-                     "checkpoint copy, purple hand-off to the driver, brown a new worker process starting (spawn and imports), "
-                     "grey the driver alone (start-up, shutdown); the top row, "
-                     "blue: the driver's background uploads of its staging folder).")
+        lines.append(
+            f"Timeline: `{plot}` (one row per slot; green compute, red checkpoint writes, orange Ray's "
+            "checkpoint copy, purple hand-off to the driver, brown a new worker process starting (spawn and imports), "
+            "grey the driver alone (start-up, shutdown); the top row, "
+            "blue: the driver's background uploads of its staging folder)."
+        )
         lines.append("")
     lines.append("<!-- search_overhead:notes -->")
     lines.append("")
@@ -1097,14 +1408,29 @@ def plot_timeline(results: list[dict[str, Any]], path: Path) -> None:
     FigureCanvasAgg(figure)
     axes_list = figure.subplots(len(results), 1, sharex=True, squeeze=False)[:, 0]
     span = max(r["wall_s"] for r in results)
-    colors = {"compute": "#4caf50", "ckpt_write": "#e53935", "ckpt_persist": "#fb8c00", "handoff": "#8e24aa",
-              "build": "#81c784", "driver": "#bdbdbd", "upload": "#1e88e5", "worker": "#795548"}
+    colors = {
+        "compute": "#4caf50",
+        "ckpt_write": "#e53935",
+        "ckpt_persist": "#fb8c00",
+        "handoff": "#8e24aa",
+        "build": "#81c784",
+        "driver": "#bdbdbd",
+        "upload": "#1e88e5",
+        "worker": "#795548",
+    }
     for axes, r in zip(axes_list, results):
         t0 = r["t0"]
         slots = r.get("slots", [])
         trials = r.get("trials", {})
-        order = {tid: i + 1 for i, tid in enumerate(sorted(
-            (tid for slot in slots for tid in slot), key=lambda tid: trials[tid]["fit_start"]))}
+        order = {
+            tid: i + 1
+            for i, tid in enumerate(
+                sorted(
+                    (tid for slot in slots for tid in slot),
+                    key=lambda tid: trials[tid]["fit_start"],
+                )
+            )
+        }
         workers = {w["pid"]: w for w in r.get("workers", [])}
         drawn: set[int] = set()
         for y, slot in enumerate(slots):
@@ -1113,39 +1439,81 @@ def plot_timeline(results: list[dict[str, Any]], path: Path) -> None:
                 w = workers.get(t.get("pid"))
                 if w is not None and w["ready"] <= t["fit_start"] + 1e-6 and w["pid"] not in drawn:
                     drawn.add(w["pid"])  # a new worker process: spawn, Ray and the imports
-                    axes.broken_barh([(w["created"] - t0, w["ready"] - w["created"])], (y - 0.35, 0.7),
-                                     color=colors["worker"], linewidth=0)
-                axes.broken_barh([(t["fit_start"] - t0, t["fit_end"] - t["fit_start"])], (y - 0.35, 0.7),
-                                 color=colors["compute"], linewidth=0)
+                    axes.broken_barh(
+                        [(w["created"] - t0, w["ready"] - w["created"])],
+                        (y - 0.35, 0.7),
+                        color=colors["worker"],
+                        linewidth=0,
+                    )
+                axes.broken_barh(
+                    [(t["fit_start"] - t0, t["fit_end"] - t["fit_start"])],
+                    (y - 0.35, 0.7),
+                    color=colors["compute"],
+                    linewidth=0,
+                )
                 for kind in ("handoff", "ckpt_write", "ckpt_persist"):
                     spans = [(a - t0, b - a) for a, b in t["segments"][kind]]
                     axes.broken_barh(spans, (y - 0.35, 0.7), color=colors[kind], linewidth=0)
-                axes.text((t["fit_start"] + t["fit_end"]) / 2 - t0, y, f"#{order[tid]}",
-                          ha="center", va="center", fontsize=6, color="white")
+                axes.text(
+                    (t["fit_start"] + t["fit_end"]) / 2 - t0,
+                    y,
+                    f"#{order[tid]}",
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    color="white",
+                )
         y_up = len(slots)
-        axes.broken_barh([(a - t0, b - a) for a, b, _ in r.get("uploads", [])], (y_up - 0.25, 0.5),
-                         color=colors["upload"], linewidth=0)
+        axes.broken_barh(
+            [(a - t0, b - a) for a, b, _ in r.get("uploads", [])],
+            (y_up - 0.25, 0.5),
+            color=colors["upload"],
+            linewidth=0,
+        )
         d = r.get("driver", {})
         if "tuner_fit_start" in d:
-            axes.axvspan(0, d["ray_up_to_tuner_fit_s"] + d.get("before_ray_s", 0) + d.get("ray_init_s", 0),
-                         color=colors["driver"], alpha=0.35, linewidth=0)
+            axes.axvspan(
+                0,
+                d["ray_up_to_tuner_fit_s"] + d.get("before_ray_s", 0) + d.get("ray_init_s", 0),
+                color=colors["driver"],
+                alpha=0.35,
+                linewidth=0,
+            )
         if "ray_shutdown_start" in d:
-            axes.axvspan(d["ray_shutdown_start"], r["wall_s"], color=colors["driver"], alpha=0.35, linewidth=0)
+            axes.axvspan(
+                d["ray_shutdown_start"],
+                r["wall_s"],
+                color=colors["driver"],
+                alpha=0.35,
+                linewidth=0,
+            )
         axes.axvline(r["wall_s"], color="black", linewidth=1)
-        axes.set_yticks(range(len(slots) + 1), [f"slot {i + 1}" for i in range(len(slots))] + ["driver upload"])
+        axes.set_yticks(
+            range(len(slots) + 1), [f"slot {i + 1}" for i in range(len(slots))] + ["driver upload"]
+        )
         axes.set_ylim(-0.6, len(slots) + 0.5)
         axes.set_title(
             f"reuse_actors={'on' if r['reuse_actors'] else 'off'}: wall {r['wall_s']:.0f} s, ideal "
             f"{r.get('ideal_wall_s', float('nan')):.0f} s, overhead {r.get('overhead_s', float('nan')):.0f} s "
-            f"({r.get('overhead_pct', float('nan')):.1f}% of wall)", fontsize=9, loc="left")
+            f"({r.get('overhead_pct', float('nan')):.1f}% of wall)",
+            fontsize=9,
+            loc="left",
+        )
         axes.grid(axis="x", alpha=0.3)
     axes_list[-1].set_xlabel("seconds since run_search was called")
     axes_list[-1].set_xlim(0, span * 1.01)
-    handles = [Patch(color=colors[k], label=label) for k, label in (
-        ("compute", "fit: compute"), ("ckpt_write", "checkpoint write (torch.save)"),
-        ("ckpt_persist", "Ray checkpoint copy"), ("handoff", "tune.report hand-off (driver)"),
-        ("worker", "new worker process: spawn + imports"), ("driver", "driver only: start-up / shutdown"),
-        ("upload", "Tune snapshot: staging folder upload"))]
+    handles = [
+        Patch(color=colors[k], label=label)
+        for k, label in (
+            ("compute", "fit: compute"),
+            ("ckpt_write", "checkpoint write (torch.save)"),
+            ("ckpt_persist", "Ray checkpoint copy"),
+            ("handoff", "tune.report hand-off (driver)"),
+            ("worker", "new worker process: spawn + imports"),
+            ("driver", "driver only: start-up / shutdown"),
+            ("upload", "Tune snapshot: staging folder upload"),
+        )
+    ]
     figure.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
     figure.tight_layout(rect=(0, 0.09, 1, 1))
     figure.savefig(path, format="png")
@@ -1160,32 +1528,49 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if args.data_dir:
         args.data_dir = str(Path(args.data_dir).resolve())
-    root = Path(args.output_dir).resolve() if args.output_dir else Path(tempfile.mkdtemp(prefix="search-overhead-"))
+    root = (
+        Path(args.output_dir).resolve()
+        if args.output_dir
+        else Path(tempfile.mkdtemp(prefix="search-overhead-"))
+    )
     root.mkdir(parents=True, exist_ok=True)
     for variant in args.variants:
         if (root / f"reuse-{variant}").exists():
             raise SystemExit(f"{root / f'reuse-{variant}'} exists; choose another --output-dir")
-    command = "python " + " ".join([str(Path(sys.argv[0])), *(argv if argv is not None else sys.argv[1:])])
+    command = "python " + " ".join(
+        [str(Path(sys.argv[0])), *(argv if argv is not None else sys.argv[1:])]
+    )
     machine = machine_info()
     print(f"searches in {root}; load average {os.getloadavg()[0]:.2f}", flush=True)
     reference = None
     if args.reference:
         reference = reference_fit(args, root)
-        print(f"reference fit alone: compute {reference['compute_s']:.1f} s "
-              f"(build {reference['build_s']:.1f} s, train {reference['train_s']:.1f} s, "
-              f"checkpoint writes {reference['ckpt_write_s']:.1f} s)", flush=True)
+        print(
+            f"reference fit alone: compute {reference['compute_s']:.1f} s "
+            f"(build {reference['build_s']:.1f} s, train {reference['train_s']:.1f} s, "
+            f"checkpoint writes {reference['ckpt_write_s']:.1f} s)",
+            flush=True,
+        )
     probe = DriverProbe()
     probe.install()
     results = []
     for variant in args.variants:
         print(f"search with reuse_actors={variant} ...", flush=True)
         result = run_variant(args, variant, root, probe)
-        print(f"  wall {result['wall_s']:.1f} s, summed compute {fmt(result.get('summed_compute_s'))} s, "
-              f"overhead {fmt(result.get('overhead_pct'))}%; other users took {result['cpu']['others_cores']:.2f} "
-              f"cores on average", flush=True)
+        print(
+            f"  wall {result['wall_s']:.1f} s, summed compute {fmt(result.get('summed_compute_s'))} s, "
+            f"overhead {fmt(result.get('overhead_pct'))}%; other users took {result['cpu']['others_cores']:.2f} "
+            f"cores on average",
+            flush=True,
+        )
         results.append(result)
-    payload = {"args": {k: v for k, v in vars(args).items()}, "command": command, "machine": machine,
-               "reference": reference, "results": results}
+    payload = {
+        "args": {k: v for k, v in vars(args).items()},
+        "command": command,
+        "machine": machine,
+        "reference": reference,
+        "results": results,
+    }
     if args.json == "-":
         json.dump(payload, sys.stdout, indent=1, default=str)
     elif args.json:
@@ -1205,15 +1590,27 @@ def report_from_json(args: argparse.Namespace) -> int:
     return 0
 
 
-def finish(args: argparse.Namespace, machine: dict, reference: dict | None, results: list[dict], command: str) -> None:
+def finish(
+    args: argparse.Namespace,
+    machine: dict,
+    reference: dict | None,
+    results: list[dict],
+    command: str,
+) -> None:
     print_report(args, machine, reference, results)
     plot = None
     if args.plot and args.probe:
         plot_timeline(results, Path(args.plot))
-        plot = os.path.relpath(args.plot, HERE.parent) if Path(args.plot).resolve().is_relative_to(HERE.parent) else args.plot
+        plot = (
+            os.path.relpath(args.plot, HERE.parent)
+            if Path(args.plot).resolve().is_relative_to(HERE.parent)
+            else args.plot
+        )
         print(f"\ntimeline: {args.plot}")
     if args.results:
-        write_results(Path(args.results), section_markdown(args, machine, reference, results, command, plot))
+        write_results(
+            Path(args.results), section_markdown(args, machine, reference, results, command, plot)
+        )
         print(f"section written: {args.results}")
 
 

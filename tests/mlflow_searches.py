@@ -35,9 +35,16 @@ def _run(root: Path, data_dir: Path) -> Searches:
 
     uri = f"sqlite:///{root / 'mlflow.db'}"
     common = dict(
-        space=str(SPACE), backbone="minilm", num_layers=1, max_train_samples=64,
-        max_eval_samples=32, max_concurrent=2, tracking_uri=uri, storage_path=str(root / "ray"),
-        data_dir=str(data_dir), console=False,
+        space=str(SPACE),
+        backbone="minilm",
+        num_layers=1,
+        max_train_samples=64,
+        max_eval_samples=32,
+        max_concurrent=2,
+        tracking_uri=uri,
+        storage_path=str(root / "ray"),
+        data_dir=str(data_dir),
+        console=False,
     )
     cwd = os.getcwd()
     os.chdir(root)  # Ray and MLflow write next to the working directory

@@ -132,7 +132,9 @@ def test_ties_are_never_masked_at_delta_zero():
     labels = torch.tensor([0, 2])
     loss = as_softmax_loss(logits, labels, 0.0, reduction="none")
     loss.sum().backward()
-    torch.testing.assert_close(loss, torch.tensor([torch.log(torch.tensor(2.0)), torch.log(torch.tensor(3.0))]))
+    torch.testing.assert_close(
+        loss, torch.tensor([torch.log(torch.tensor(2.0)), torch.log(torch.tensor(3.0))])
+    )
     assert logits.grad[0, 2] == 0 and logits.grad[0, 1] != 0
     assert torch.all(logits.grad[1] != 0)
 
@@ -147,7 +149,9 @@ def test_target_that_is_not_the_argmax_masks_nothing_it_should_not():
     # p_t = 0.09 <= delta: no class can be masked, the loss is plain cross-entropy
     logits = torch.tensor([[0.0, 2.0, 1.0]])
     labels = torch.tensor([0])
-    torch.testing.assert_close(as_softmax_loss(logits, labels, 0.3), F.cross_entropy(logits, labels))
+    torch.testing.assert_close(
+        as_softmax_loss(logits, labels, 0.3), F.cross_entropy(logits, labels)
+    )
 
 
 def test_ignored_rows_are_neither_active_nor_masked():
@@ -184,7 +188,9 @@ def test_gradcheck_float64():
     logits, labels = make_batch((12,), 6, torch.float64, seed=5)
     labels[3] = -100
     leaf = logits.clone().requires_grad_()
-    assert torch.autograd.gradcheck(lambda x: as_softmax_loss(x, labels, 0.25, reduction="none"), (leaf,))
+    assert torch.autograd.gradcheck(
+        lambda x: as_softmax_loss(x, labels, 0.25, reduction="none"), (leaf,)
+    )
 
 
 def test_backward_through_a_retained_graph_gives_the_same_gradient_twice():
@@ -218,7 +224,9 @@ def test_rejects_delta_outside_zero_one(delta):
 
 def test_rejects_bad_reduction_shapes_and_labels():
     logits, labels = make_batch((4,), 3, torch.float32)
-    with pytest.raises(ValueError, match="reduction must be one of 'mean', 'sum', 'none', but got 'avg'"):
+    with pytest.raises(
+        ValueError, match="reduction must be one of 'mean', 'sum', 'none', but got 'avg'"
+    ):
         as_softmax_loss(logits, labels, 0.3, reduction="avg")
     with pytest.raises(ValueError, match=r"labels must have shape \(4,\)"):
         as_softmax_loss(logits, labels[:3], 0.3)

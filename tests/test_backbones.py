@@ -49,9 +49,12 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _batch(tokenizer, task: str) -> dict[str, torch.Tensor]:
     if task == "pair":
-        return tokenizer(["A man plays a guitar.", "Nobody came."],
-                         ["Someone makes music.", "The hall was empty and cold."],
-                         padding=True, return_tensors="pt")
+        return tokenizer(
+            ["A man plays a guitar.", "Nobody came."],
+            ["Someone makes music.", "The hall was empty and cold."],
+            padding=True,
+            return_tensors="pt",
+        )
     if task == "token":
         words = [["EU", "rejects", "German", "call"], ["Peter", "Blackburn"]]
         return tokenizer(words, is_split_into_words=True, padding=True, return_tensors="pt")
@@ -116,7 +119,9 @@ def test_build_model_keeps_the_first_pretrained_layer(tokenizer, full_model, tas
         torch.testing.assert_close(kept[key], pretrained[key], rtol=0, atol=0)
     torch.testing.assert_close(
         model.base_model.embeddings.word_embeddings.weight,
-        full_model.embeddings.word_embeddings.weight, rtol=0, atol=0,
+        full_model.embeddings.word_embeddings.weight,
+        rtol=0,
+        atol=0,
     )
     assert model.config.hidden_dropout_prob == 0.0
 
@@ -167,8 +172,13 @@ def test_build_model_validates_arguments(kwargs, match: str) -> None:
         build_model("minilm", **kwargs)
 
 
-@pytest.mark.parametrize("name, hub_id", [("someone/no-such-model", "someone/no-such-model"),
-                                          ("roberta-base", "FacebookAI/roberta-base")])
+@pytest.mark.parametrize(
+    "name, hub_id",
+    [
+        ("someone/no-such-model", "someone/no-such-model"),
+        ("roberta-base", "FacebookAI/roberta-base"),
+    ],
+)
 def test_unreachable_hub_gives_one_line_error(offline, name: str, hub_id: str) -> None:
     start = time.perf_counter()
     loaders = (lambda: build_model(name, task="token", num_labels=3), lambda: load_tokenizer(name))
@@ -207,8 +217,12 @@ class _NoTokenTypes(nn.Module):
 
 def test_model_logits_passes_only_the_inputs_a_model_takes() -> None:
     ids = torch.tensor([[1, 2, 3]])
-    batch = {"input_ids": ids, "attention_mask": torch.tensor([[1, 1, 0]]),
-             "token_type_ids": torch.zeros_like(ids), "labels": ids}
+    batch = {
+        "input_ids": ids,
+        "attention_mask": torch.tensor([[1, 1, 0]]),
+        "token_type_ids": torch.zeros_like(ids),
+        "labels": ids,
+    }
     assert model_logits(_NoTokenTypes(), batch).squeeze(-1).tolist() == [[1.0, 2.0, 0.0]]
     with pytest.raises(ValueError, match="input_ids"):
         model_logits(_NoTokenTypes(), {"attention_mask": ids})

@@ -113,7 +113,10 @@ CASES = {
     "softmax": (softmax_loss, SoftmaxLoss, {}, ref_cross_entropy),
     "t_softmax": (t_softmax_loss, TSoftmaxLoss, {"tau": 0.5}, ref_t_softmax),
     "label_smoothing": (
-        label_smoothing_loss, LabelSmoothingLoss, {"epsilon": 0.3}, ref_label_smoothing
+        label_smoothing_loss,
+        LabelSmoothingLoss,
+        {"epsilon": 0.3},
+        ref_label_smoothing,
     ),
     "sparse_softmax": (sparse_softmax_loss, SparseSoftmaxLoss, {"k": 3}, ref_sparse_softmax),
     "sparsemax": (sparsemax_loss, SparsemaxLoss, {}, ref_sparsemax),

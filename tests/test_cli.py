@@ -12,8 +12,22 @@ import pytest
 from astune.cli import main
 from astune.config import TrainConfig
 
-TINY = ["--backbone", "minilm", "--num-layers", "1", "--max-train-samples", "48",
-        "--max-eval-samples", "32", "--epochs", "1", "--batch-size", "16", "--lr", "1e-3"]
+TINY = [
+    "--backbone",
+    "minilm",
+    "--num-layers",
+    "1",
+    "--max-train-samples",
+    "48",
+    "--max-eval-samples",
+    "32",
+    "--epochs",
+    "1",
+    "--batch-size",
+    "16",
+    "--lr",
+    "1e-3",
+]
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -36,7 +50,10 @@ def test_datasets_table_shows_the_paper_settings(capsys):
     sst5 = next(line for line in out.splitlines() if line.startswith("sst5 "))
     assert code == 0
     assert "7/16/2e-05" in sst5 and "0.3/0" in sst5 and "1.5/4" in sst5 and "53.12" in sst5
-    assert sum(line.startswith(("conll2003", "go_emotions", "clinc_oos")) for line in out.splitlines()) == 3
+    assert (
+        sum(line.startswith(("conll2003", "go_emotions", "clinc_oos")) for line in out.splitlines())
+        == 3
+    )
 
 
 def test_backbones_table_resolves_minilm_to_the_offline_package(capsys):
@@ -49,9 +66,26 @@ def test_backbones_table_resolves_minilm_to_the_offline_package(capsys):
 
 def test_train_writes_the_run_folder(capsys, tmp_path, data_dir):
     out_dir = tmp_path / "run"
-    code, out, _ = run_cli(capsys, "train", "--dataset", "sst5", "--data-dir", str(data_dir), *TINY,
-                           "--loss", "as_softmax", "--delta", "0.3", "--as-speed", "--lam", "1.5",
-                           "--max-accum-steps", "3", "--output-dir", str(out_dir))
+    code, out, _ = run_cli(
+        capsys,
+        "train",
+        "--dataset",
+        "sst5",
+        "--data-dir",
+        str(data_dir),
+        *TINY,
+        "--loss",
+        "as_softmax",
+        "--delta",
+        "0.3",
+        "--as-speed",
+        "--lam",
+        "1.5",
+        "--max-accum-steps",
+        "3",
+        "--output-dir",
+        str(out_dir),
+    )
     assert code == 0
     final = json.loads((out_dir / "final.json").read_text())
     records = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
@@ -62,23 +96,53 @@ def test_train_writes_the_run_folder(capsys, tmp_path, data_dir):
 
 
 def test_train_from_a_config_file_reproduces_the_same_run(capsys, tmp_path, data_dir):
-    config = TrainConfig(dataset="sst5", data_dir=str(data_dir), backbone="minilm", num_layers=1,
-                         max_train_samples=48, max_eval_samples=32, epochs=1, batch_size=16, lr=1e-3,
-                         loss="t_softmax", loss_params={"tau": 2.0}, seed=3, output_dir=str(tmp_path / "a"))
+    config = TrainConfig(
+        dataset="sst5",
+        data_dir=str(data_dir),
+        backbone="minilm",
+        num_layers=1,
+        max_train_samples=48,
+        max_eval_samples=32,
+        epochs=1,
+        batch_size=16,
+        lr=1e-3,
+        loss="t_softmax",
+        loss_params={"tau": 2.0},
+        seed=3,
+        output_dir=str(tmp_path / "a"),
+    )
     config.to_yaml(tmp_path / "best.yaml")
     assert run_cli(capsys, "train", "--config", str(tmp_path / "best.yaml"))[0] == 0
-    assert run_cli(capsys, "train", "--config", str(tmp_path / "best.yaml"), "--output-dir", str(tmp_path / "b"))[0] == 0
+    assert (
+        run_cli(
+            capsys,
+            "train",
+            "--config",
+            str(tmp_path / "best.yaml"),
+            "--output-dir",
+            str(tmp_path / "b"),
+        )[0]
+        == 0
+    )
     first = json.loads((tmp_path / "a" / "final.json").read_text())
     second = json.loads((tmp_path / "b" / "final.json").read_text())
-    assert first["val_accuracy"] == second["val_accuracy"] and first["test_loss"] == second["test_loss"]
+    assert (
+        first["val_accuracy"] == second["val_accuracy"]
+        and first["test_loss"] == second["test_loss"]
+    )
 
 
 def write_folder(folder: Path, rows: list[dict], task: str = "single_label", **meta) -> Path:
     folder.mkdir(parents=True)
     for split in ("train", "validation", "test"):
         pd.DataFrame(rows).to_csv(folder / f"{split}.csv", index=False)
-    meta = {"task": task, "text_column": "text", "label_column": "label",
-            "label_names": ["neg", "pos"], **meta}
+    meta = {
+        "task": task,
+        "text_column": "text",
+        "label_column": "label",
+        "label_names": ["neg", "pos"],
+        **meta,
+    }
     (folder / "dataset.json").write_text(json.dumps(meta))
     return folder
 
@@ -88,7 +152,10 @@ def write_folder(folder: Path, rows: list[dict], task: str = "single_label", **m
     [
         (["--dataset", "imdbx"], "unknown dataset 'imdbx'; known: sst5, clinc_oos"),
         (["--dataset", "sst5", "--delta", "1.5"], r"delta must be in [0.0, 1.0], but got 1.5"),
-        (["--dataset", "sst5", "--warmup-ratio", "-0.1"], "warmup_ratio must be in [0.0, 1.0], but got -0.1"),
+        (
+            ["--dataset", "sst5", "--warmup-ratio", "-0.1"],
+            "warmup_ratio must be in [0.0, 1.0], but got -0.1",
+        ),
         (["--dataset", "sst5", "--loss", "focal"], "loss must be one of 'softmax'"),
         (["--dataset", "sst5", "--loss", "softmax", "--as-speed"], "as_speed needs an AS loss"),
         (["--dataset", "sst5", "--backbone", "bert-tiny"], "backbone must be one of the aliases"),
@@ -97,7 +164,9 @@ def write_folder(folder: Path, rows: list[dict], task: str = "single_label", **m
 )
 def test_bad_train_arguments_fail_fast_with_one_line(capsys, data_dir, argv, message):
     start = time.perf_counter()
-    code, _, err = run_cli(capsys, "train", "--data-dir", str(data_dir), "--backbone", "minilm", *argv)
+    code, _, err = run_cli(
+        capsys, "train", "--data-dir", str(data_dir), "--backbone", "minilm", *argv
+    )
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1, err
     assert time.perf_counter() - start < 30

@@ -13,8 +13,17 @@ import pandas as pd
 import pytest
 import torch
 
-from astune.data import (REGISTRY, DataError, DatasetSpec, encode_splits, format_datasets_table,
-                         get_spec, load_dataset_splits, majority_baseline, model_inputs)
+from astune.data import (
+    REGISTRY,
+    DataError,
+    DatasetSpec,
+    encode_splits,
+    format_datasets_table,
+    get_spec,
+    load_dataset_splits,
+    majority_baseline,
+    model_inputs,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -71,8 +80,12 @@ def _same(rows: list[dict]) -> dict[str, list[dict]]:
     return {s: rows for s in ("train", "validation", "test")}
 
 
-TEXT_META = {"task": "single_label", "text_column": "text", "label_column": "label",
-             "label_names": ["a", "b", "c"]}
+TEXT_META = {
+    "task": "single_label",
+    "text_column": "text",
+    "label_column": "label",
+    "label_names": ["a", "b", "c"],
+}
 
 
 # ----------------------------------------------------------------------------- registry
@@ -81,9 +94,20 @@ TEXT_META = {"task": "single_label", "text_column": "text", "label_column": "lab
 def test_sst5_has_the_paper_settings_and_results():
     spec = get_spec("sst5")
     assert (spec.hub_id, spec.task, spec.num_labels, spec.metric) == (
-        "SetFit/sst5", "single_label", 5, "accuracy")
-    assert spec.paper_hparams == {"epochs": 7, "batch_size": 16, "lr": 2e-5, "delta": 0.3,
-                                  "warmup_ratio": 0.0, "lam": 1.5, "max_accum_steps": 4}
+        "SetFit/sst5",
+        "single_label",
+        5,
+        "accuracy",
+    )
+    assert spec.paper_hparams == {
+        "epochs": 7,
+        "batch_size": 16,
+        "lr": 2e-5,
+        "delta": 0.3,
+        "warmup_ratio": 0.0,
+        "lam": 1.5,
+        "max_accum_steps": 4,
+    }
     assert (spec.softmax, spec.as_softmax) == (51.90, 53.12)
     assert spec.baseline_params["am_softmax"] == {"s": 10, "m": 0.30}
     assert spec.paper_sizes == (8544, 1101, 2210)
@@ -109,7 +133,11 @@ def test_registry_matches_the_paper_tables(name, hparams, metric, results):
 def test_registry_entries_without_paper_numbers_hold_none():
     go = get_spec("go_emotions")
     assert (go.hub_id, go.hub_config, go.task, go.num_labels) == (
-        "google-research-datasets/go_emotions", "simplified", "multi_label", 28)
+        "google-research-datasets/go_emotions",
+        "simplified",
+        "multi_label",
+        28,
+    )
     assert set(go.metrics) == {"micro_f1", "macro_f1"}
     assert all(v is None for v in go.paper_hparams.values())
     assert (go.softmax, go.as_softmax, go.paper_results) == (None, None, {})
@@ -136,8 +164,11 @@ def test_glue_tasks_follow_the_glue_table():
 
 
 def test_get_spec_unknown_names_the_known_ones():
-    with pytest.raises(ValueError, match=r"unknown dataset 'sst7'; known: sst5, clinc_oos, .*cola "
-                                         r"\(or a folder with dataset.json\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown dataset 'sst7'; known: sst5, clinc_oos, .*cola "
+        r"\(or a folder with dataset.json\)",
+    ):
         get_spec("sst7")
 
 
@@ -145,8 +176,9 @@ def test_dataset_spec_rejects_bad_values():
     with pytest.raises(ValueError, match="task must be one of .*'pair'.* but got 'regression'"):
         DatasetSpec(name="x", task="regression", num_labels=2, text_column="t")
     with pytest.raises(ValueError, match="label_names has 2 names but num_labels is 3"):
-        DatasetSpec(name="x", task="single_label", num_labels=3, text_column="t",
-                    label_names=("a", "b"))
+        DatasetSpec(
+            name="x", task="single_label", num_labels=3, text_column="t", label_names=("a", "b")
+        )
     with pytest.raises(ValueError, match=r"needs \('tokens_column', 'label_column'\)"):
         DatasetSpec(name="x", task="token", num_labels=3)
 
@@ -165,8 +197,12 @@ def test_datasets_table_lists_every_entry(data_dir):
 
 @pytest.mark.parametrize(
     "name, num_labels, sizes",
-    [("sst5", 5, (1101, 2210)), ("clinc_oos", 151, (3100, 5500)),
-     ("conll2003", 9, (3250, 3453)), ("go_emotions", 28, (5426, 5427))],
+    [
+        ("sst5", 5, (1101, 2210)),
+        ("clinc_oos", 151, (3100, 5500)),
+        ("conll2003", 9, (3250, 3453)),
+        ("go_emotions", 28, (5426, 5427)),
+    ],
 )
 def test_loads_the_local_copy(data_dir, name, num_labels, sizes):
     loaded = load_dataset_splits(name, data_dir=data_dir, max_train_samples=300)
@@ -174,8 +210,11 @@ def test_loads_the_local_copy(data_dir, name, num_labels, sizes):
     assert loaded.sizes() == {"train": 300, "validation": sizes[0], "test": sizes[1]}
     assert loaded.spec.num_labels == num_labels == len(loaded.spec.label_names)
     for rows in loaded.splits.values():
-        labels = [lab for r in rows for lab in (r["label"] if isinstance(r["label"], list)
-                                                else [r["label"]])]
+        labels = [
+            lab
+            for r in rows
+            for lab in (r["label"] if isinstance(r["label"], list) else [r["label"]])
+        ]
         assert 0 == min(labels) and max(labels) <= num_labels - 1
     row = loaded.splits["validation"][0]
     if loaded.spec.task == "token":
@@ -218,14 +257,22 @@ def test_user_folder_in_each_format(tmp_path, fmt):
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 def test_user_folder_with_list_columns(tmp_path, fmt):
-    rows = [{"words": ["New", "York", "is", "big"], "tags": ["B-LOC", "I-LOC", "O", "O"]},
-            {"words": ["Hi"], "tags": ["O"]}]
-    meta = {"task": "token", "tokens_column": "words", "label_column": "tags",
-            "label_names": ["O", "B-LOC", "I-LOC"]}
+    rows = [
+        {"words": ["New", "York", "is", "big"], "tags": ["B-LOC", "I-LOC", "O", "O"]},
+        {"words": ["Hi"], "tags": ["O"]},
+    ]
+    meta = {
+        "task": "token",
+        "tokens_column": "words",
+        "label_column": "tags",
+        "label_names": ["O", "B-LOC", "I-LOC"],
+    }
     folder = _write(tmp_path / "ner", fmt, _same(rows), meta)
     loaded = load_dataset_splits(folder)
-    assert loaded.splits["test"][0] == {"tokens": ["New", "York", "is", "big"],
-                                        "label": [1, 2, 0, 0]}
+    assert loaded.splits["test"][0] == {
+        "tokens": ["New", "York", "is", "big"],
+        "label": [1, 2, 0, 0],
+    }
     assert loaded.spec.metric == "f1"
     multi = [{"text": "a", "labels": [3, 0]}, {"text": "b", "labels": []}]
     meta = {"task": "multi_label", "text_column": "text", "label_column": "labels"}
@@ -256,15 +303,21 @@ def test_missing_split_file_error(tmp_path):
     splits = _text_splits()
     del splits["test"]
     folder = _write(tmp_path / "d", "jsonl", splits, TEXT_META)
-    with pytest.raises(DataError, match=rf"split 'test' not found in {re.escape(str(folder))}: "
-                                        r"expected one of test.jsonl, test.csv, test.parquet"):
+    with pytest.raises(
+        DataError,
+        match=rf"split 'test' not found in {re.escape(str(folder))}: "
+        r"expected one of test.jsonl, test.csv, test.parquet",
+    ):
         load_dataset_splits(folder)
 
 
 def test_missing_column_error(tmp_path):
     folder = _write(tmp_path / "d", "csv", _text_splits(), {**TEXT_META, "text_column": "sentence"})
-    with pytest.raises(DataError, match=r"column 'sentence' not found in .*train\.csv; "
-                                        r"columns present: text, label"):
+    with pytest.raises(
+        DataError,
+        match=r"column 'sentence' not found in .*train\.csv; "
+        r"columns present: text, label",
+    ):
         load_dataset_splits(folder)
 
 
@@ -272,8 +325,11 @@ def test_label_out_of_range_error(tmp_path):
     splits = _text_splits()
     splits["validation"][1]["label"] = 7
     folder = _write(tmp_path / "d", "jsonl", splits, TEXT_META)
-    with pytest.raises(DataError, match=r"label 7 in .*validation\.jsonl \(row 2\) is out of "
-                                        r"range; accepted: \[0, 2\]"):
+    with pytest.raises(
+        DataError,
+        match=r"label 7 in .*validation\.jsonl \(row 2\) is out of "
+        r"range; accepted: \[0, 2\]",
+    ):
         load_dataset_splits(folder)
 
 
@@ -281,8 +337,11 @@ def test_registry_local_copy_is_checked_too(tmp_path, data_dir):
     rows = [json.loads(line) for line in (data_dir / "sst5" / "train.jsonl").open()][:5]
     rows[3]["label"] = 5
     _write(tmp_path / "sst5", "jsonl", _same(rows), None)
-    with pytest.raises(DataError, match=r"label 5 in .*sst5/train\.jsonl \(row 4\) is out of "
-                                        r"range; accepted: \[0, 4\]"):
+    with pytest.raises(
+        DataError,
+        match=r"label 5 in .*sst5/train\.jsonl \(row 4\) is out of "
+        r"range; accepted: \[0, 4\]",
+    ):
         load_dataset_splits("sst5", data_dir=tmp_path)
 
 
@@ -299,8 +358,11 @@ def test_user_folder_errors(tmp_path):
         load_dataset_splits(tmp_path / "nocol")
     with pytest.raises(DataError, match=r"data_dir '.*nowhere' is not a folder"):
         load_dataset_splits("sst5", data_dir=tmp_path / "nowhere")
-    with pytest.raises(ValueError, match=r"max_train_samples must be an integer in \[1, inf\), "
-                                         r"but got 0"):
+    with pytest.raises(
+        ValueError,
+        match=r"max_train_samples must be an integer in \[1, inf\), "
+        r"but got 0",
+    ):
         load_dataset_splits("sst5", max_train_samples=0)
 
 
@@ -316,8 +378,11 @@ def test_no_local_copy_and_offline_hub_fails_fast(tmp_path, offline_hub):
     assert "--data-dir DIR or ASTUNE_DATA_DIR" in message
     with pytest.raises(DataError, match=r"hub:nyu-mll/glue\[cola\] could not be loaded"):
         load_dataset_splits("cola")
-    with pytest.raises(DataError, match=r"no local copy of 'sighan2015' \(looked in: no data dir "
-                                        r"set\) and it has no hub copy; point at local files"):
+    with pytest.raises(
+        DataError,
+        match=r"no local copy of 'sighan2015' \(looked in: no data dir "
+        r"set\) and it has no hub copy; point at local files",
+    ):
         load_dataset_splits("sighan2015")
 
 
@@ -325,8 +390,9 @@ def test_no_local_copy_and_offline_hub_fails_fast(tmp_path, offline_hub):
 
 
 def test_sentence_encoding_and_batches(data_dir, tokenizer):
-    loaded = load_dataset_splits("sst5", data_dir=data_dir, max_train_samples=200,
-                                 max_eval_samples=100)
+    loaded = load_dataset_splits(
+        "sst5", data_dir=data_dir, max_train_samples=200, max_eval_samples=100
+    )
     encoded = encode_splits(loaded, tokenizer, max_length=24)
     train = encoded.splits["train"]
     assert len(train) == 200 and train.labels.dtype == torch.int64 and train.labels.shape == (200,)
@@ -356,8 +422,10 @@ def test_sentence_encoding_and_batches(data_dir, tokenizer):
 
 
 def test_pair_encoding_has_segments(tmp_path, tokenizer):
-    rows = [{"q": "is it raining", "a": "yes it is raining today", "y": 1},
-            {"q": "who are you", "a": "a bird", "y": 0}]
+    rows = [
+        {"q": "is it raining", "a": "yes it is raining today", "y": 1},
+        {"q": "who are you", "a": "a bird", "y": 0},
+    ]
     meta = {"task": "pair", "text_column": "q", "text_pair_column": "a", "label_column": "y"}
     folder = _write(tmp_path / "p", "jsonl", _same(rows), meta)
     encoded = encode_splits(load_dataset_splits(folder), tokenizer)
@@ -377,8 +445,9 @@ def _conll_row_with_split_words(rows, tokenizer):
 
 
 def test_token_labels_sit_on_first_sub_tokens(data_dir, tokenizer):
-    loaded = load_dataset_splits("conll2003", data_dir=data_dir, max_train_samples=300,
-                                 max_eval_samples=100)
+    loaded = load_dataset_splits(
+        "conll2003", data_dir=data_dir, max_train_samples=300, max_eval_samples=100
+    )
     encoded = encode_splits(loaded, tokenizer, max_length=128)
     i, pieces = _conll_row_with_split_words(loaded.splits["train"], tokenizer)
     tags = loaded.splits["train"][i]["label"]
@@ -392,8 +461,9 @@ def test_token_labels_sit_on_first_sub_tokens(data_dir, tokenizer):
     assert batch["labels"][0, n:].eq(-100).all()
     assert encoded.splits["train"].gold_words(i) == tags
     predictions = batch["labels"].clamp(min=0)
-    assert encoded.word_predictions("train", batch, predictions) == \
-        encoded.gold_word_labels("train", [i, 0])
+    assert encoded.word_predictions("train", batch, predictions) == encoded.gold_word_labels(
+        "train", [i, 0]
+    )
 
 
 def test_truncated_words_keep_their_gold_tags(data_dir, tokenizer):
@@ -408,8 +478,9 @@ def test_truncated_words_keep_their_gold_tags(data_dir, tokenizer):
 
 
 def test_multi_label_targets(data_dir, tokenizer):
-    loaded = load_dataset_splits("go_emotions", data_dir=data_dir, max_train_samples=300,
-                                 max_eval_samples=100)
+    loaded = load_dataset_splits(
+        "go_emotions", data_dir=data_dir, max_train_samples=300, max_eval_samples=100
+    )
     encoded = encode_splits(loaded, tokenizer, max_length=64)
     labels = encoded.splits["train"].labels
     assert labels.shape == (300, 28) and labels.dtype == torch.float32
@@ -422,8 +493,9 @@ def test_multi_label_targets(data_dir, tokenizer):
 
 
 def test_encoded_data_pickles(data_dir, tokenizer):
-    loaded = load_dataset_splits("conll2003", data_dir=data_dir, max_train_samples=100,
-                                 max_eval_samples=50)
+    loaded = load_dataset_splits(
+        "conll2003", data_dir=data_dir, max_train_samples=100, max_eval_samples=50
+    )
     encoded = encode_splits(loaded, tokenizer)
     clone = pickle.loads(pickle.dumps(encoded))
     assert clone.spec == encoded.spec and clone.source == str(data_dir / "conll2003")
@@ -443,8 +515,9 @@ def _stub_hub(monkeypatch, splits: dict[str, dict], features=None) -> list[tuple
 
     def fake_load_dataset(path, name=None, **kwargs):
         calls.append((path, name))
-        return datasets.DatasetDict({k: datasets.Dataset.from_dict(v, features=features)
-                                     for k, v in splits.items()})
+        return datasets.DatasetDict(
+            {k: datasets.Dataset.from_dict(v, features=features) for k, v in splits.items()}
+        )
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
     monkeypatch.delenv("ASTUNE_DATA_DIR", raising=False)
@@ -454,14 +527,22 @@ def _stub_hub(monkeypatch, splits: dict[str, dict], features=None) -> list[tuple
 def test_hub_glue_carves_validation_from_train(monkeypatch):
     import datasets
 
-    features = datasets.Features({"sentence": datasets.Value("string"),
-                                  "label": datasets.ClassLabel(names=["bad", "good"])})
+    features = datasets.Features(
+        {"sentence": datasets.Value("string"), "label": datasets.ClassLabel(names=["bad", "good"])}
+    )
 
     def part(n: int, tag: str) -> dict[str, list]:
         return {"sentence": [f"{tag} {i}" for i in range(n)], "label": [i % 2 for i in range(n)]}
 
-    calls = _stub_hub(monkeypatch, {"train": part(20, "tr"), "validation": part(8, "dev"),
-                                    "test": {"sentence": ["t"] * 8, "label": [-1] * 8}}, features)
+    calls = _stub_hub(
+        monkeypatch,
+        {
+            "train": part(20, "tr"),
+            "validation": part(8, "dev"),
+            "test": {"sentence": ["t"] * 8, "label": [-1] * 8},
+        },
+        features,
+    )
     loaded = load_dataset_splits("cola")
     assert calls == [("nyu-mll/glue", "cola")] and loaded.source == "hub:nyu-mll/glue[cola]"
     assert loaded.sizes() == {"train": 18, "validation": 2, "test": 8}
@@ -475,10 +556,17 @@ def test_hub_glue_carves_validation_from_train(monkeypatch):
 
 def test_hub_wos_is_two_level_multi_label(monkeypatch):
     n = 50
-    _stub_hub(monkeypatch, {"train": {"input_data": [f"doc {i}" for i in range(n)],
-                                      "label": [i % 134 for i in range(n)],
-                                      "label_level_1": [i % 7 for i in range(n)],
-                                      "label_level_2": [i % 5 for i in range(n)]}})
+    _stub_hub(
+        monkeypatch,
+        {
+            "train": {
+                "input_data": [f"doc {i}" for i in range(n)],
+                "label": [i % 134 for i in range(n)],
+                "label_level_1": [i % 7 for i in range(n)],
+                "label_level_2": [i % 5 for i in range(n)],
+            }
+        },
+    )
     loaded = load_dataset_splits("wos")
     assert loaded.sizes() == {"train": 32, "validation": 8, "test": 10}
     rows = [r for split in loaded.splits.values() for r in split]

@@ -1,4 +1,5 @@
-"""`astune export` on a real MLflow store filled by a real short search (tests/mlflow_searches.py)."""
+"""`astune export` on a real MLflow store filled by a real short search
+(tests/mlflow_searches.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import types
 import pytest
 import torch
 import yaml
+from mlflow_searches import tiny_searches
 
 from astune.cli import main
 from astune.config import TrainConfig
 from astune.export import export, find_best_trial
-from mlflow_searches import tiny_searches
 
 EXPERIMENT = "sst5-tiny"
 
@@ -93,10 +94,13 @@ def test_python_snippet_builds_the_best_objects_and_trains(best, searches):
     model = torch.nn.Linear(6, 5)
     gen = torch.Generator().manual_seed(0)
     batches = [
-        (torch.randn(8, 6, generator=gen), torch.randint(0, 5, (8,), generator=gen)) for _ in range(4)
+        (torch.randn(8, 6, generator=gen), torch.randint(0, 5, (8,), generator=gen))
+        for _ in range(4)
     ]
     before = model.weight.detach().clone()
-    steps = namespace["train"](model, batches, torch.optim.SGD(model.parameters(), lr=0.1), epochs=2)
+    steps = namespace["train"](
+        model, batches, torch.optim.SGD(model.parameters(), lr=0.1), epochs=2
+    )
     assert 1 <= steps <= 8 and not torch.equal(before, model.weight)
     assert loss_fn.delta == cfg["delta"]  # after the warm-up
 
@@ -110,7 +114,9 @@ def test_hf_snippet_switches_delta_after_the_warmup(best, searches):
     delta, max_steps = best.config["delta"], 20  # warm-up 0.25 of 20 steps: steps 0-4
     seen = []
     for step in range(8):
-        callback.on_step_begin(None, types.SimpleNamespace(global_step=step, max_steps=max_steps), None)
+        callback.on_step_begin(
+            None, types.SimpleNamespace(global_step=step, max_steps=max_steps), None
+        )
         seen.append(loss_fn.delta)
     assert seen == [1.0] * 5 + [delta] * 3
     labels = torch.tensor([0, 2, -100, 4])
@@ -135,7 +141,9 @@ def test_search_without_a_finished_trial_is_an_error(searches):
     client = MlflowClient(searches.tracking_uri)
     experiment = client.create_experiment("unfinished")
     parent = client.create_run(experiment, tags={"astune.role": "search"}).info.run_id
-    child = client.create_run(experiment, tags={"astune.role": "trial", "mlflow.parentRunId": parent})
+    child = client.create_run(
+        experiment, tags={"astune.role": "trial", "mlflow.parentRunId": parent}
+    )
     client.log_metric(child.info.run_id, "objective", 0.5)
     client.set_terminated(child.info.run_id, "FAILED")
     with pytest.raises(ValueError, match="has no finished trial"):

@@ -173,6 +173,7 @@ def test_entity_scores_match_seqeval_on_conll(data_dir: Path, noise: float) -> N
     gold, names = _load_conll(data_dir)
     assert len(gold) == 3250
     rng = np.random.default_rng(int(noise * 100))
+
     def flip(tag: str) -> str:
         return names[rng.integers(len(names))] if rng.random() < noise else tag
 

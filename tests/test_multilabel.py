@@ -198,9 +198,7 @@ def test_all_masked_batch_has_zero_loss_and_gradient():
 def test_mask_stats_count_the_rows_with_nothing_kept(delta):
     logits, targets = make_batch(torch.float32, n=40, c=5, scale=5.0, seed=3)
     _, stats = multilabel_as_softmax_with_stats(logits, targets, delta)
-    expected = sum(
-        ref_as_kept(o, y, delta) == ([], []) for o, y in zip(logits.double(), targets)
-    )
+    expected = sum(ref_as_kept(o, y, delta) == ([], []) for o, y in zip(logits.double(), targets))
     assert stats.n_active == 40
     assert stats.n_masked == expected
     assert 0 < expected < 40

@@ -8,12 +8,12 @@ import re
 from pathlib import Path
 
 import pytest
+from mlflow_searches import tiny_searches
 
 from astune.cli import main
 from astune.difficulty import DIFFICULTY_TAG, PROBE_TAG
 from astune.recommend import fit_line, prior_delta, prior_warmup, recommend
 from astune.search.space import load_space
-from mlflow_searches import tiny_searches
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,9 @@ def test_empty_store_and_user_folder_fall_back_to_the_paper_prior(tmp_path, data
 
 
 def test_unknown_dataset_is_a_one_line_error(capsys):
-    rc = main(["recommend", "--dataset", "no_such_dataset", "--tracking-uri", "sqlite:///unused.db"])
+    rc = main(
+        ["recommend", "--dataset", "no_such_dataset", "--tracking-uri", "sqlite:///unused.db"]
+    )
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and "'no_such_dataset'" in err and "sst5" in err
 
@@ -111,7 +113,11 @@ def _user_dataset(folder: Path, source: Path) -> Path:
         kept = [{"text": r["text"], "label": int(r["label"] > 2)} for r in rows if r["label"] != 2]
         kept = kept[:size]
         (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
-    meta = {"task": "single_label", "text_column": "text", "label_column": "label",
-            "label_names": ["negative", "positive"]}
+    meta = {
+        "task": "single_label",
+        "text_column": "text",
+        "label_column": "label",
+        "label_names": ["negative", "positive"],
+    }
     (folder / "dataset.json").write_text(json.dumps(meta))
     return folder

@@ -92,9 +92,11 @@ def test_spec_ranges_agree_with_the_constructors(name):
         if param.kind is int:
             candidates = [int(c) for c in candidates] + [float(param.default)]
         for value in candidates:
-            assert _accepts(param.check, value) == _accepts(
-                lambda v: build_loss(name, **{param.name: v}), value
-            ), (name, param.name, value)
+
+            def build(v, name=name, param=param):
+                return build_loss(name, **{param.name: v})
+
+            assert _accepts(param.check, value) == _accepts(build, value), (name, param.name, value)
 
 
 def _accepts(fn, value) -> bool:
@@ -151,8 +153,12 @@ def test_unknown_loss_names_the_value_and_the_known_losses():
 @pytest.mark.parametrize(
     "name, params, match",
     [
-        ("softmax", {"delta": 0.3}, r"unknown parameter 'delta' for loss 'softmax'; it accepts: "
-         r"ignore_index, reduction"),
+        (
+            "softmax",
+            {"delta": 0.3},
+            r"unknown parameter 'delta' for loss 'softmax'; it accepts: "
+            r"ignore_index, reduction",
+        ),
         ("t_softmax", {"temperature": 2}, r"'temperature' for loss 't_softmax'; it accepts: tau, "),
         ("multilabel_softmax", {"ignore_index": -100}, r"'ignore_index' .* accepts: reduction\."),
         ("multilabel_as_softmax", {"margin": 1}, r"'margin' .* accepts: delta, reduction\."),

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from mlflow import MlflowClient
 
-from astune.analysis.report import STUDIES, render_markdown, run_study, write_report
 from astune.analysis.p_margin import read_histogram
+from astune.analysis.report import STUDIES, render_markdown, run_study, write_report
 from astune.analysis.runs import load_runs
 from astune.cli import main
 from astune.search.runner import SearchSettings, run_search
@@ -38,9 +38,20 @@ def search(tmp_path_factory, data_dir):
     root = tmp_path_factory.mktemp("report")
     uri = f"sqlite:///{root / 'mlflow.db'}"
     settings = SearchSettings(
-        dataset="sst5", space=str(SPACE), backbone="minilm", num_layers=1, max_train_samples=64,
-        max_eval_samples=64, max_length=48, num_samples=4, max_concurrent=2, name=EXPERIMENT,
-        tracking_uri=uri, storage_path=str(root / "ray"), data_dir=str(data_dir), console=False,
+        dataset="sst5",
+        space=str(SPACE),
+        backbone="minilm",
+        num_layers=1,
+        max_train_samples=64,
+        max_eval_samples=64,
+        max_length=48,
+        num_samples=4,
+        max_concurrent=2,
+        name=EXPERIMENT,
+        tracking_uri=uri,
+        storage_path=str(root / "ray"),
+        data_dir=str(data_dir),
+        console=False,
     )
     summary = run_search(settings)
     client = MlflowClient(uri)
@@ -55,15 +66,21 @@ def _ensure_p_margin(client: MlflowClient) -> None:
     for run in trial_runs(client):
         if "p_margin.json" not in [a.path for a in client.list_artifacts(run.info.run_id)]:
             counts, edges = np.histogram(np.clip(rng.normal(0.2, 0.4, 64), -1, 1), 40, (-1, 1))
-            client.log_dict(run.info.run_id, {"edges": edges.tolist(), "counts": counts.tolist()},
-                            "p_margin.json")
+            client.log_dict(
+                run.info.run_id,
+                {"edges": edges.tolist(), "counts": counts.tolist()},
+                "p_margin.json",
+            )
 
 
 # ------------------------------------------------------------------- independent MLflow reads
 def trial_runs(client: MlflowClient, loss: str | None = None) -> list:
     exp = client.get_experiment_by_name(EXPERIMENT)
-    found = client.search_runs([exp.experiment_id], "tags.`astune.role` = 'trial' and "
-                               "attributes.status = 'FINISHED'", max_results=100)
+    found = client.search_runs(
+        [exp.experiment_id],
+        "tags.`astune.role` = 'trial' and attributes.status = 'FINISHED'",
+        max_results=100,
+    )
     return [r for r in found if loss is None or r.data.params["loss"] == loss]
 
 
@@ -124,7 +141,9 @@ def test_delta_points_are_the_finished_as_softmax_trials(search):
     assert list(data["points"]) == ["sst5"]
     points = data["points"]["sst5"]
     assert len(points) == len(as_runs)
-    expected = sorted((float(r.data.params["delta"]), best_objective(client, r.info.run_id)) for r in as_runs)
+    expected = sorted(
+        (float(r.data.params["delta"]), best_objective(client, r.info.run_id)) for r in as_runs
+    )
     np.testing.assert_allclose(sorted(points), expected)
     assert len(data["means"]["sst5"]) == len({d for d, _ in expected})
 
@@ -132,7 +151,9 @@ def test_delta_points_are_the_finished_as_softmax_trials(search):
 def test_softmax_baseline_is_the_best_softmax_objective(search):
     client = search["client"]
     best = max(best_objective(client, r.info.run_id) for r in trial_runs(client, "softmax"))
-    assert search["report"].studies["delta_sensitivity"].data["baseline"] == {"sst5": pytest.approx(best)}
+    assert search["report"].studies["delta_sensitivity"].data["baseline"] == {
+        "sst5": pytest.approx(best)
+    }
 
 
 def test_correlation_per_trial_equals_numpy_corrcoef(search):
@@ -144,7 +165,9 @@ def test_correlation_per_trial_equals_numpy_corrcoef(search):
         assert set(rs) == {r.info.run_id for r in runs}
         for run in runs:
             rid = run.info.run_id
-            expected = numpy_r(evaluations(client, rid, "val_loss"), evaluations(client, rid, "objective"))
+            expected = numpy_r(
+                evaluations(client, rid, "val_loss"), evaluations(client, rid, "objective")
+            )
             assert same(rs[rid], expected), (loss, rid, rs[rid], expected)
 
 
@@ -192,7 +215,9 @@ def test_p_margin_histograms_are_normalised_best_trials(search):
         best = max(best_objective(client, r.info.run_id) for r in trial_runs(client, loss))
         assert best_objective(client, h["run_id"]) == best
         with tempfile.TemporaryDirectory() as folder:
-            raw = json.loads(Path(client.download_artifacts(h["run_id"], "p_margin.json", folder)).read_text())
+            raw = json.loads(
+                Path(client.download_artifacts(h["run_id"], "p_margin.json", folder)).read_text()
+            )
         assert h["edges"] == pytest.approx(raw["edges"]) and len(h["edges"]) == 41
         assert h["fraction"] == pytest.approx(np.asarray(raw["counts"]) / sum(raw["counts"]))
 
@@ -229,8 +254,20 @@ def test_an_experiment_without_trials_gets_a_report_of_notes(search, tmp_path):
 
 def test_cli_report_and_unknown_experiment(search, tmp_path, capsys):
     out = tmp_path / "cli"
-    assert main(["report", "--experiment", EXPERIMENT, "--tracking-uri", search["uri"],
-                 "--output-dir", str(out)]) == 0
+    assert (
+        main(
+            [
+                "report",
+                "--experiment",
+                EXPERIMENT,
+                "--tracking-uri",
+                search["uri"],
+                "--output-dir",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert f"report: {out / 'report.md'}" in capsys.readouterr().out
     assert (out / "report.md").is_file() and len(list(out.glob("*.png"))) == len(FIGURES)
 
@@ -242,8 +279,15 @@ def test_cli_report_and_unknown_experiment(search, tmp_path, capsys):
 
 @pytest.mark.parametrize("script", [*STUDIES, "report"])
 def test_analysis_scripts_run_their_study(search, tmp_path, monkeypatch, capsys, script):
-    argv = [f"{script}.py", "--experiment", EXPERIMENT, "--tracking-uri", search["uri"],
-            "--output-dir", str(tmp_path)]
+    argv = [
+        f"{script}.py",
+        "--experiment",
+        EXPERIMENT,
+        "--tracking-uri",
+        search["uri"],
+        "--output-dir",
+        str(tmp_path),
+    ]
     monkeypatch.setattr(sys, "argv", argv)
     with pytest.raises(SystemExit) as exit_:
         runpy.run_path(str(REPO / "analysis" / f"{script}.py"), run_name="__main__")
@@ -252,11 +296,18 @@ def test_analysis_scripts_run_their_study(search, tmp_path, monkeypatch, capsys,
     assert written == (sorted(["report.md", *FIGURES]) if script == "report" else [f"{script}.png"])
 
 
-@pytest.mark.parametrize("payload", [
-    [1, 2], {"edges": [-1, 0, 1]}, {"edges": [-1, 0, 1], "counts": [1]},
-    {"edges": [-1, 1, 0], "counts": [1, 2]}, {"edges": [-1, 0, 1], "counts": [1, -2]},
-    {"edges": [-1, 0, 1], "counts": [0, 0]}, {"edges": [-1, 0, 1], "counts": [None, "a"]},
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        [1, 2],
+        {"edges": [-1, 0, 1]},
+        {"edges": [-1, 0, 1], "counts": [1]},
+        {"edges": [-1, 1, 0], "counts": [1, 2]},
+        {"edges": [-1, 0, 1], "counts": [1, -2]},
+        {"edges": [-1, 0, 1], "counts": [0, 0]},
+        {"edges": [-1, 0, 1], "counts": [None, "a"]},
+    ],
+)
 def test_a_malformed_p_margin_artifact_is_refused(payload):
     with pytest.raises(ValueError):
         read_histogram(payload)

@@ -18,13 +18,22 @@ from astune.cli import main
 from astune.search.runner import SearchSettings, run_search
 
 SPACES = Path(__file__).parent / "spaces"
-TINY = dict(dataset="sst5", backbone="minilm", num_layers=1, max_train_samples=64,
-            max_eval_samples=32, max_length=48, console=False)
+TINY = dict(
+    dataset="sst5",
+    backbone="minilm",
+    num_layers=1,
+    max_train_samples=64,
+    max_eval_samples=32,
+    max_length=48,
+    console=False,
+)
 
 
 def runs(client: MlflowClient, experiment: str, role: str) -> list:
     exp = client.get_experiment_by_name(experiment)
-    found = client.search_runs([exp.experiment_id], f"tags.`astune.role` = '{role}'", max_results=500)
+    found = client.search_runs(
+        [exp.experiment_id], f"tags.`astune.role` = '{role}'", max_results=500
+    )
     return sorted(found, key=lambda r: r.info.start_time)
 
 
@@ -46,15 +55,34 @@ def write_space(folder: Path, **changes) -> Path:
 
 
 def test_search_tracks_every_trial_and_runs_the_seed_points_first(workdir):
-    space = write_space(workdir, seed_points=[
-        {"loss": "as_softmax", "delta": 0.3, "as_speed": True, "lam": 1.5, "max_accum_steps": 3},
-        {"loss": "softmax"},
-        {"loss": "am_softmax", "s": 1.0e38, "m": 0.3},  # overflows: a NaN loss, the trial fails
-    ], losses=["as_softmax", "softmax", "am_softmax"], loss_params={
-        "as_softmax": {"delta": {"type": "float", "low": 0.1, "high": 0.5, "step": 0.05}, "warmup_ratio": 0.0},
-        "am_softmax": {"s": {"type": "float", "low": 1.0, "high": 1.0e38, "log": True}, "m": 0.3},
-    })
-    summary = run_search(SearchSettings(space=str(space), num_samples=4, max_concurrent=2, name="tiny", **TINY))
+    space = write_space(
+        workdir,
+        seed_points=[
+            {
+                "loss": "as_softmax",
+                "delta": 0.3,
+                "as_speed": True,
+                "lam": 1.5,
+                "max_accum_steps": 3,
+            },
+            {"loss": "softmax"},
+            {"loss": "am_softmax", "s": 1.0e38, "m": 0.3},  # overflows: a NaN loss, the trial fails
+        ],
+        losses=["as_softmax", "softmax", "am_softmax"],
+        loss_params={
+            "as_softmax": {
+                "delta": {"type": "float", "low": 0.1, "high": 0.5, "step": 0.05},
+                "warmup_ratio": 0.0,
+            },
+            "am_softmax": {
+                "s": {"type": "float", "low": 1.0, "high": 1.0e38, "log": True},
+                "m": 0.3,
+            },
+        },
+    )
+    summary = run_search(
+        SearchSettings(space=str(space), num_samples=4, max_concurrent=2, name="tiny", **TINY)
+    )
 
     client = MlflowClient(summary.tracking_uri)
     (parent,) = runs(client, "tiny", "search")
@@ -64,9 +92,13 @@ def test_search_tracks_every_trial_and_runs_the_seed_points_first(workdir):
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
     assert len({c.data.tags["astune.trial_id"] for c in children}) == 4
     starts = [(c.data.params["loss"], c.data.params["delta"]) for c in children[:3]]
-    assert sorted(starts) == sorted([("as_softmax", "0.3"), ("softmax", "None"), ("am_softmax", "None")])
+    assert sorted(starts) == sorted(
+        [("as_softmax", "0.3"), ("softmax", "None"), ("am_softmax", "None")]
+    )
     for child in children:
-        assert {"loss", "delta", "warmup_ratio", "lam", "max_accum_steps", "lr"} <= set(child.data.params)
+        assert {"loss", "delta", "warmup_ratio", "lam", "max_accum_steps", "lr"} <= set(
+            child.data.params
+        )
         assert child.data.tags["astune.task"] == "single_label"
 
     failed = [c for c in children if c.info.status == "FAILED"]
@@ -77,12 +109,21 @@ def test_search_tracks_every_trial_and_runs_the_seed_points_first(workdir):
     for child in finished:
         history = client.get_metric_history(child.info.run_id, "objective")
         assert [m.step for m in history] == [0, 1]  # one point per epoch, 2 epochs
-        for key in ("val_accuracy", "val_loss", "masked_ratio", "accum_steps", "delta_now", "test_accuracy"):
+        for key in (
+            "val_accuracy",
+            "val_loss",
+            "masked_ratio",
+            "accum_steps",
+            "delta_now",
+            "test_accuracy",
+        ):
             assert key in child.data.metrics, key
 
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"best_config.yaml", "trials.csv", "objective_vs_delta.png"} <= artifacts
-    assert summary.best_objective == pytest.approx(max(c.data.metrics["best_objective"] for c in finished))
+    assert summary.best_objective == pytest.approx(
+        max(c.data.metrics["best_objective"] for c in finished)
+    )
     assert summary.trial_states == {"TERMINATED": 3, "ERROR": 1}
 
 
@@ -91,20 +132,34 @@ def test_asha_stopped_trials_are_pruned_in_optuna_not_complete(workdir):
 
     from astune.search.searcher import PruneAwareOptunaSearch
 
-    space = write_space(workdir, losses=["as_softmax"], seed_points=[],
-                        scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 2},
-                        params={"lr": {"type": "categorical", "choices": [1.0e-5, 2.0e-3]}, "batch_size": 16,
-                                "epochs": {"type": "fixed", "value": 3}})
-    # CoNLL: entity F1 separates learning rates after one epoch (SST-5 slices all score the majority)
+    space = write_space(
+        workdir,
+        losses=["as_softmax"],
+        seed_points=[],
+        scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 2},
+        params={
+            "lr": {"type": "categorical", "choices": [1.0e-5, 2.0e-3]},
+            "batch_size": 16,
+            "epochs": {"type": "fixed", "value": 3},
+        },
+    )
+    # CoNLL: entity F1 separates learning rates after one epoch (SST-5 slices all score the
+    # majority)
     settings = {**TINY, "dataset": "conll2003", "max_train_samples": 160, "max_eval_samples": 100}
-    summary = run_search(SearchSettings(space=str(space), num_samples=5, max_concurrent=1, name="asha", **settings))
+    summary = run_search(
+        SearchSettings(space=str(space), num_samples=5, max_concurrent=1, name="asha", **settings)
+    )
 
-    restored = ConcurrencyLimiter(PruneAwareOptunaSearch(metric="objective", mode="max"), max_concurrent=1)
+    restored = ConcurrencyLimiter(
+        PruneAwareOptunaSearch(metric="objective", mode="max"), max_concurrent=1
+    )
     restored.restore_from_dir(summary.experiment_path)
     states = restored.searcher.trial_states()
     client = MlflowClient(summary.tracking_uri)
-    early = {c.data.tags["astune.trial_id"]: c.data.tags.get("astune.stopped_early") == "true"
-             for c in runs(client, "asha", "trial")}
+    early = {
+        c.data.tags["astune.trial_id"]: c.data.tags.get("astune.stopped_early") == "true"
+        for c in runs(client, "asha", "trial")
+    }
     assert len(states) == 5 and set(states) == set(early)
     assert any(early.values()) and not all(early.values())
     for trial_id, stopped in early.items():
@@ -112,10 +167,31 @@ def test_asha_stopped_trials_are_pruned_in_optuna_not_complete(workdir):
 
 
 def search_command(name: str, space: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "astune", "search", "--dataset", "sst5", "--space", str(space),
-            "--backbone", "minilm", "--num-layers", "1", "--max-train-samples", "64",
-            "--max-eval-samples", "32", "--num-samples", "3", "--max-concurrent", "1",
-            "--name", name, *extra]
+    return [
+        sys.executable,
+        "-m",
+        "astune",
+        "search",
+        "--dataset",
+        "sst5",
+        "--space",
+        str(space),
+        "--backbone",
+        "minilm",
+        "--num-layers",
+        "1",
+        "--max-train-samples",
+        "64",
+        "--max-eval-samples",
+        "32",
+        "--num-samples",
+        "3",
+        "--max-concurrent",
+        "1",
+        "--name",
+        name,
+        *extra,
+    ]
 
 
 def count_finished(db: Path) -> int:
@@ -123,8 +199,10 @@ def count_finished(db: Path) -> int:
     driver's creation of the tables."""
     if not db.exists():
         return 0
-    query = ("SELECT count(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid "
-             "WHERE runs.status = 'FINISHED' AND tags.key = 'astune.role' AND tags.value = 'trial'")
+    query = (
+        "SELECT count(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid "
+        "WHERE runs.status = 'FINISHED' AND tags.key = 'astune.role' AND tags.value = 'trial'"
+    )
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as connection:
             return connection.execute(query).fetchone()[0]
@@ -133,12 +211,24 @@ def count_finished(db: Path) -> int:
 
 
 def test_search_killed_after_its_first_trial_resumes_to_completion(workdir):
-    space = write_space(workdir, seed_points=[], losses=["as_softmax"],
-                        params={"lr": {"type": "fixed", "value": 1.0e-3}, "batch_size": 16,
-                                "epochs": {"type": "fixed", "value": 3}})
+    space = write_space(
+        workdir,
+        seed_points=[],
+        losses=["as_softmax"],
+        params={
+            "lr": {"type": "fixed", "value": 1.0e-3},
+            "batch_size": 16,
+            "epochs": {"type": "fixed", "value": 3},
+        },
+    )
     db = workdir / "astune-runs" / "mlflow.db"
-    driver = subprocess.Popen(search_command("killed", space), start_new_session=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
+    driver = subprocess.Popen(
+        search_command("killed", space),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=os.environ,
+    )
     try:
         deadline = time.monotonic() + 240
         while count_finished(db) < 1 and driver.poll() is None and time.monotonic() < deadline:
@@ -149,8 +239,13 @@ def test_search_killed_after_its_first_trial_resumes_to_completion(workdir):
         os.killpg(driver.pid, signal.SIGKILL)  # the driver and the Ray it started
         driver.wait()
 
-    resumed = subprocess.run(search_command("killed", space, "--resume"), capture_output=True, text=True,
-                             env=os.environ, timeout=400)
+    resumed = subprocess.run(
+        search_command("killed", space, "--resume"),
+        capture_output=True,
+        text=True,
+        env=os.environ,
+        timeout=400,
+    )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     client = MlflowClient(f"sqlite:///{db}")
     parents, children = runs(client, "killed", "search"), runs(client, "killed", "trial")
@@ -167,7 +262,10 @@ def test_search_killed_after_its_first_trial_resumes_to_completion(workdir):
     "argv, message",
     [
         (["--dataset", "sst6"], "unknown dataset 'sst6'"),
-        (["--dataset", "sst5", "--gpus-per-trial", "1"], "--gpus-per-trial 1 asks for more GPUs than this machine has (0)"),
+        (
+            ["--dataset", "sst5", "--gpus-per-trial", "1"],
+            "--gpus-per-trial 1 asks for more GPUs than this machine has (0)",
+        ),
         (["--dataset", "sst5", "--losses", "softmax,focal"], "unknown loss 'focal'"),
         (["--dataset", "sst5", "--tracking-uri", "http://127.0.0.1:9"], "http://127.0.0.1:9"),
         (["--dataset", "sst5", "--resume", "--name", "never-ran"], "no search 'never-ran'"),
@@ -183,7 +281,10 @@ def test_bad_search_requests_fail_within_seconds(workdir, capsys, argv, message)
 
 def test_malformed_space_names_the_file_and_parameter(workdir, capsys):
     bad = workdir / "bad.yaml"
-    bad.write_text("extends: default\nloss_params:\n  as_softmax:\n    delta: {type: float, low: 0.2, high: 1.4}\n")
+    bad.write_text(
+        "extends: default\nloss_params:\n  as_softmax:\n"
+        "    delta: {type: float, low: 0.2, high: 1.4}\n"
+    )
     start = time.perf_counter()
     code = main(["search", "--dataset", "sst5", "--backbone", "minilm", "--space", str(bad)])
     err = capsys.readouterr().err

@@ -79,9 +79,18 @@ def test_delta_schedule_warms_up_at_one_then_switches():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(delta=1.2, warmup_ratio=0.1, total_steps=10), r"delta must be in \[0\.0, 1\.0\], but got 1\.2"),
-        (dict(delta=0.3, warmup_ratio=-0.1, total_steps=10), r"warmup_ratio must be in \[0\.0, 1\.0\]"),
-        (dict(delta=0.3, warmup_ratio=0.1, total_steps=0), r"total_steps must be an integer in \[1, inf\)"),
+        (
+            dict(delta=1.2, warmup_ratio=0.1, total_steps=10),
+            r"delta must be in \[0\.0, 1\.0\], but got 1\.2",
+        ),
+        (
+            dict(delta=0.3, warmup_ratio=-0.1, total_steps=10),
+            r"warmup_ratio must be in \[0\.0, 1\.0\]",
+        ),
+        (
+            dict(delta=0.3, warmup_ratio=0.1, total_steps=0),
+            r"total_steps must be an integer in \[1, inf\)",
+        ),
     ],
 )
 def test_delta_schedule_rejects_bad_arguments(kwargs, match):

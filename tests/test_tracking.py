@@ -29,8 +29,8 @@ from astune.search.tracking import (  # noqa: E402
     CONVENTION_PARAMS,
     MLflowTrialCallback,
     SearchTracker,
-    attach_tracker,
     TrackingError,
+    attach_tracker,
     best_config_mapping,
     check_tracking_uri,
     default_tracking_uri,
@@ -41,8 +41,15 @@ from astune.search.tracking import (  # noqa: E402
 
 METRICS = ("objective", "val_accuracy", "val_loss", "masked_ratio", "accum_steps", "delta_now")
 POINTS = [  # what Optuna's define-by-run space proposes: conditional keys only where they apply
-    {"loss": "as_softmax", "lr": 2e-5, "delta": 0.3, "warmup_ratio": 0.0, "as_speed": True,
-     "lam": 1.0, "max_accum_steps": 4},
+    {
+        "loss": "as_softmax",
+        "lr": 2e-5,
+        "delta": 0.3,
+        "warmup_ratio": 0.0,
+        "as_speed": True,
+        "lam": 1.0,
+        "max_accum_steps": 4,
+    },
     {"loss": "as_softmax", "lr": 3e-5, "delta": 0.2, "warmup_ratio": 0.1, "as_speed": False},
     {"loss": "softmax", "lr": 2e-5},
 ]
@@ -153,8 +160,13 @@ def test_search_logs_parent_and_one_child_per_trial(ray_local, store, tmp_path):
     log_batch = tracker.client.log_batch
     tracker.client.log_batch = lambda run_id, **kw: (batches.append(kw), log_batch(run_id, **kw))[1]
 
-    run_tuner(tmp_path, MLflowTrialCallback(tracker), tiny_trainable,
-              search_alg=ListSearcher(POINTS), num_samples=-1)
+    run_tuner(
+        tmp_path,
+        MLflowTrialCallback(tracker),
+        tiny_trainable,
+        search_alg=ListSearcher(POINTS),
+        num_samples=-1,
+    )
     tracker.finish("FINISHED")
 
     client = MlflowClient(store)
@@ -191,8 +203,13 @@ def test_failed_trial_is_failed_with_its_error(ray_local, store, tmp_path):
     tracker = make_tracker(store, "one-fails")
     tracker.start()
     points = [{"loss": "as_softmax", "lr": 2e-5, "delta": 0.3, "fail_at": 1}, POINTS[2]]
-    run_tuner(tmp_path, MLflowTrialCallback(tracker), tiny_trainable,
-              search_alg=ListSearcher(points), num_samples=-1)
+    run_tuner(
+        tmp_path,
+        MLflowTrialCallback(tracker),
+        tiny_trainable,
+        search_alg=ListSearcher(points),
+        num_samples=-1,
+    )
     tracker.finish("FINISHED")
 
     client = MlflowClient(store)
@@ -208,8 +225,14 @@ def test_trial_stopped_by_tune_is_tagged_stopped_early(ray_local, store, tmp_pat
     tracker = make_tracker(store, "stopped")
     tracker.start()
     callback = MLflowTrialCallback(tracker)
-    run_tuner(tmp_path, callback, tiny_trainable, search_alg=ListSearcher(POINTS[:1]),
-              num_samples=-1, stop={"training_iteration": 2})
+    run_tuner(
+        tmp_path,
+        callback,
+        tiny_trainable,
+        search_alg=ListSearcher(POINTS[:1]),
+        num_samples=-1,
+        stop={"training_iteration": 2},
+    )
     tracker.finish("FINISHED")
 
     (child,) = runs_by_role(MlflowClient(store), "stopped", "trial")
@@ -220,8 +243,9 @@ def test_trial_stopped_by_tune_is_tagged_stopped_early(ray_local, store, tmp_pat
 
 # ------------------------------------------------------------------------------ resume
 def fake_trial(trial_id: str, config: dict, status: str = "RUNNING") -> SimpleNamespace:
-    return SimpleNamespace(trial_id=trial_id, config=config, status=status,
-                           error_file=None, pickled_error_file=None)
+    return SimpleNamespace(
+        trial_id=trial_id, config=config, status=status, error_file=None, pickled_error_file=None
+    )
 
 
 def test_resumed_driver_reuses_runs(store):
@@ -389,8 +413,14 @@ def test_search_artifacts_on_the_parent_run(store, tmp_path):
             "config/lr": [2e-5] * 5,
         }
     )
-    best = {"loss": "as_softmax", "lr": 2e-5, "delta": 0.3, "warmup_ratio": 0.0, "as_speed": False,
-            "batch_size": 32}
+    best = {
+        "loss": "as_softmax",
+        "lr": 2e-5,
+        "delta": 0.3,
+        "warmup_ratio": 0.0,
+        "as_speed": False,
+        "batch_size": 32,
+    }
     base = {"backbone": "minilm", "epochs": 1.0, "search_only": 1}  # search_only: not a field
     logged = log_search_artifacts(tracker, best_config=best, trials_df=trials, base_config=base)
     tracker.finish("FINISHED")
@@ -405,12 +435,17 @@ def test_search_artifacts_on_the_parent_run(store, tmp_path):
     assert (folder / "objective_vs_delta.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     config = TrainConfig.from_yaml(folder / "best_config.yaml")
     assert (config.dataset, config.loss, config.delta, config.backbone, config.batch_size) == (
-        "sst5", "as_softmax", 0.3, "minilm", 32)
+        "sst5",
+        "as_softmax",
+        0.3,
+        "minilm",
+        32,
+    )
     assert len(pd.read_csv(folder / "trials.csv")) == 5
     parent = client.get_run(parent_id)
     assert parent.data.metrics["best_objective"] == pytest.approx(0.64)
     assert parent.data.tags["astune.best.delta"] == "0.3"
-    db_folder = Path(store[len("sqlite:///"):]).parent  # artifacts sit next to the database
+    db_folder = Path(store[len("sqlite:///") :]).parent  # artifacts sit next to the database
     assert parent.info.artifact_uri.startswith((db_folder / "artifacts" / "artifacts").as_uri())
 
 
@@ -457,4 +492,7 @@ def test_resume_forgets_runs_of_trials_the_restored_experiment_lost(store):
     assert lost.info.status == "KILLED" and lost.data.tags["astune.lost"] == "true"
     assert client.get_run(kept).info.status == "RUNNING"
     tracker.finish("FINISHED")
-    assert [r.info.run_id for r in runs_by_role(client, "lost", "trial")] in ([kept, reported], [reported, kept])
+    assert [r.info.run_id for r in runs_by_role(client, "lost", "trial")] in (
+        [kept, reported],
+        [reported, kept],
+    )

@@ -23,12 +23,21 @@ def config(tmp_path: Path, name: str, data_dir: Path, **overrides) -> TrainConfi
 
 @pytest.fixture(scope="module")
 def sst5(data_dir):
-    return load_encoded(TrainConfig(dataset="sst5", data_dir=str(data_dir), max_train_samples=320,
-                                    max_eval_samples=200, **BASE))
+    return load_encoded(
+        TrainConfig(
+            dataset="sst5",
+            data_dir=str(data_dir),
+            max_train_samples=320,
+            max_eval_samples=200,
+            **BASE,
+        )
+    )
 
 
 def read_metrics(run: TrainConfig) -> list[dict]:
-    return [json.loads(line) for line in Path(run.output_dir, "metrics.jsonl").read_text().splitlines()]
+    return [
+        json.loads(line) for line in Path(run.output_dir, "metrics.jsonl").read_text().splitlines()
+    ]
 
 
 @pytest.mark.parametrize(
@@ -39,9 +48,22 @@ def read_metrics(run: TrainConfig) -> list[dict]:
         ("go_emotions", "multilabel_as_softmax", 480, 2, 1e-3),
     ],
 )
-def test_runs_beat_the_trivial_baseline_on_validation(tmp_path, data_dir, dataset, loss, samples, epochs, lr):
-    run = config(tmp_path, dataset, data_dir, dataset=dataset, loss=loss, delta=0.3,
-                 max_train_samples=samples, max_eval_samples=200, epochs=epochs, lr=lr, batch_size=16)
+def test_runs_beat_the_trivial_baseline_on_validation(
+    tmp_path, data_dir, dataset, loss, samples, epochs, lr
+):
+    run = config(
+        tmp_path,
+        dataset,
+        data_dir,
+        dataset=dataset,
+        loss=loss,
+        delta=0.3,
+        max_train_samples=samples,
+        max_eval_samples=200,
+        epochs=epochs,
+        lr=lr,
+        batch_size=16,
+    )
     encoded = load_encoded(run)
     final = fit(run, data=encoded)
     metric = encoded.spec.metric
@@ -51,7 +73,15 @@ def test_runs_beat_the_trivial_baseline_on_validation(tmp_path, data_dir, datase
     records = read_metrics(run)
     assert len(records) == epochs
     assert [r["epoch"] for r in records] == [pytest.approx(e + 1) for e in range(epochs)]
-    for key in ("objective", f"val_{metric}", "val_loss", "masked_ratio", "accum_steps", "delta_now", "step"):
+    for key in (
+        "objective",
+        f"val_{metric}",
+        "val_loss",
+        "masked_ratio",
+        "accum_steps",
+        "delta_now",
+        "step",
+    ):
         assert key in records[-1]
 
 
@@ -70,8 +100,20 @@ def test_as_softmax_at_delta_one_follows_the_softmax_trajectory(tmp_path, data_d
 
 
 def test_as_speed_raises_accumulation_once_samples_are_masked(tmp_path, data_dir, sst5):
-    speed = config(tmp_path, "speed", data_dir, dataset="sst5", epochs=6, lr=2e-3, batch_size=16,
-                   loss="as_softmax", delta=0.05, as_speed=True, lam=1.0, max_accum_steps=4)
+    speed = config(
+        tmp_path,
+        "speed",
+        data_dir,
+        dataset="sst5",
+        epochs=6,
+        lr=2e-3,
+        batch_size=16,
+        loss="as_softmax",
+        delta=0.05,
+        as_speed=True,
+        lam=1.0,
+        max_accum_steps=4,
+    )
     final = fit(speed, data=sst5)
     records = read_metrics(speed)
     steps = [r["accum_steps"] for r in records]
@@ -85,8 +127,19 @@ def test_as_speed_raises_accumulation_once_samples_are_masked(tmp_path, data_dir
 
 
 def test_delta_warmup_holds_delta_at_one_for_the_first_r_of_training(tmp_path, data_dir, sst5):
-    run = config(tmp_path, "warm", data_dir, dataset="sst5", epochs=2, lr=3e-4, batch_size=16,
-                 loss="as_softmax", delta=0.2, warmup_ratio=0.5, eval_every=4)
+    run = config(
+        tmp_path,
+        "warm",
+        data_dir,
+        dataset="sst5",
+        epochs=2,
+        lr=3e-4,
+        batch_size=16,
+        loss="as_softmax",
+        delta=0.2,
+        warmup_ratio=0.5,
+        eval_every=4,
+    )
     fit(run, data=sst5)
     records = read_metrics(run)
     half = 320  # 2 epochs x 320 samples x 0.5
@@ -100,8 +153,18 @@ class Interrupt(Exception):
 
 
 def test_resumed_run_ends_with_the_same_metrics_as_an_uninterrupted_one(tmp_path, data_dir, sst5):
-    common = dict(dataset="sst5", epochs=2, lr=3e-4, batch_size=16, loss="as_softmax", delta=0.3,
-                  as_speed=True, lam=1.5, max_accum_steps=3, dropout=0.1)
+    common = dict(
+        dataset="sst5",
+        epochs=2,
+        lr=3e-4,
+        batch_size=16,
+        loss="as_softmax",
+        delta=0.3,
+        as_speed=True,
+        lam=1.5,
+        max_accum_steps=3,
+        dropout=0.1,
+    )
     straight = config(tmp_path, "straight", data_dir, **common)
     expected = fit(straight, data=sst5)
 
@@ -115,12 +178,17 @@ def test_resumed_run_ends_with_the_same_metrics_as_an_uninterrupted_one(tmp_path
     resumed = fit(broken, data=sst5, resume_from=Path(broken.output_dir) / "checkpoint")
     for key in ("val_accuracy", "val_loss", "test_accuracy", "test_loss", "optimizer_steps"):
         assert resumed[key] == expected[key], key
-    timeless = lambda records: [{k: v for k, v in r.items() if k != "samples_per_second"} for r in records]  # noqa: E731
+
+    def timeless(records):
+        return [{k: v for k, v in r.items() if k != "samples_per_second"} for r in records]
+
     assert timeless(read_metrics(broken)) == timeless(read_metrics(straight))
 
 
 def test_checkpoint_keeps_the_best_evaluation_and_test_uses_it(tmp_path, data_dir, sst5):
-    run = config(tmp_path, "best", data_dir, dataset="sst5", epochs=3, lr=3e-4, batch_size=16, loss="softmax")
+    run = config(
+        tmp_path, "best", data_dir, dataset="sst5", epochs=3, lr=3e-4, batch_size=16, loss="softmax"
+    )
     final = fit(run, data=sst5)
     records = read_metrics(run)
     best = max(records, key=lambda r: r["objective"])

@@ -31,8 +31,9 @@ COLUMNS = ["loss", "trials", "trials_with_r", "evaluations", "r_mean", "r_pooled
 
 def trial_series(runs: ExperimentRuns, run_id: str) -> tuple[np.ndarray, np.ndarray]:
     """(val_loss, objective) at the evaluations where the trial logged both."""
-    pair = pd.concat([runs.series(run_id, "val_loss"), runs.series(run_id, "objective")],
-                     axis=1, join="inner").sort_index()
+    pair = pd.concat(
+        [runs.series(run_id, "val_loss"), runs.series(run_id, "objective")], axis=1, join="inner"
+    ).sort_index()
     return pair["val_loss"].to_numpy(float), pair["objective"].to_numpy(float)
 
 
@@ -60,7 +61,10 @@ def _row(key: str, series: dict, rs: dict[str, float]) -> dict[str, Any]:
     xs = np.concatenate([x for x, _ in series.values()]) if series else np.zeros(0)
     ys = np.concatenate([y for _, y in series.values()]) if series else np.zeros(0)
     return {
-        "loss": key, "trials": len(rs), "trials_with_r": len(defined), "evaluations": len(xs),
+        "loss": key,
+        "trials": len(rs),
+        "trials_with_r": len(defined),
+        "evaluations": len(xs),
         "r_mean": float(np.mean(defined)) if defined else float("nan"),
         "r_pooled": pearson(xs, ys),
     }
@@ -68,8 +72,10 @@ def _row(key: str, series: dict, rs: dict[str, float]) -> dict[str, Any]:
 
 def markdown_table(table: pd.DataFrame) -> str:
     """The table as markdown; an undefined r is shown as ``nan``."""
-    head = ("| loss | trials (with r) | evaluations | Pearson r, mean per trial | "
-            "Pearson r, pooled |\n|---|---:|---:|---:|---:|")
+    head = (
+        "| loss | trials (with r) | evaluations | Pearson r, mean per trial | "
+        "Pearson r, pooled |\n|---|---:|---:|---:|---:|"
+    )
     lines = [
         f"| {row.loss} | {row.trials} ({row.trials_with_r}) | {row.evaluations} | "
         f"{_fmt(row.r_mean)} | {_fmt(row.r_pooled)} |"
@@ -104,7 +110,8 @@ def loss_metric_correlation(runs: ExperimentRuns, out_dir: Path) -> StudyResult:
 def _caption(runs: ExperimentRuns) -> str:
     metric = sorted(set(runs.finished()["metric"]) - {"objective"}) or ["objective"]
     return (
-        f"Pearson correlation between the validation loss and the validation metric ({', '.join(metric)}) "
+        "Pearson correlation between the validation loss and the validation metric "
+        f"({', '.join(metric)}) "
         "over the evaluations of each trial, averaged over the trials of each loss (bars; dots: "
         "single trials). -1 is ideal (the loss falls exactly when the metric rises); near 0 or "
         "positive means the loss does not track the metric (the paper's train-test mismatch)."
@@ -120,8 +127,13 @@ def _draw(data: dict[str, Any], path: Path) -> Path:
         color = colors[row.loss.split(" (")[0]]
         if math.isfinite(row.r_mean):
             ax.bar(i, row.r_mean, color=color, alpha=0.75, width=0.6)
-            ax.annotate(f"{row.r_mean:+.2f}", (i + 0.32, row.r_mean), ha="left", va="center",
-                        fontsize="small")  # beside the bar: the trial dots sit at its end
+            ax.annotate(
+                f"{row.r_mean:+.2f}",
+                (i + 0.32, row.r_mean),
+                ha="left",
+                va="center",
+                fontsize="small",
+            )  # beside the bar: the trial dots sit at its end
         else:
             ax.annotate("nan", (i, 0.0), ha="center", va="bottom", fontsize="small")
         rs = [r for r in data["per_trial"][row.loss].values() if math.isfinite(r)]

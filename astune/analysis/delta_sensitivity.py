@@ -88,11 +88,21 @@ def _draw_dataset(ax: Any, data: dict[str, Any], dataset: str) -> None:
         xy = [p for p, e in zip(points, early) if e == stopped]
         if xy:
             label = "AS-Softmax trial" + (" (stopped early)" if stopped else "")
-            ax.scatter(*zip(*xy), s=40, label=label, edgecolors="C3",
-                       facecolors="none" if stopped else "C3", zorder=3)
+            ax.scatter(
+                *zip(*xy),
+                s=40,
+                label=label,
+                edgecolors="C3",
+                facecolors="none" if stopped else "C3",
+                zorder=3,
+            )
     means = data["means"].get(dataset)
     if means:
         ax.plot(*zip(*means), color="C3", alpha=0.6, label="AS-Softmax, mean per delta")
     if dataset in data["baseline"]:
-        ax.axhline(data["baseline"][dataset], color="C0", linestyle="--",
-                   label=f"softmax, best ({data['baseline'][dataset]:.4g})")
+        ax.axhline(
+            data["baseline"][dataset],
+            color="C0",
+            linestyle="--",
+            label=f"softmax, best ({data['baseline'][dataset]:.4g})",
+        )

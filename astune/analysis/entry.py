@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from astune.analysis.report import Report
@@ -16,8 +17,12 @@ EXIT_USAGE = 2
 def parse_args(prog: str, description: str, argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--experiment", required=True, help="search name = MLflow experiment")
-    parser.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the embedded store)")
-    parser.add_argument("--output-dir", default=None, help="default: astune-runs/reports/<experiment>")
+    parser.add_argument(
+        "--tracking-uri", default=None, help="MLflow tracking URI (default: the embedded store)"
+    )
+    parser.add_argument(
+        "--output-dir", default=None, help="default: astune-runs/reports/<experiment>"
+    )
     return parser.parse_args(argv)
 
 
@@ -30,13 +35,20 @@ def main(study: str | None, argv: Sequence[str] | None = None) -> int:
     args = parse_args(prog, doc, argv)
     try:
         if study is None:
-            print(summary(report.write_report(args.experiment, output_dir=args.output_dir,
-                                              tracking_uri=args.tracking_uri)))
+            print(
+                summary(
+                    report.write_report(
+                        args.experiment, output_dir=args.output_dir, tracking_uri=args.tracking_uri
+                    )
+                )
+            )
             return 0
         from astune.analysis.runs import load_runs
 
         runs = load_runs(args.experiment, args.tracking_uri)
-        out = Path(args.output_dir) if args.output_dir else report.default_output_dir(args.experiment)
+        out = (
+            Path(args.output_dir) if args.output_dir else report.default_output_dir(args.experiment)
+        )
         result = report.run_study(study, runs, out)
     except (ValueError, OSError) as err:
         print(f"{prog}: error: {str(err).splitlines()[0]}", file=sys.stderr)

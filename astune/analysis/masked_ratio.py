@@ -29,7 +29,9 @@ def masked_data(runs: ExperimentRuns) -> dict[str, Any]:
         labels[row.run_id] = _label(row)
     x = "evaluation" if by_index else "samples seen"
     if by_index:  # one x for every line
-        series = {rid: [(float(i), y) for i, (_, y) in enumerate(pts)] for rid, pts in series.items()}
+        series = {
+            rid: [(float(i), y) for i, (_, y) in enumerate(pts)] for rid, pts in series.items()
+        }
     best = trials["run_id"].iloc[0] if len(trials) else None
     return {"series": series, "labels": labels, "best": best, "x": x}
 
@@ -64,12 +66,29 @@ def _draw(data: dict[str, Any], path: Path) -> Path:
     others = [rid for rid in data["series"] if rid != data["best"]]
     many = len(others) > 8  # a legend entry per trial would hide the plot
     for i, rid in enumerate(others):
-        label = data["labels"][rid] if not many else (f"other trials ({len(others)})" if i == 0 else None)
-        ax.plot(*zip(*data["series"][rid]), marker="o", markersize=3, linewidth=1.0, alpha=0.55,
-                color="gray" if many else f"C{(i % 9) + (i % 9 >= 3)}", label=label)
+        label = (
+            data["labels"][rid]
+            if not many
+            else (f"other trials ({len(others)})" if i == 0 else None)
+        )
+        ax.plot(
+            *zip(*data["series"][rid]),
+            marker="o",
+            markersize=3,
+            linewidth=1.0,
+            alpha=0.55,
+            color="gray" if many else f"C{(i % 9) + (i % 9 >= 3)}",
+            label=label,
+        )
     best = data["best"]
-    ax.plot(*zip(*data["series"][best]), marker="o", linewidth=2.8, color="C3", zorder=4,
-            label=f"best: {data['labels'][best]}")
+    ax.plot(
+        *zip(*data["series"][best]),
+        marker="o",
+        linewidth=2.8,
+        color="C3",
+        zorder=4,
+        label=f"best: {data['labels'][best]}",
+    )
     ax.set_xlabel(data["x"])
     ax.set_ylabel("masked ratio (share of training samples)")
     ax.set_ylim(bottom=0.0)

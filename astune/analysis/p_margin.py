@@ -55,13 +55,17 @@ def margin_data(runs: ExperimentRuns) -> tuple[dict[str, Any], list[str]]:
             continue
         found = _best_with_histogram(runs, trials, notes)
         if found is None:
-            notes.append(f"no {family} trial has a valid {ARTIFACT} artifact "
-                         "(searches before p_margin logging have none)")
+            notes.append(
+                f"no {family} trial has a valid {ARTIFACT} artifact "
+                "(searches before p_margin logging have none)"
+            )
             continue
         row, (edges, counts) = found
         if row.run_id != trials["run_id"].iloc[0]:
-            notes.append(f"the best {family} trial has no {ARTIFACT}; shown: {row.name}, "
-                         "the best one that has it")
+            notes.append(
+                f"the best {family} trial has no {ARTIFACT}; shown: {row.name}, "
+                "the best one that has it"
+            )
         histograms[family] = _histogram(row, edges, counts)
     return {"histograms": histograms}, notes
 
@@ -84,8 +88,12 @@ def _histogram(row: Any, edges: np.ndarray, counts: np.ndarray) -> dict[str, Any
     fraction = counts / total
     centers = (edges[:-1] + edges[1:]) / 2
     return {
-        "edges": edges.tolist(), "fraction": fraction.tolist(), "count": int(total),
-        "run_id": row.run_id, "name": row.name, "loss": row.loss,
+        "edges": edges.tolist(),
+        "fraction": fraction.tolist(),
+        "count": int(total),
+        "run_id": row.run_id,
+        "name": row.name,
+        "loss": row.loss,
         "best_objective": float(row.best_objective),
         "wrong": float(fraction[centers < 0].sum()),
     }
@@ -108,8 +116,7 @@ def _caption(data: dict[str, Any]) -> str:
         "Validation p_margin (p of the target minus the largest other p; per token for token "
         "tasks, min positive minus max negative for multi-label) of the best checkpoint of the "
         "best softmax and the best AS-Softmax trial, each histogram normalised to sum 1. Left of "
-        "the dotted line (p_margin < 0) are wrong predictions"
-        + (f": {shares}." if shares else ".")
+        "the dotted line (p_margin < 0) are wrong predictions" + (f": {shares}." if shares else ".")
     )
 
 

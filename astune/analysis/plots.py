@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -31,7 +31,11 @@ def save(figure: Figure, path: Path) -> Path:
 
 def loss_colors(losses: Iterable[str]) -> dict[str, str]:
     """A stable color per loss: the AS losses red, the softmax baselines blue, others C2...."""
-    fixed = {"as_softmax": "C3", "multilabel_as_softmax": "C3", "softmax": "C0",
-             "multilabel_softmax": "C0"}
+    fixed = {
+        "as_softmax": "C3",
+        "multilabel_as_softmax": "C3",
+        "softmax": "C0",
+        "multilabel_softmax": "C0",
+    }
     others = iter(f"C{i}" for i in (2, 1, 4, 5, 6, 7, 8, 9) * 4)
     return {loss: fixed.get(loss) or next(others) for loss in dict.fromkeys(losses)}

@@ -4,10 +4,10 @@ folder and as the ``report/`` artifacts of the search's parent run."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
 from astune.analysis.correlation import loss_metric_correlation
 from astune.analysis.delta_sensitivity import delta_sensitivity
@@ -118,7 +118,11 @@ def _header(runs: ExperimentRuns) -> str:
     tasks = ", ".join(sorted(set(trials["task"]))) or "none"
     statuses = ", ".join(f"{n} {s.lower()}" for s, n in trials["status"].value_counts().items())
     parent = f"`{runs.parent_run_id}`" if runs.parent_run_id else "none"
-    more = f" ({len(runs.parent_run_ids)} search runs; trials of all)" if len(runs.parent_run_ids) > 1 else ""
+    more = (
+        f" ({len(runs.parent_run_ids)} search runs; trials of all)"
+        if len(runs.parent_run_ids) > 1
+        else ""
+    )
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (
         f"# AS-Softmax analysis of search `{runs.experiment}`\n\n"
@@ -131,8 +135,12 @@ def _header(runs: ExperimentRuns) -> str:
 
 
 def _trials_table(runs: ExperimentRuns) -> str:
-    lines = ["## Trials by loss", "", "| loss | trials | finished | best objective | best trial |",
-             "|---|---:|---:|---:|---|"]
+    lines = [
+        "## Trials by loss",
+        "",
+        "| loss | trials | finished | best objective | best trial |",
+        "|---|---:|---:|---:|---|",
+    ]
     for loss, group in runs.trials.groupby("loss", sort=True):
         done = runs.finished((str(loss),))
         best = f"{done['best_objective'].iloc[0]:.4f}" if len(done) else "-"

@@ -15,19 +15,20 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from astune.search.tracking import (
     DATASET_TAG,
+    NOT_APPLICABLE,
     ROLE_TAG,
     STOPPED_EARLY_TAG,
     TASK_TAG,
-    NOT_APPLICABLE,
     resolve_tracking_uri,
 )
 
@@ -42,8 +43,17 @@ FINAL_KEYS = ("final", "best_objective", "best_evaluation", "test_loss")
 _PROGRESS_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
 HISTORY_KEYS = ("objective", "val_loss", "masked_ratio", "samples_seen")
 TRIAL_COLUMNS = (
-    "run_id", "name", "status", "loss", "delta", "dataset", "task", "stopped_early",
-    "best_objective", "evaluations", "metric",
+    "run_id",
+    "name",
+    "status",
+    "loss",
+    "delta",
+    "dataset",
+    "task",
+    "stopped_early",
+    "best_objective",
+    "evaluations",
+    "metric",
 )
 
 
@@ -69,7 +79,9 @@ class ExperimentRuns:
 
     def finished(self, losses: tuple[str, ...] | None = None) -> pd.DataFrame:
         """FINISHED trials with a best objective, of ``losses`` (all when None), best first."""
-        rows = self.trials[(self.trials["status"] == "FINISHED") & self.trials["best_objective"].notna()]
+        rows = self.trials[
+            (self.trials["status"] == "FINISHED") & self.trials["best_objective"].notna()
+        ]
         if losses is not None:
             rows = rows[rows["loss"].isin(losses)]
         return rows.sort_values("best_objective", ascending=self.mode == "min", kind="stable")
@@ -126,9 +138,13 @@ def load_runs(experiment: str, tracking_uri: str | None = None) -> ExperimentRun
     mode = parents[0].data.params.get("mode", "max") if parents else "max"
     history = _histories(client, trials)
     return ExperimentRuns(
-        experiment=experiment, experiment_id=found.experiment_id, tracking_uri=uri,
-        client=client, parent_run_ids=[r.info.run_id for r in parents],
-        trials=_trial_table(trials, history, mode), history=history,
+        experiment=experiment,
+        experiment_id=found.experiment_id,
+        tracking_uri=uri,
+        client=client,
+        parent_run_ids=[r.info.run_id for r in parents],
+        trials=_trial_table(trials, history, mode),
+        history=history,
         mode=mode if mode in ("max", "min") else "max",
     )
 
@@ -139,7 +155,7 @@ def _existing_store(tracking_uri: str | None) -> str:
         tracking_uri = f"sqlite:///{Path.cwd() / 'astune-runs' / 'mlflow.db'}"
     uri = resolve_tracking_uri(tracking_uri)
     if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):].partition("?")[0])
+        path = Path(uri[len("sqlite:///") :].partition("?")[0])
         if not path.is_file():
             raise ValueError(f"no MLflow store at {path} (tracking URI {uri}); pass --tracking-uri")
     return uri
@@ -164,7 +180,8 @@ def _run_history(client: "MlflowClient", run: "Run") -> pd.DataFrame:
     run_id = run.info.run_id
     final = {
         (m.step, m.timestamp)
-        for key in FINAL_KEYS if key in run.data.metrics
+        for key in FINAL_KEYS
+        if key in run.data.metrics
         for m in client.get_metric_history(run_id, key)
     }
     keys = [k for k in run.data.metrics if k in HISTORY_KEYS or k.startswith("val_")]

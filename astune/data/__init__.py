@@ -15,15 +15,31 @@ from astune.data.loading import ENV_DATA_DIR, LoadedData, load_dataset_splits
 from astune.data.registry import METRICS, REGISTRY, TASKS, DatasetSpec, get_spec
 
 _LAZY = {
-    "EncodedData": "astune.data.encoding", "EncodedSplit": "astune.data.encoding",
-    "IGNORE_INDEX": "astune.data.encoding", "encode_splits": "astune.data.encoding",
-    "model_inputs": "astune.data.encoding", "majority_baseline": "astune.data.baseline",
+    "EncodedData": "astune.data.encoding",
+    "EncodedSplit": "astune.data.encoding",
+    "IGNORE_INDEX": "astune.data.encoding",
+    "encode_splits": "astune.data.encoding",
+    "model_inputs": "astune.data.encoding",
+    "majority_baseline": "astune.data.baseline",
 }
 
 __all__ = [
-    "DataError", "DatasetSpec", "ENV_DATA_DIR", "EncodedData", "EncodedSplit", "IGNORE_INDEX",
-    "LoadedData", "METRICS", "REGISTRY", "TASKS", "encode_splits", "format_datasets_table",
-    "get_spec", "load_dataset_splits", "majority_baseline", "model_inputs",
+    "DataError",
+    "DatasetSpec",
+    "ENV_DATA_DIR",
+    "EncodedData",
+    "EncodedSplit",
+    "IGNORE_INDEX",
+    "LoadedData",
+    "METRICS",
+    "REGISTRY",
+    "TASKS",
+    "encode_splits",
+    "format_datasets_table",
+    "get_spec",
+    "load_dataset_splits",
+    "majority_baseline",
+    "model_inputs",
 ]
 
 

@@ -18,8 +18,10 @@ def majority_baseline(encoded: EncodedData, split: str = "validation") -> float:
     if metric in _ZERO_METRICS:
         return 0.0
     if metric != "accuracy" or encoded.spec.task not in ("single_label", "pair"):
-        raise ValueError(f"majority_baseline supports accuracy and {', '.join(_ZERO_METRICS)}, "
-                         f"but got metric {metric!r} for task {encoded.spec.task!r}")
+        raise ValueError(
+            f"majority_baseline supports accuracy and {', '.join(_ZERO_METRICS)}, "
+            f"but got metric {metric!r} for task {encoded.spec.task!r}"
+        )
     train = encoded.splits["train"].labels
     majority = torch.bincount(train, minlength=encoded.spec.num_labels).argmax()
     return float((encoded.splits[split].labels == majority).double().mean())

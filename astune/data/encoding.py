@@ -6,9 +6,10 @@ data pickles fast and small when it is handed to Ray trials by reference.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -50,7 +51,7 @@ class EncodedSplit:
 
     def gold_words(self, i: int) -> list[int]:
         """The gold tag ids of every word of example ``i`` (token tasks)."""
-        return self.word_labels[self.word_offsets[i]:self.word_offsets[i + 1]].tolist()
+        return self.word_labels[self.word_offsets[i] : self.word_offsets[i + 1]].tolist()
 
 
 @dataclass
@@ -107,7 +108,7 @@ class EncodedData:
         n = len(self.splits[split])
         order = torch.randperm(n, generator=generator) if shuffle else torch.arange(n)
         for start in range(0, n, batch_size):
-            chunk = order[start:start + batch_size]
+            chunk = order[start : start + batch_size]
             if drop_last and len(chunk) < batch_size:
                 return
             yield self.collate(split, chunk)
@@ -156,13 +157,18 @@ def encode_splits(loaded: Any, tokenizer: Any, *, max_length: int = 128) -> Enco
     check_int("max_length", max_length, 4)
     spec = loaded.spec
     if spec.task == "token" and not getattr(tokenizer, "is_fast", False):
-        raise DataError(f"token task {spec.name!r} needs a fast tokenizer (word_ids); "
-                        f"got {type(tokenizer).__name__}")
+        raise DataError(
+            f"token task {spec.name!r} needs a fast tokenizer (word_ids); "
+            f"got {type(tokenizer).__name__}"
+        )
     encode = _encode_words if spec.task == "token" else _encode_texts
     splits = {s: encode(rows, spec, tokenizer, max_length) for s, rows in loaded.splits.items()}
     return EncodedData(
-        spec=spec, splits=splits, pad_token_id=int(tokenizer.pad_token_id or 0),
-        max_length=max_length, tokenizer_name=str(getattr(tokenizer, "name_or_path", "")),
+        spec=spec,
+        splits=splits,
+        pad_token_id=int(tokenizer.pad_token_id or 0),
+        max_length=max_length,
+        tokenizer_name=str(getattr(tokenizer, "name_or_path", "")),
         source=str(getattr(loaded, "source", "")),
     )
 
@@ -179,15 +185,23 @@ def _encode_texts(
         labels[row_of, list(chain.from_iterable(r["label"] for r in rows))] = 1.0
     else:
         labels = torch.tensor([r["label"] for r in rows], dtype=torch.long)
-    return EncodedSplit(ids=_flat(enc["input_ids"], torch.int32),
-                        offsets=_offsets(enc["input_ids"]), labels=labels, type_ids=_type_ids(enc))
+    return EncodedSplit(
+        ids=_flat(enc["input_ids"], torch.int32),
+        offsets=_offsets(enc["input_ids"]),
+        labels=labels,
+        type_ids=_type_ids(enc),
+    )
 
 
 def _encode_words(
     rows: list[dict], spec: DatasetSpec, tokenizer: Any, max_length: int
 ) -> EncodedSplit:
-    enc = tokenizer([r["tokens"] for r in rows], is_split_into_words=True, truncation=True,
-                    max_length=max_length)
+    enc = tokenizer(
+        [r["tokens"] for r in rows],
+        is_split_into_words=True,
+        truncation=True,
+        max_length=max_length,
+    )
     labels, word_ids = [], []
     for i, row in enumerate(rows):
         aligned, firsts = _align(enc.word_ids(i), row["label"])
@@ -195,9 +209,12 @@ def _encode_words(
         word_ids.append(firsts)
     tags = [r["label"] for r in rows]
     return EncodedSplit(
-        ids=_flat(enc["input_ids"], torch.int32), offsets=_offsets(enc["input_ids"]),
-        labels=_flat(labels, torch.long), type_ids=_type_ids(enc),
-        word_ids=_flat(word_ids, torch.int32), word_labels=_flat(tags, torch.long),
+        ids=_flat(enc["input_ids"], torch.int32),
+        offsets=_offsets(enc["input_ids"]),
+        labels=_flat(labels, torch.long),
+        type_ids=_type_ids(enc),
+        word_ids=_flat(word_ids, torch.int32),
+        word_labels=_flat(tags, torch.long),
         word_offsets=_offsets(tags),
     )
 

@@ -8,8 +8,18 @@ from pathlib import Path
 from astune.data.loading import ENV_DATA_DIR
 from astune.data.registry import REGISTRY, DatasetSpec
 
-_HEADER = ("name", "task", "classes", "metric", "source", "local", "epochs/bs/lr",
-           "delta/r", "lam/s", "paper softmax -> AS")
+_HEADER = (
+    "name",
+    "task",
+    "classes",
+    "metric",
+    "source",
+    "local",
+    "epochs/bs/lr",
+    "delta/r",
+    "lam/s",
+    "paper softmax -> AS",
+)
 
 
 def format_datasets_table(data_dir: str | os.PathLike | None = None) -> str:
@@ -20,24 +30,41 @@ def format_datasets_table(data_dir: str | os.PathLike | None = None) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADER))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    note = ("Also: a folder with train/validation/test (.jsonl, .csv or .parquet) and a "
-            "dataset.json. Local copies: --data-dir DIR or " + ENV_DATA_DIR + " (DIR/<name>/).")
+    note = (
+        "Also: a folder with train/validation/test (.jsonl, .csv or .parquet) and a "
+        "dataset.json. Local copies: --data-dir DIR or " + ENV_DATA_DIR + " (DIR/<name>/)."
+    )
     return "\n".join(lines + ["", note])
 
 
 def _row(spec: DatasetSpec, root: str | os.PathLike | None) -> tuple[str, ...]:
-    source = spec.hub_id + (f"[{spec.hub_config}]" if spec.hub_config else "") if spec.hub_id \
+    source = (
+        spec.hub_id + (f"[{spec.hub_config}]" if spec.hub_config else "")
+        if spec.hub_id
         else "local files only"
+    )
     local = "yes" if root is not None and (Path(root) / spec.name).is_dir() else "no"
     metric = "/".join(spec.metrics)
-    return (spec.name, spec.task, str(spec.num_labels), metric, source, local,
-            _join(spec.epochs, spec.batch_size, spec.lr), _join(spec.delta, spec.warmup_ratio),
-            _join(spec.lam, spec.max_accum_steps), _results(spec))
+    return (
+        spec.name,
+        spec.task,
+        str(spec.num_labels),
+        metric,
+        source,
+        local,
+        _join(spec.epochs, spec.batch_size, spec.lr),
+        _join(spec.delta, spec.warmup_ratio),
+        _join(spec.lam, spec.max_accum_steps),
+        _results(spec),
+    )
 
 
 def _join(*values: object) -> str:
-    return "-" if all(v is None for v in values) else "/".join("-" if v is None else f"{v:g}"
-                                                                 for v in values)
+    return (
+        "-"
+        if all(v is None for v in values)
+        else "/".join("-" if v is None else f"{v:g}" for v in values)
+    )
 
 
 def _results(spec: DatasetSpec) -> str:

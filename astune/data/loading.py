@@ -49,8 +49,10 @@ def load_dataset_splits(
     ``max_train_samples`` / ``max_eval_samples`` keep a random subset of that size drawn with
     ``seed`` (rows stay in file order); the eval limit applies to validation and test each.
     """
-    for key, value in (("max_train_samples", max_train_samples),
-                       ("max_eval_samples", max_eval_samples)):
+    for key, value in (
+        ("max_train_samples", max_train_samples),
+        ("max_eval_samples", max_eval_samples),
+    ):
         if value is not None:
             check_int(key, value, 1)
     check_int("seed", seed)
@@ -76,8 +78,10 @@ def local_candidates(name: str, data_dir: str | os.PathLike | None = None) -> li
     roots = []
     if data_dir is not None:
         if not Path(data_dir).is_dir():
-            raise DataError(f"data_dir {str(data_dir)!r} is not a folder; expected a folder "
-                            f"holding <name>/train.jsonl, validation.jsonl, test.jsonl")
+            raise DataError(
+                f"data_dir {str(data_dir)!r} is not a folder; expected a folder "
+                f"holding <name>/train.jsonl, validation.jsonl, test.jsonl"
+            )
         roots.append(Path(data_dir))
     if os.environ.get(ENV_DATA_DIR):
         roots.append(Path(os.environ[ENV_DATA_DIR]))
@@ -99,20 +103,25 @@ def _load_folder(folder: Path, base: DatasetSpec | None) -> LoadedData:
     return LoadedData(spec=spec, splits=splits, source=str(folder))
 
 
-def _folder_spec(folder: Path, fields: dict, base: DatasetSpec | None, raw: dict,
-                 paths: dict) -> DatasetSpec:
+def _folder_spec(
+    folder: Path, fields: dict, base: DatasetSpec | None, raw: dict, paths: dict
+) -> DatasetSpec:
     if base is not None:
         if fields.get("task", base.task) != base.task:
-            raise DataError(f"{folder / 'dataset.json'} says task {fields['task']!r} but "
-                            f"{base.name!r} is a {base.task!r} dataset")
+            raise DataError(
+                f"{folder / 'dataset.json'} says task {fields['task']!r} but "
+                f"{base.name!r} is a {base.task!r} dataset"
+            )
         fields = {k: v for k, v in fields.items() if k != "task"}
         if "num_labels" in fields and "label_names" not in fields:
             fields["label_names"] = None
         return dataclasses.replace(base, **fields)
     missing = [k for k in column_keys(fields["task"]) if k not in fields]
     if missing:
-        raise DataError(f"{folder / 'dataset.json'} must name {', '.join(map(repr, missing))} "
-                        f"for task {fields['task']!r}")
+        raise DataError(
+            f"{folder / 'dataset.json'} must name {', '.join(map(repr, missing))} "
+            f"for task {fields['task']!r}"
+        )
     if "num_labels" not in fields:
         for split, rows in raw.items():
             check_columns(rows, [fields["label_column"]], str(paths[split]))
@@ -124,11 +133,14 @@ def _folder_spec(folder: Path, fields: dict, base: DatasetSpec | None, raw: dict
 def _load_hub(spec: DatasetSpec, tried: list[Path]) -> LoadedData:
     """Rows from ``datasets.load_dataset(hub_id, hub_config)``, split as ``spec.split_names``."""
     looked = ", ".join(str(p) for p in tried) or "no data dir set"
-    hint = (f"point at local files with --data-dir DIR or {ENV_DATA_DIR} (DIR/{spec.name}/"
-            f"train.jsonl, validation.jsonl, test.jsonl)")
+    hint = (
+        f"point at local files with --data-dir DIR or {ENV_DATA_DIR} (DIR/{spec.name}/"
+        f"train.jsonl, validation.jsonl, test.jsonl)"
+    )
     if spec.hub_id is None:
-        raise DataError(f"no local copy of {spec.name!r} (looked in: {looked}) and it has no "
-                        f"hub copy; {hint}")
+        raise DataError(
+            f"no local copy of {spec.name!r} (looked in: {looked}) and it has no hub copy; {hint}"
+        )
     source = f"hub:{spec.hub_id}" + (f"[{spec.hub_config}]" if spec.hub_config else "")
     try:
         import datasets
@@ -136,8 +148,10 @@ def _load_hub(spec: DatasetSpec, tried: list[Path]) -> LoadedData:
         hub = datasets.load_dataset(spec.hub_id, spec.hub_config)
     except Exception as err:  # offline: ConnectionError; missing repo: DatasetNotFoundError
         reason = " ".join(f"{type(err).__name__}: {err}".split())[:300]
-        raise DataError(f"no local copy of {spec.name!r} (looked in: {looked}) and {source} "
-                        f"could not be loaded ({reason}); {hint}") from err
+        raise DataError(
+            f"no local copy of {spec.name!r} (looked in: {looked}) and {source} "
+            f"could not be loaded ({reason}); {hint}"
+        ) from err
     spec = _with_hub_label_names(spec, hub)
     raw = _hub_splits(spec, hub)
     splits = {s: normalize_rows(raw[s], spec, f"{source} split {s}") for s in SPLITS}
@@ -151,8 +165,9 @@ def _hub_splits(spec: DatasetSpec, hub: Any) -> dict[str, list[dict]]:
         hub_name = spec.split_names.get(split)
         if hub_name is not None:
             if hub_name not in hub:
-                raise DataError(f"hub:{spec.hub_id} has no split {hub_name!r}; it has "
-                                f"{', '.join(hub)}")
+                raise DataError(
+                    f"hub:{spec.hub_id} has no split {hub_name!r}; it has {', '.join(hub)}"
+                )
             raw[split] = hub[hub_name].to_list()
     carved = [s for s in ("test", "validation") if s not in raw]
     raw.update(_carve(raw["train"], carved, spec.holdout_fraction))

@@ -9,23 +9,32 @@ number the field is None.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from astune._checks import check_choice, check_int
 
 TASKS = ("single_label", "pair", "token", "multi_label")
 METRICS = ("accuracy", "f1", "micro_f1", "macro_f1", "matthews", "correction_f1")
 SPLITS = ("train", "validation", "test")
-DEFAULT_METRIC = {"single_label": "accuracy", "pair": "accuracy", "token": "f1",
-                  "multi_label": "micro_f1"}
+DEFAULT_METRIC = {
+    "single_label": "accuracy",
+    "pair": "accuracy",
+    "token": "f1",
+    "multi_label": "micro_f1",
+}
 _STANDARD_SPLITS = {"train": "train", "validation": "validation", "test": "test"}
 
 
 def column_keys(task: str) -> tuple[str, ...]:
     """The DatasetSpec fields (and dataset.json keys) naming ``task``'s input and label columns."""
-    inputs = {"single_label": ("text_column",), "pair": ("text_column", "text_pair_column"),
-              "token": ("tokens_column",), "multi_label": ("text_column",)}[task]
+    inputs = {
+        "single_label": ("text_column",),
+        "pair": ("text_column", "text_pair_column"),
+        "token": ("tokens_column",),
+        "multi_label": ("text_column",),
+    }[task]
     return (*inputs, "label_column")
 
 
@@ -113,8 +122,17 @@ class DatasetSpec:
 
 
 # Method order of the paper's tables, in the loss registry's spelling.
-_METHODS = ("softmax", "t_softmax", "sparse_softmax", "sparsemax", "entmax15",
-            "label_smoothing", "am_softmax", "as_softmax", "as_speed")
+_METHODS = (
+    "softmax",
+    "t_softmax",
+    "sparse_softmax",
+    "sparsemax",
+    "entmax15",
+    "label_smoothing",
+    "am_softmax",
+    "as_softmax",
+    "as_speed",
+)
 
 
 def _results(metric: str, values: tuple[float | None, ...]) -> dict[str, dict[str, float]]:
@@ -145,135 +163,275 @@ _NA = None
 
 _PAPER_SPECS = [
     DatasetSpec(
-        name="sst5", task="single_label", num_labels=5, hub_id="SetFit/sst5",
-        text_column="text", label_column="label",
+        name="sst5",
+        task="single_label",
+        num_labels=5,
+        hub_id="SetFit/sst5",
+        text_column="text",
+        label_column="label",
         label_names=("very negative", "negative", "neutral", "positive", "very positive"),
-        metric="accuracy", epochs=7, batch_size=16, lr=2e-5,
-        delta=0.30, warmup_ratio=0.0, lam=1.5, max_accum_steps=4,
-        paper_results=_results("accuracy", (51.90, 53.12, 52.99, 51.49, 51.90, 52.85, 52.17,
-                                            53.12, 52.53)),
+        metric="accuracy",
+        epochs=7,
+        batch_size=16,
+        lr=2e-5,
+        delta=0.30,
+        warmup_ratio=0.0,
+        lam=1.5,
+        max_accum_steps=4,
+        paper_results=_results(
+            "accuracy", (51.90, 53.12, 52.99, 51.49, 51.90, 52.85, 52.17, 53.12, 52.53)
+        ),
         baseline_params=_baselines(5, 4, 0.30, (10, 0.30)),
-        paper_sizes=(8544, 1101, 2210), paper_backbone=_BERT, difficulty_hint="hard",
+        paper_sizes=(8544, 1101, 2210),
+        paper_backbone=_BERT,
+        difficulty_hint="hard",
         notes="RoBERTa column: softmax 55.57, AS-Softmax 57.29, AS-Speed 57.87.",
     ),
     DatasetSpec(
-        name="clinc_oos", task="single_label", num_labels=151, hub_id="clinc_oos",
-        hub_config="plus", text_column="text", label_column="intent",
-        metric="accuracy", epochs=10, batch_size=32, lr=2e-5,
-        delta=0.30, warmup_ratio=0.15, lam=0.5, max_accum_steps=5,
-        paper_results=_results("accuracy", (88.60, 88.65, 89.02, 88.55, 88.33, 88.64, 89.05,
-                                            89.07, 88.78)),
+        name="clinc_oos",
+        task="single_label",
+        num_labels=151,
+        hub_id="clinc_oos",
+        hub_config="plus",
+        text_column="text",
+        label_column="intent",
+        metric="accuracy",
+        epochs=10,
+        batch_size=32,
+        lr=2e-5,
+        delta=0.30,
+        warmup_ratio=0.15,
+        lam=0.5,
+        max_accum_steps=5,
+        paper_results=_results(
+            "accuracy", (88.60, 88.65, 89.02, 88.55, 88.33, 88.64, 89.05, 89.07, 88.78)
+        ),
         baseline_params=_baselines(0.5, 10, 0.20, (8, 0.35)),
-        paper_sizes=(15250, 3100, 5500), paper_backbone=_BERT, difficulty_hint="easy",
+        paper_sizes=(15250, 3100, 5500),
+        paper_backbone=_BERT,
+        difficulty_hint="easy",
         notes="151 intents incl. out-of-scope; the hub orders intents differently from the "
-              "local copy, whose dataset.json gives its order. RoBERTa column: softmax 90.76, "
-              "AS-Softmax 90.96, AS-Speed 91.25.",
+        "local copy, whose dataset.json gives its order. RoBERTa column: softmax 90.76, "
+        "AS-Softmax 90.96, AS-Speed 91.25.",
     ),
     DatasetSpec(
-        name="conll2003", task="token", num_labels=9, hub_id="eriktks/conll2003",
-        tokens_column="tokens", label_column="ner_tags",
-        label_names=("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC",
-                     "I-MISC"),
-        metric="f1", epochs=20, batch_size=32, lr=2e-5,
-        delta=0.35, warmup_ratio=0.25, lam=0.5, max_accum_steps=5,
-        paper_results=_results("f1", (90.56, 90.63, 90.93, 90.57, 90.62, 90.64, 90.66,
-                                      91.03, 90.58)),
+        name="conll2003",
+        task="token",
+        num_labels=9,
+        hub_id="eriktks/conll2003",
+        tokens_column="tokens",
+        label_column="ner_tags",
+        label_names=("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"),
+        metric="f1",
+        epochs=20,
+        batch_size=32,
+        lr=2e-5,
+        delta=0.35,
+        warmup_ratio=0.25,
+        lam=0.5,
+        max_accum_steps=5,
+        paper_results=_results(
+            "f1", (90.56, 90.63, 90.93, 90.57, 90.62, 90.64, 90.66, 91.03, 90.58)
+        ),
         baseline_params=_baselines(0.5, 5, 0.10, (5, 0.30)),
-        paper_sizes=(14042, 3251, 3454), paper_backbone=_BERT, difficulty_hint="easy",
+        paper_sizes=(14042, 3251, 3454),
+        paper_backbone=_BERT,
+        difficulty_hint="easy",
         notes="Entity-level F1 over IOB2 tags.",
     ),
     DatasetSpec(
-        name="sighan2015", task="token", num_labels=5201, hub_id=None,
-        tokens_column="tokens", label_column="labels",
-        metric="correction_f1", epochs=15, batch_size=128, lr=5e-5,
-        delta=0.30, warmup_ratio=0.0, lam=0.5, max_accum_steps=2,
-        paper_results=_results("correction_f1", (70.80, 70.80, 71.40, 71.49, 72.81, 68.10,
-                                                 68.57, 72.81, 71.40)),
+        name="sighan2015",
+        task="token",
+        num_labels=5201,
+        hub_id=None,
+        tokens_column="tokens",
+        label_column="labels",
+        metric="correction_f1",
+        epochs=15,
+        batch_size=128,
+        lr=5e-5,
+        delta=0.30,
+        warmup_ratio=0.0,
+        lam=0.5,
+        max_accum_steps=2,
+        paper_results=_results(
+            "correction_f1", (70.80, 70.80, 71.40, 71.49, 72.81, 68.10, 68.57, 72.81, 71.40)
+        ),
         baseline_params=_baselines(0.5, 20, 0.10, (1, 0.10)),
-        paper_sizes=(277786, 1100, 1100), paper_backbone="hfl/chinese-roberta-wwm-ext",
+        paper_sizes=(277786, 1100, 1100),
+        paper_backbone="hfl/chinese-roberta-wwm-ext",
         difficulty_hint="hard",
         notes="Chinese spelling check as token classification over 5,201 characters; "
-              "sentence-level correction F1. Local files only (no hub copy); the column names "
-              "tokens/labels are this project's choice: give yours in dataset.json.",
+        "sentence-level correction F1. Local files only (no hub copy); the column names "
+        "tokens/labels are this project's choice: give yours in dataset.json.",
     ),
     DatasetSpec(
-        name="eurlex", task="multi_label", num_labels=100, hub_id="coastalcph/lex_glue",
-        hub_config="eurlex", text_column="text", label_column="labels",
-        metric="micro_f1", metrics=("micro_f1", "macro_f1"), epochs=20, batch_size=16, lr=3e-5,
-        delta=0.05, warmup_ratio=0.0, lam=0.5, max_accum_steps=2,
-        paper_results=_multilabel_results((46.87, 46.87, 47.77, _NA, _NA, _NA, _NA, 48.30, 48.14),
-                                          (68.73, 68.73, 68.99, _NA, _NA, _NA, _NA, 68.99, 68.70)),
+        name="eurlex",
+        task="multi_label",
+        num_labels=100,
+        hub_id="coastalcph/lex_glue",
+        hub_config="eurlex",
+        text_column="text",
+        label_column="labels",
+        metric="micro_f1",
+        metrics=("micro_f1", "macro_f1"),
+        epochs=20,
+        batch_size=16,
+        lr=3e-5,
+        delta=0.05,
+        warmup_ratio=0.0,
+        lam=0.5,
+        max_accum_steps=2,
+        paper_results=_multilabel_results(
+            (46.87, 46.87, 47.77, _NA, _NA, _NA, _NA, 48.30, 48.14),
+            (68.73, 68.73, 68.99, _NA, _NA, _NA, _NA, 68.99, 68.70),
+        ),
         baseline_params=_baselines(1, 50, None, None),
-        paper_sizes=(55000, 5000, 5000), paper_backbone=_BERT,
+        paper_sizes=(55000, 5000, 5000),
+        paper_backbone=_BERT,
         notes="UNVERIFIED hub source: the paper reports 127 classes (LexGLUE's level-2 EuroVoc "
-              "list before the hub fix); lex_glue/eurlex now has the 100 most frequent. "
-              "No local copy here.",
+        "list before the hub fix); lex_glue/eurlex now has the 100 most frequent. "
+        "No local copy here.",
     ),
     DatasetSpec(
-        name="wos", task="multi_label", num_labels=141, hub_id="HDLTex/web_of_science",
-        hub_config="WOS46985", text_column="input_data", label_column="labels",
-        split_names={"train": "train", "validation": None, "test": None}, holdout_fraction=0.2,
+        name="wos",
+        task="multi_label",
+        num_labels=141,
+        hub_id="HDLTex/web_of_science",
+        hub_config="WOS46985",
+        text_column="input_data",
+        label_column="labels",
+        split_names={"train": "train", "validation": None, "test": None},
+        holdout_fraction=0.2,
         hub_transform="wos_two_levels",
-        metric="micro_f1", metrics=("micro_f1", "macro_f1"), epochs=10, batch_size=12, lr=3e-5,
-        delta=0.35, warmup_ratio=0.0, lam=1.0, max_accum_steps=2,
-        paper_results=_multilabel_results((80.40, 80.76, 80.94, _NA, _NA, _NA, _NA, 80.94, 81.07),
-                                          (86.00, 86.36, 86.65, _NA, _NA, _NA, _NA, 86.39, 86.71)),
+        metric="micro_f1",
+        metrics=("micro_f1", "macro_f1"),
+        epochs=10,
+        batch_size=12,
+        lr=3e-5,
+        delta=0.35,
+        warmup_ratio=0.0,
+        lam=1.0,
+        max_accum_steps=2,
+        paper_results=_multilabel_results(
+            (80.40, 80.76, 80.94, _NA, _NA, _NA, _NA, 80.94, 81.07),
+            (86.00, 86.36, 86.65, _NA, _NA, _NA, _NA, 86.39, 86.71),
+        ),
         baseline_params=_baselines(0.5, 100, None, None),
-        paper_sizes=(30080, 7518, 9397), paper_backbone=_BERT,
+        paper_sizes=(30080, 7518, 9397),
+        paper_backbone=_BERT,
         notes="WOS-46985; UNVERIFIED formulation: 141 = 7 domains + 134 areas, so labels are "
-              "[label_level_1, 7 + label]; the hub has one split, carved 20 % test then 20 % "
-              "validation with a fixed seed. The hub copy is a loading script, which recent "
-              "`datasets` releases may refuse. No local copy here.",
+        "[label_level_1, 7 + label]; the hub has one split, carved 20 % test then 20 % "
+        "validation with a fixed seed. The hub copy is a loading script, which recent "
+        "`datasets` releases may refuse. No local copy here.",
     ),
     DatasetSpec(
-        name="go_emotions", task="multi_label", num_labels=28,
-        hub_id="google-research-datasets/go_emotions", hub_config="simplified",
-        text_column="text", label_column="labels",
-        metric="micro_f1", metrics=("micro_f1", "macro_f1"),
+        name="go_emotions",
+        task="multi_label",
+        num_labels=28,
+        hub_id="google-research-datasets/go_emotions",
+        hub_config="simplified",
+        text_column="text",
+        label_column="labels",
+        metric="micro_f1",
+        metrics=("micro_f1", "macro_f1"),
         notes="Stands in for the paper's Eurlex and WOS (not in the paper: no settings, no "
-              "results).",
+        "results).",
     ),
 ]
 
 
-def _glue(name: str, config: str, columns: tuple[str, str | None], num_labels: int,
-          results: tuple[float, ...], *, metric: str = "accuracy", test: str = "validation",
-          note: str = "") -> DatasetSpec:
+def _glue(
+    name: str,
+    config: str,
+    columns: tuple[str, str | None],
+    num_labels: int,
+    results: tuple[float, ...],
+    *,
+    metric: str = "accuracy",
+    test: str = "validation",
+    note: str = "",
+) -> DatasetSpec:
     """A GLUE task: the hub's test labels are hidden, so its dev set is our test split and our
     validation split is 10 % of train (fixed seed)."""
     text, pair = columns
     return DatasetSpec(
-        name=name, task="pair" if pair else "single_label", num_labels=num_labels,
-        hub_id="nyu-mll/glue", hub_config=config, text_column=text, text_pair_column=pair,
-        metric=metric, split_names={"train": "train", "validation": None, "test": test},
+        name=name,
+        task="pair" if pair else "single_label",
+        num_labels=num_labels,
+        hub_id="nyu-mll/glue",
+        hub_config=config,
+        text_column=text,
+        text_pair_column=pair,
+        metric=metric,
+        split_names={"train": "train", "validation": None, "test": test},
         paper_results=_results(metric, (results[0], results[1], None, *results[2:])),
-        notes=("GLUE: the paper tunes delta in [0.05, 0.35] and takes the other settings from "
-               "its reference [45]; it gives no per-task numbers. " + note).strip(),
+        notes=(
+            "GLUE: the paper tunes delta in [0.05, 0.35] and takes the other settings from "
+            "its reference [45]; it gives no per-task numbers. " + note
+        ).strip(),
     )
 
 
 # GLUE table columns: softmax, t_softmax, sparsemax, entmax15, label_smoothing, am_softmax,
 # as_softmax, as_speed (no sparse_softmax: too few classes).
 _GLUE_SPECS = [
-    _glue("mnli", "mnli", ("premise", "hypothesis"), 3,
-          (84.18, 83.75, 83.59, 83.98, 83.53, 81.88, 84.19, 83.73), test="validation_matched"),
-    _glue("mrpc", "mrpc", ("sentence1", "sentence2"), 2,
-          (89.41, 89.77, 89.50, 88.70, 88.81, 90.38, 90.72, 90.43),
-          note="The paper does not say whether its MRPC number is accuracy or F1."),
-    _glue("qnli", "qnli", ("question", "sentence"), 2,
-          (90.49, 90.54, 90.68, 90.72, 90.85, 90.76, 91.12, 90.99),
-          note="The paper's header says QNLI:3; the task has 2 classes."),
-    _glue("qqp", "qqp", ("question1", "question2"), 2,
-          (91.00, 90.99, 91.12, 91.00, 91.03, 89.29, 90.95, 90.67),
-          note="The paper does not say whether its QQP number is accuracy or F1."),
-    _glue("rte", "rte", ("sentence1", "sentence2"), 2,
-          (68.23, 67.51, 67.51, 67.51, 68.59, 68.23, 69.31, 68.95),
-          note="The paper's header says RTE:3; the task has 2 classes."),
-    _glue("sst2", "sst2", ("sentence", None), 2,
-          (92.54, 92.43, 92.32, 92.66, 92.78, 92.78, 93.23, 92.78)),
-    _glue("cola", "cola", ("sentence", None), 2,
-          (62.44, 62.10, 61.83, 62.63, 63.33, 63.48, 64.55, 62.91), metric="matthews",
-          note="Scored with Matthews correlation (x100 in the paper)."),
+    _glue(
+        "mnli",
+        "mnli",
+        ("premise", "hypothesis"),
+        3,
+        (84.18, 83.75, 83.59, 83.98, 83.53, 81.88, 84.19, 83.73),
+        test="validation_matched",
+    ),
+    _glue(
+        "mrpc",
+        "mrpc",
+        ("sentence1", "sentence2"),
+        2,
+        (89.41, 89.77, 89.50, 88.70, 88.81, 90.38, 90.72, 90.43),
+        note="The paper does not say whether its MRPC number is accuracy or F1.",
+    ),
+    _glue(
+        "qnli",
+        "qnli",
+        ("question", "sentence"),
+        2,
+        (90.49, 90.54, 90.68, 90.72, 90.85, 90.76, 91.12, 90.99),
+        note="The paper's header says QNLI:3; the task has 2 classes.",
+    ),
+    _glue(
+        "qqp",
+        "qqp",
+        ("question1", "question2"),
+        2,
+        (91.00, 90.99, 91.12, 91.00, 91.03, 89.29, 90.95, 90.67),
+        note="The paper does not say whether its QQP number is accuracy or F1.",
+    ),
+    _glue(
+        "rte",
+        "rte",
+        ("sentence1", "sentence2"),
+        2,
+        (68.23, 67.51, 67.51, 67.51, 68.59, 68.23, 69.31, 68.95),
+        note="The paper's header says RTE:3; the task has 2 classes.",
+    ),
+    _glue(
+        "sst2",
+        "sst2",
+        ("sentence", None),
+        2,
+        (92.54, 92.43, 92.32, 92.66, 92.78, 92.78, 93.23, 92.78),
+    ),
+    _glue(
+        "cola",
+        "cola",
+        ("sentence", None),
+        2,
+        (62.44, 62.10, 61.83, 62.63, 63.33, 63.48, 64.55, 62.91),
+        metric="matthews",
+        note="Scored with Matthews correlation (x100 in the paper).",
+    ),
 ]
 
 REGISTRY: dict[str, DatasetSpec] = {spec.name: spec for spec in _PAPER_SPECS + _GLUE_SPECS}

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from numbers import Integral
-from typing import Any, Sequence
+from typing import Any
 
 from astune.data.errors import DataError
 from astune.data.registry import DatasetSpec
@@ -86,11 +87,14 @@ def _label_id(value: Any, names: dict[str, int], num_labels: int, at: str) -> in
         return names[value]
     is_int = isinstance(value, Integral) and not isinstance(value, bool)
     if not is_int and not (isinstance(value, float) and value.is_integer()):
-        raise DataError(f"label {value!r} in {at} must be an integer class id in "
-                        f"[0, {num_labels - 1}]")
+        raise DataError(
+            f"label {value!r} in {at} must be an integer class id in [0, {num_labels - 1}]"
+        )
     if not 0 <= value < num_labels:
-        raise DataError(f"label {int(value)} in {at} is out of range; accepted: "
-                        f"[0, {num_labels - 1}] (num_labels={num_labels})")
+        raise DataError(
+            f"label {int(value)} in {at} is out of range; accepted: "
+            f"[0, {num_labels - 1}] (num_labels={num_labels})"
+        )
     return int(value)
 
 

@@ -14,7 +14,7 @@ log-probabilities) and otherwise only per-row scalars.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -63,13 +63,15 @@ class _ASSoftmaxFunction(torch.autograd.Function):
         # p_t read from the buffer itself, so that the target passes its own test bit for bit.
         p_target = probs.gather(1, target)
         tiny = torch.finfo(work_dtype).tiny
-        # Rows with p_t - delta <= 1e-30 mask nothing; they get the threshold tiny (see _zero_below).
+        # Rows with p_t - delta <= 1e-30 mask nothing; they get the threshold tiny (_zero_below).
         threshold = F.threshold(p_target - delta, _MIN_THRESHOLD, tiny)
         _zero_below(probs, threshold)
         # A float sum of non-negative terms is never below its largest term, so kept_mass equals
         # p_t exactly when every non-target class is masked: such rows get loss exactly 0.
         kept_mass = probs.sum(dim=1, keepdim=True)
-        fully_masked = kept_mass == p_target.div_(threshold).mul_(threshold)  # as _zero_below left it
+        fully_masked = kept_mass == p_target.div_(threshold).mul_(
+            threshold
+        )  # as _zero_below left it
         loss = torch.log(kept_mass).sub_(log_p_target).clamp_(min=0.0)
         loss.masked_fill_(fully_masked | inactive, 0.0)
         ctx.save_for_backward(probs, target, kept_mass, inactive)
@@ -119,7 +121,8 @@ def _gather_target(log_probs: Tensor, target: Tensor) -> Tensor:
 
 
 def _zero_below(probs: Tensor, threshold: Tensor) -> None:
-    """In place: ``probs[i, j] = 0`` where ``probs[i, j] < threshold[i]`` (``threshold`` ``(M, 1)``).
+    """In place: ``probs[i, j] = 0`` where ``probs[i, j] < threshold[i]`` (``threshold`` is
+    ``(M, 1)``).
 
     Dividing by the row threshold turns the per-row test into ``F.threshold``'s scalar one,
     ``x >= 1``, exact at the boundary since rounding is monotone; multiplying back restores kept
@@ -134,7 +137,9 @@ def _zero_below(probs: Tensor, threshold: Tensor) -> None:
 
 def _flatten(logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
     if logits.dim() not in (2, 3):
-        raise ValueError(f"logits must have shape (N, C) or (N, T, C), but got {tuple(logits.shape)}.")
+        raise ValueError(
+            f"logits must have shape (N, C) or (N, T, C), but got {tuple(logits.shape)}."
+        )
     if labels.shape != logits.shape[:-1]:
         raise ValueError(
             f"labels must have shape {tuple(logits.shape[:-1])} to match logits "
@@ -147,7 +152,9 @@ def _reduce(loss: Tensor, inactive: Tensor, reduction: str) -> Tensor:
     if reduction == "sum":
         return loss.sum()
     if reduction == "mean":
-        return loss.sum() / (inactive.numel() - inactive.sum())  # nan when every row is ignored, as F.cross_entropy gives
+        return loss.sum() / (
+            inactive.numel() - inactive.sum()
+        )  # nan when every row is ignored, as F.cross_entropy gives
     return loss
 
 
@@ -167,7 +174,9 @@ def as_softmax_with_stats(
         raise ValueError(f"labels must be integer class indices, but got dtype {labels.dtype}.")
     inactive = (flat_labels == ignore_index).unsqueeze(1)
     if delta == 1.0:  # p_t - p_i <= 1 always: nothing is masked, exactly cross-entropy
-        loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=ignore_index, reduction=reduction)
+        loss = F.cross_entropy(
+            flat_logits, flat_labels, ignore_index=ignore_index, reduction=reduction
+        )
         return (loss.reshape(labels.shape) if reduction == "none" else loss), MaskStats(inactive)
     else:
         safe_labels = flat_labels.unsqueeze(1).masked_fill(inactive, 0)
@@ -252,7 +261,8 @@ class DeltaSchedule:
         self.warmup_steps = self.warmup_ratio * self.total_steps
 
     def delta_at(self, step: int) -> float:
-        """The delta to use at ``step`` (0-based): 1.0 while ``step < warmup_ratio * total_steps``."""
+        """The delta to use at ``step`` (0-based): 1.0 while
+        ``step < warmup_ratio * total_steps``."""
         return 1.0 if step < self.warmup_steps else self.delta
 
     def __repr__(self) -> str:

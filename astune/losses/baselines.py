@@ -8,7 +8,8 @@ like ``labels``), as in ``F.cross_entropy``. Each loss is a function and an ``nn
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import entmax
 import torch

@@ -27,9 +27,10 @@ and the single-label ones ``ignore_index``; the search space holds the parameter
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from torch import nn
 

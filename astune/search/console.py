@@ -28,7 +28,9 @@ def _fmt(value: Any) -> str:
 class ConsoleCallback(Callback):
     """A live table of trials: config, status, evaluations, objective and masked ratio."""
 
-    def __init__(self, metric: str = "objective", num_samples: int | None = None, live: bool | None = None):
+    def __init__(
+        self, metric: str = "objective", num_samples: int | None = None, live: bool | None = None
+    ):
         self.metric = metric
         self.num_samples = num_samples
         self.live_mode = sys.stdout.isatty() if live is None else live
@@ -43,10 +45,14 @@ class ConsoleCallback(Callback):
         self._row(trial)["status"] = "RUNNING"
         self._draw()
 
-    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
+    ) -> None:
         row = self._row(trial)
         if result.get("final"):
-            row["test"] = next((v for k, v in result.items() if k.startswith("test_") and k != "test_loss"), None)
+            row["test"] = next(
+                (v for k, v in result.items() if k.startswith("test_") and k != "test_loss"), None
+            )
         else:
             row["evals"] = result.get("training_iteration", 0)
             row["masked"] = result.get("masked_ratio")
@@ -54,8 +60,12 @@ class ConsoleCallback(Callback):
         if value is not None and (row.get("best") is None or value > row["best"]):
             row["best"] = value
         if not self.live_mode and not result.get("final"):
-            print(f"[{trial.trial_id}] {self._config_text(trial)} eval {row['evals']}: "
-                  f"{self.metric} {_fmt(value)} (best {_fmt(row['best'])}) masked {_fmt(row['masked'])}", flush=True)
+            print(
+                f"[{trial.trial_id}] {self._config_text(trial)} eval {row['evals']}: "
+                f"{self.metric} {_fmt(value)} (best {_fmt(row['best'])}) "
+                f"masked {_fmt(row['masked'])}",
+                flush=True,
+            )
         self._draw()
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -79,7 +89,9 @@ class ConsoleCallback(Callback):
             self._live = None
 
     def _row(self, trial: Any) -> dict[str, Any]:
-        row = self.rows.setdefault(trial.trial_id, {"evals": 0, "best": None, "masked": None, "test": None})
+        row = self.rows.setdefault(
+            trial.trial_id, {"evals": 0, "best": None, "masked": None, "test": None}
+        )
         row["config"] = trial.config
         return row
 
@@ -103,18 +115,29 @@ class ConsoleCallback(Callback):
         total = f"/{self.num_samples}" if self.num_samples else ""
         table = Table(title=f"astune search: {len(self.rows)}{total} trials", title_justify="left")
         for name in ("trial", "status", *COLUMNS, "evals", f"best {self.metric}", "masked", "test"):
-            table.add_column(name, justify="right" if name not in ("trial", "status", "loss") else "left")
+            table.add_column(
+                name, justify="right" if name not in ("trial", "status", "loss") else "left"
+            )
         for trial_id, row in self.rows.items():
             config = row["config"]
-            table.add_row(trial_id, row.get("status", ""), *(_fmt(config.get(k)) for k in COLUMNS),
-                          str(row["evals"]), _fmt(row["best"]), _fmt(row["masked"]), _fmt(row["test"]))
+            table.add_row(
+                trial_id,
+                row.get("status", ""),
+                *(_fmt(config.get(k)) for k in COLUMNS),
+                str(row["evals"]),
+                _fmt(row["best"]),
+                _fmt(row["masked"]),
+                _fmt(row["test"]),
+            )
         return table
 
 
 def format_summary(summary: Any, ui_command: str) -> str:
     """The closing lines: the best config and objective, where the runs are, what to run next."""
-    lines = [f"search {summary.experiment!r}: {summary.num_trials} trials "
-             f"({', '.join(f'{n} {s.lower()}' for s, n in sorted(summary.trial_states.items()))})"]
+    lines = [
+        f"search {summary.experiment!r}: {summary.num_trials} trials "
+        f"({', '.join(f'{n} {s.lower()}' for s, n in sorted(summary.trial_states.items()))})"
+    ]
     if summary.best_objective is None:
         lines.append("no trial reported a result; see the errors in " + summary.experiment_path)
     else:
@@ -123,7 +146,8 @@ def format_summary(summary: Any, ui_command: str) -> str:
         lines.append("best config: " + ", ".join(f"{k}={_fmt(v)}" for k, v in shown.items()))
     lines += [
         f"review:  {ui_command}",
-        f"export:  python -m astune export --experiment {summary.experiment} --tracking-uri {summary.tracking_uri} --format yaml -o best.yaml",
+        f"export:  python -m astune export --experiment {summary.experiment} "
+        f"--tracking-uri {summary.tracking_uri} --format yaml -o best.yaml",
         f"resume:  python -m astune search --dataset ... --name {summary.experiment} --resume",
         f"trials:  {summary.experiment_path}",
     ]

@@ -9,7 +9,8 @@ from astune.search.runner import SearchError, SearchSettings, SearchSummary
 
 
 def init_ray(settings: SearchSettings) -> bool:
-    """Join ``--address`` or start a local Ray; True when this call started it (and must stop it)."""
+    """Join ``--address`` or start a local Ray; True when this call started it (and must stop
+    it)."""
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -18,7 +19,9 @@ def init_ray(settings: SearchSettings) -> bool:
     if ray.is_initialized():
         return False
     # Trials' own output stays in their logs; the console callback shows progress and errors.
-    kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    kwargs: dict[str, Any] = dict(
+        include_dashboard=False, log_to_driver=False, configure_logging=False
+    )
     if settings.address:
         ray.init(address=settings.address, **kwargs)
     else:
@@ -35,8 +38,10 @@ def check_local_gpus(settings: SearchSettings) -> None:
     have = torch.cuda.device_count()
     if settings.gpus_per_trial > have:
         raise SearchError(
-            f"--gpus-per-trial {settings.gpus_per_trial:g} asks for more GPUs than this machine has "
-            f"({have}); accepted: at most {have}" + (" (use 0 on a machine without a GPU)" if not have else "")
+            f"--gpus-per-trial {settings.gpus_per_trial:g} asks for more GPUs than this machine "
+            "has "
+            f"({have}); accepted: at most {have}"
+            + (" (use 0 on a machine without a GPU)" if not have else "")
         )
 
 
@@ -52,7 +57,8 @@ def check_resources(settings: SearchSettings) -> None:
             flag = "--gpus-per-trial" if name == "GPU" else "--cpus-per-trial"
             raise SearchError(
                 f"{flag} {amount:g} asks for more than the Ray cluster has ({have:g} {name}); "
-                f"accepted: at most {have:g}" + (" (use 0 on a machine without a GPU)" if name == "GPU" else "")
+                f"accepted: at most {have:g}"
+                + (" (use 0 on a machine without a GPU)" if name == "GPU" else "")
             )
 
 
@@ -64,7 +70,9 @@ def _searcher(space: Any, settings: SearchSettings) -> Any:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     search = PruneAwareOptunaSearch(
-        space=space.define_by_run, metric=space.metric, mode=space.mode,
+        space=space.define_by_run,
+        metric=space.metric,
+        mode=space.mode,
         points_to_evaluate=space.seed_points or None,
         sampler=optuna.samplers.TPESampler(seed=settings.seed),
     )
@@ -89,9 +97,12 @@ def _scheduler(space: Any, max_t: int) -> Any:
     if options["type"] == "none":
         return FIFOScheduler()
     return ASHAScheduler(
-        metric=space.metric, mode=space.mode,
-        time_attr="training_iteration", max_t=options.get("max_t") or max_t,
-        grace_period=options["grace_period"], reduction_factor=options["reduction_factor"],
+        metric=space.metric,
+        mode=space.mode,
+        time_attr="training_iteration",
+        max_t=options.get("max_t") or max_t,
+        grace_period=options["grace_period"],
+        reduction_factor=options["reduction_factor"],
     )
 
 
@@ -119,16 +130,22 @@ def _tuner(settings: SearchSettings, space: Any, trainable: Any, tracker: Any, m
 
     path = settings.experiment_path()
     if settings.resume:
-        return tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True, resume_errored=True)
+        return tune.Tuner.restore(
+            path, trainable=trainable, resume_unfinished=True, resume_errored=True
+        )
     run_config = tune.RunConfig(
-        name=settings.experiment_name, storage_path=path.rsplit("/", 1)[0],
+        name=settings.experiment_name,
+        storage_path=path.rsplit("/", 1)[0],
         callbacks=_callbacks(settings, space, tracker),
         failure_config=tune.FailureConfig(max_failures=settings.max_failures),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=1), verbose=0,
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        verbose=0,
     )
     tune_config = tune.TuneConfig(
-        search_alg=_searcher(space, settings), scheduler=_scheduler(space, max_t),
-        num_samples=space.num_samples, reuse_actors=settings.reuse_actors,
+        search_alg=_searcher(space, settings),
+        scheduler=_scheduler(space, max_t),
+        num_samples=space.num_samples,
+        reuse_actors=settings.reuse_actors,
         trial_dirname_creator=trial_dirname,
     )
     return tune.Tuner(trainable, tune_config=tune_config, run_config=run_config)
@@ -139,12 +156,17 @@ def trial_dirname(trial: Any) -> str:
     return f"trial_{trial.trial_id}"
 
 
-def tune_search(settings: SearchSettings, space: Any, base: dict, data: Any, tracking_uri: str, max_t: int) -> SearchSummary:
+def tune_search(
+    settings: SearchSettings, space: Any, base: dict, data: Any, tracking_uri: str, max_t: int
+) -> SearchSummary:
     """Run the trials under MLflow tracking; the parent run ends with the search's status."""
     from astune.search.tracking import SearchTracker, attach_tracker
 
     tracker = SearchTracker(
-        tracking_uri, settings.experiment_name, dataset=data.spec.name, task=data.spec.task,
+        tracking_uri,
+        settings.experiment_name,
+        dataset=data.spec.name,
+        task=data.spec.task,
         search_params=_search_params(settings, space),
     )
     tracker.start(resume=settings.resume)
@@ -178,16 +200,25 @@ def _unfinished(results: Any) -> bool:
 
 def _search_params(settings: SearchSettings, space: Any) -> dict[str, Any]:
     return {
-        "dataset": settings.dataset, "space": space.source, "num_samples": space.num_samples,
-        "metric": space.metric, "mode": space.mode,
-        "losses": ",".join(space.losses), "scheduler": space.scheduler["type"],
-        "backbone": settings.backbone, "num_layers": settings.num_layers,
-        "max_train_samples": settings.max_train_samples, "cpus_per_trial": settings.cpus_per_trial,
-        "gpus_per_trial": settings.gpus_per_trial or 0, "seed": settings.seed,
+        "dataset": settings.dataset,
+        "space": space.source,
+        "num_samples": space.num_samples,
+        "metric": space.metric,
+        "mode": space.mode,
+        "losses": ",".join(space.losses),
+        "scheduler": space.scheduler["type"],
+        "backbone": settings.backbone,
+        "num_layers": settings.num_layers,
+        "max_train_samples": settings.max_train_samples,
+        "cpus_per_trial": settings.cpus_per_trial,
+        "gpus_per_trial": settings.gpus_per_trial or 0,
+        "seed": settings.seed,
     }
 
 
-def _summarize(settings: SearchSettings, space: Any, base: dict, results: Any, tracker: Any) -> SearchSummary:
+def _summarize(
+    settings: SearchSettings, space: Any, base: dict, results: Any, tracker: Any
+) -> SearchSummary:
     from astune.search.tracking import log_search_artifacts
 
     frame = results.get_dataframe(filter_metric=space.metric, filter_mode=space.mode)
@@ -203,11 +234,23 @@ def _summarize(settings: SearchSettings, space: Any, base: dict, results: Any, t
     except RuntimeError:  # no trial reported the metric
         best_config, best_objective = {}, None
     if best_config:
-        log_search_artifacts(tracker, best_config=best_config, trials_df=frame, best_objective=best_objective,
-                             mode=space.mode, base_config=base, metric=space.metric)
+        log_search_artifacts(
+            tracker,
+            best_config=best_config,
+            trials_df=frame,
+            best_objective=best_objective,
+            mode=space.mode,
+            base_config=base,
+            metric=space.metric,
+        )
     return SearchSummary(
-        experiment=settings.experiment_name, tracking_uri=tracker.tracking_uri,
-        experiment_path=settings.experiment_path(), best_config=best_config,
-        best_objective=best_objective, metric=space.metric, num_trials=len(results),
-        trial_states=states, parent_run_id=tracker.parent_run_id,
+        experiment=settings.experiment_name,
+        tracking_uri=tracker.tracking_uri,
+        experiment_path=settings.experiment_path(),
+        best_config=best_config,
+        best_objective=best_objective,
+        metric=space.metric,
+        num_trials=len(results),
+        trial_states=states,
+        parent_run_id=tracker.parent_run_id,
     )

@@ -54,7 +54,13 @@ class SearchSettings:
     console: bool = True
 
     def validate(self) -> "SearchSettings":
-        for name in ("num_samples", "max_concurrent", "num_layers", "max_train_samples", "max_eval_samples"):
+        for name in (
+            "num_samples",
+            "max_concurrent",
+            "num_layers",
+            "max_train_samples",
+            "max_eval_samples",
+        ):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1)
         check_range("cpus_per_trial", self.cpus_per_trial, 0.0, None, low_open=True)
@@ -94,14 +100,15 @@ class SearchSummary:
 
 def run_search(settings: SearchSettings) -> SearchSummary:
     """Run (or resume) the search; everything that can be checked is checked before Ray starts."""
+    from astune.search.execution import check_local_gpus
     from astune.search.space import load_space
     from astune.search.tracking import check_tracking_uri, resolve_tracking_uri
 
-    from astune.search.execution import check_local_gpus
-
     settings.validate()
     check_local_gpus(settings)
-    space = load_space(settings.space, dataset=None if settings.space else _registry_name(settings.dataset))
+    space = load_space(
+        settings.space, dataset=None if settings.space else _registry_name(settings.dataset)
+    )
     base = _base_config(settings)
     _check_experiment_path(settings)
     tracking_uri = resolve_tracking_uri(settings.tracking_uri)
@@ -118,12 +125,21 @@ def _registry_name(dataset: str) -> str | None:
 def _base_config(settings: SearchSettings) -> dict[str, Any]:
     """The config keys every trial shares (validated now, with a typical loss)."""
     data_dir = settings.data_dir or os.environ.get("ASTUNE_DATA_DIR")
-    dataset = str(Path(settings.dataset).resolve()) if Path(settings.dataset).is_dir() else settings.dataset
+    dataset = (
+        str(Path(settings.dataset).resolve())
+        if Path(settings.dataset).is_dir()
+        else settings.dataset
+    )
     base = dict(
-        dataset=dataset, data_dir=str(Path(data_dir).resolve()) if data_dir else None,
-        backbone=settings.backbone, num_layers=settings.num_layers, max_length=settings.max_length,
-        max_train_samples=settings.max_train_samples, max_eval_samples=settings.max_eval_samples,
-        seed=settings.seed, device="cuda" if (settings.gpus_per_trial or 0) > 0 else "cpu",
+        dataset=dataset,
+        data_dir=str(Path(data_dir).resolve()) if data_dir else None,
+        backbone=settings.backbone,
+        num_layers=settings.num_layers,
+        max_length=settings.max_length,
+        max_train_samples=settings.max_train_samples,
+        max_eval_samples=settings.max_eval_samples,
+        seed=settings.seed,
+        device="cuda" if (settings.gpus_per_trial or 0) > 0 else "cpu",
     )
     if Path(base["backbone"]).exists():
         base["backbone"] = str(Path(base["backbone"]).resolve())
@@ -140,11 +156,15 @@ def _check_experiment_path(settings: SearchSettings) -> None:
         return
     exists = Path(path).exists()
     if settings.resume and not exists:
-        raise SearchError(f"--resume: no search {settings.experiment_name!r} at {path}; "
-                          f"check --name and --storage-path.")
+        raise SearchError(
+            f"--resume: no search {settings.experiment_name!r} at {path}; "
+            f"check --name and --storage-path."
+        )
     if exists and not settings.resume:
-        raise SearchError(f"search {settings.experiment_name!r} already exists at {path}; "
-                          f"pass --resume to continue it or --name NAME to start another.")
+        raise SearchError(
+            f"search {settings.experiment_name!r} already exists at {path}; "
+            f"pass --resume to continue it or --name NAME to start another."
+        )
 
 
 def _encode(base: dict[str, Any]) -> Any:
@@ -155,7 +175,9 @@ def _encode(base: dict[str, Any]) -> Any:
 
 def _apply_settings(space: Any, settings: SearchSettings, task: str) -> Any:
     if settings.losses:
-        space = space.with_losses([name.strip() for name in settings.losses.split(",") if name.strip()])
+        space = space.with_losses(
+            [name.strip() for name in settings.losses.split(",") if name.strip()]
+        )
     space = space.for_task(task)
     fixed = {"seed": settings.seed}
     if settings.epochs is not None:
@@ -171,7 +193,9 @@ def _max_evaluations(space: Any) -> int:
     return int(math.ceil(epochs)) + 1
 
 
-def _run(settings: SearchSettings, space: Any, base: dict, data: Any, tracking_uri: str) -> SearchSummary:
+def _run(
+    settings: SearchSettings, space: Any, base: dict, data: Any, tracking_uri: str
+) -> SearchSummary:
     import ray
 
     from astune.search import execution
@@ -179,7 +203,9 @@ def _run(settings: SearchSettings, space: Any, base: dict, data: Any, tracking_u
     started_here = execution.init_ray(settings)
     try:
         execution.check_resources(settings)
-        return execution.tune_search(settings, space, base, data, tracking_uri, _max_evaluations(space))
+        return execution.tune_search(
+            settings, space, base, data, tracking_uri, _max_evaluations(space)
+        )
     finally:
         if started_here:
             ray.shutdown()

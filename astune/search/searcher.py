@@ -17,7 +17,9 @@ from ray.tune.search.optuna import OptunaSearch
 class PruneAwareOptunaSearch(OptunaSearch):
     """``OptunaSearch`` that marks scheduler-stopped trials PRUNED and errored ones FAIL."""
 
-    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
+    def on_trial_complete(
+        self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
+    ) -> None:
         if trial_id in self._completed_trials or trial_id not in self._ot_trials:
             return super().on_trial_complete(trial_id, result, error)
         if error:

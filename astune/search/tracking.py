@@ -22,8 +22,8 @@ Conventions (DESIGN.md, "MLflow conventions"):
 from __future__ import annotations
 
 import base64
-import json
 import functools
+import json
 import logging
 import math
 import numbers
@@ -33,9 +33,10 @@ import shlex
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from ray.tune import Callback
@@ -64,11 +65,29 @@ RUN_STATUSES = ("FINISHED", "FAILED", "KILLED")
 # Ray Tune's bookkeeping entries of a result: never logged as metrics.
 RAY_RESULT_KEYS = frozenset(
     {
-        "config", "date", "done", "hostname", "node_ip", "pid", "timestamp", "trial_id",
-        "experiment_id", "experiment_tag", "training_iteration", "iterations_since_restore",
-        "time_this_iter_s", "time_total_s", "time_since_restore", "timesteps_total",
-        "timesteps_since_restore", "timesteps_this_iter", "episodes_total",
-        "episodes_this_iter", "checkpoint_dir_name", "should_checkpoint", "warmup_time",
+        "config",
+        "date",
+        "done",
+        "hostname",
+        "node_ip",
+        "pid",
+        "timestamp",
+        "trial_id",
+        "experiment_id",
+        "experiment_tag",
+        "training_iteration",
+        "iterations_since_restore",
+        "time_this_iter_s",
+        "time_total_s",
+        "time_since_restore",
+        "timesteps_total",
+        "timesteps_since_restore",
+        "timesteps_this_iter",
+        "episodes_total",
+        "episodes_this_iter",
+        "checkpoint_dir_name",
+        "should_checkpoint",
+        "warmup_time",
         "evaluation",  # the metrics' step, not a metric
     }
 )
@@ -572,7 +591,9 @@ def _guarded(hook):
             message = str(err).strip().splitlines()
             logger.warning(
                 "MLflow tracking: %s failed (%s: %s); the search goes on",
-                hook.__name__, type(err).__name__, message[0] if message else "",
+                hook.__name__,
+                type(err).__name__,
+                message[0] if message else "",
             )
 
     return wrapper
