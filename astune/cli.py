@@ -182,7 +182,7 @@ def _search(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as err:  # bad input found before any trial started
         raise CLIError(str(err).splitlines()[0]) from None
     from astune.search.console import format_summary
-    from astune.search.tracking import mlflow_ui_command
+    from astune.store.uri import mlflow_ui_command
 
     print(format_summary(summary, mlflow_ui_command(summary.tracking_uri)))
     return 0 if summary.best_objective is not None else 1

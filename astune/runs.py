@@ -13,15 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from astune.search.tracking import (
-    DATASET_TAG,
-    NOT_APPLICABLE,
-    PARENT_TAG,
-    ROLE_TAG,
-    check_tracking_uri,
-    quote,
-    resolve_tracking_uri,
-)
+from astune.store.conventions import DATASET_TAG, NOT_APPLICABLE, PARENT_TAG, ROLE_TAG, quote
+from astune.store.uri import check_tracking_uri, resolve_tracking_uri
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

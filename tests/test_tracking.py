@@ -26,15 +26,16 @@ from ray.tune.search import Searcher  # noqa: E402
 
 from astune.config import TrainConfig  # noqa: E402
 from astune.search.tracking import (  # noqa: E402
-    CONVENTION_PARAMS,
     MLflowTrialCallback,
     SearchTracker,
-    TrackingError,
     attach_tracker,
     best_config_mapping,
+    log_search_artifacts,
+)
+from astune.store.conventions import CONVENTION_PARAMS, TrackingError  # noqa: E402
+from astune.store.uri import (  # noqa: E402
     check_tracking_uri,
     default_tracking_uri,
-    log_search_artifacts,
     mlflow_ui_command,
     resolve_tracking_uri,
 )

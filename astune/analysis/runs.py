@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from astune.search.tracking import (
+from astune.store.conventions import (
     DATASET_TAG,
     NOT_APPLICABLE,
     ROLE_TAG,
     STOPPED_EARLY_TAG,
     TASK_TAG,
-    resolve_tracking_uri,
 )
+from astune.store.uri import resolve_tracking_uri
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

@@ -102,7 +102,7 @@ def run_search(settings: SearchSettings) -> SearchSummary:
     """Run (or resume) the search; everything that can be checked is checked before Ray starts."""
     from astune.search.execution import check_local_gpus
     from astune.search.space import load_space
-    from astune.search.tracking import check_tracking_uri, resolve_tracking_uri
+    from astune.store.uri import check_tracking_uri, resolve_tracking_uri
 
     settings.validate()
     check_local_gpus(settings)

@@ -21,7 +21,6 @@ Conventions (DESIGN.md, "MLflow conventions"):
 
 from __future__ import annotations
 
-import base64
 import functools
 import json
 import logging
@@ -29,17 +28,34 @@ import math
 import numbers
 import os
 import re
-import shlex
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
 
 from ray.tune import Callback
+
+from astune.store.conventions import (
+    BEST_TAG_PREFIX,
+    CONVENTION_PARAMS,
+    DATASET_TAG,
+    ERROR_TAG,
+    FINAL_METRICS,
+    LOST_TAG,
+    NOT_APPLICABLE,
+    PARENT_TAG,
+    RAY_RESULT_KEYS,
+    ROLE_TAG,
+    RUN_STATUSES,
+    SEARCH_ID_TAG,
+    STOPPED_EARLY_TAG,
+    TASK_TAG,
+    TRIAL_ID_TAG,
+    TrackingError,
+    quote,
+)
+from astune.store.uri import artifact_location, resolve_tracking_uri
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,201 +65,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-ROLE_TAG = "astune.role"
-SEARCH_ID_TAG = "astune.search_id"
-TRIAL_ID_TAG = "astune.trial_id"
-DATASET_TAG = "astune.dataset"
-TASK_TAG = "astune.task"
-ERROR_TAG = "astune.error"
-STOPPED_EARLY_TAG = "astune.stopped_early"
-PARENT_TAG = "mlflow.parentRunId"
-BEST_TAG_PREFIX = "astune.best."
-NOT_APPLICABLE = "None"
-# Logged on every child run, "None" where the trial's config lacks the key (see module doc).
-CONVENTION_PARAMS = ("loss", "delta", "warmup_ratio", "lam", "max_accum_steps", "lr")
-RUN_STATUSES = ("FINISHED", "FAILED", "KILLED")
-# Ray Tune's bookkeeping entries of a result: never logged as metrics.
-RAY_RESULT_KEYS = frozenset(
-    {
-        "config",
-        "date",
-        "done",
-        "hostname",
-        "node_ip",
-        "pid",
-        "timestamp",
-        "trial_id",
-        "experiment_id",
-        "experiment_tag",
-        "training_iteration",
-        "iterations_since_restore",
-        "time_this_iter_s",
-        "time_total_s",
-        "time_since_restore",
-        "timesteps_total",
-        "timesteps_since_restore",
-        "timesteps_this_iter",
-        "episodes_total",
-        "episodes_this_iter",
-        "checkpoint_dir_name",
-        "should_checkpoint",
-        "warmup_time",
-        "evaluation",  # the metrics' step, not a metric
-    }
-)
 _MAX_PARAMS_PER_BATCH = 100  # MLflow's limit on params (and tags) per log_batch
 _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAM_LENGTH = 6000
 _MAX_TAG_LENGTH = 5000
-_DATABRICKS = ("databricks", "databricks-uc")
 _BAD_METRIC_CHARS = re.compile(r"[^\w\-. /:]")  # MLflow rejects a batch with other characters
-
-
-class TrackingError(ValueError):
-    """The MLflow store cannot be used; the one-line message names the URI and the problem."""
-
-
-# ----------------------------------------------------------------------------------- URIs
-def default_tracking_uri() -> str:
-    """``sqlite:///<cwd>/astune-runs/mlflow.db``; creates the folder."""
-    folder = Path.cwd() / "astune-runs"
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder.resolve() / 'mlflow.db'}"
-
-
-def resolve_tracking_uri(uri: str | None) -> str:
-    """Make a tracking URI independent of the working directory (trials change it).
-
-    ``None`` gives :func:`default_tracking_uri`; ``sqlite:///rel.db``, ``file:`` URIs and plain
-    paths become absolute (a plain path ending in ``.db``/``.sqlite``/``.sqlite3`` is a SQLite
-    store, any other a file store); ``http(s)://`` and other schemes are kept.
-    """
-    if uri is None or not uri.strip():
-        return default_tracking_uri()
-    uri = uri.strip()
-    if uri.startswith("sqlite:"):
-        return _sqlite_uri(_sqlite_path(uri), uri.partition("?")[2])
-    if uri.startswith("file:"):
-        return _absolute(_file_path(uri)).as_uri()
-    if uri.startswith(("http://", "https://")):
-        return uri.rstrip("/")
-    if uri in _DATABRICKS or "://" in uri:
-        return uri
-    path = _absolute(uri)
-    if path.suffix in (".db", ".sqlite", ".sqlite3"):
-        return _sqlite_uri(path)
-    return path.as_uri()
-
-
-def _absolute(path: str | Path) -> Path:
-    return Path(path).expanduser().resolve()
-
-
-def _sqlite_uri(path: Path, query: str = "") -> str:
-    return f"sqlite:///{path}" + (f"?{query}" if query else "")
-
-
-def _sqlite_path(uri: str) -> Path:
-    """The absolute database path of a ``sqlite:///`` URI."""
-    rest = uri[len("sqlite:") :].partition("?")[0]
-    if not rest.startswith("///") or rest[3:] in ("", ":memory:"):
-        raise TrackingError(
-            f"tracking URI {uri!r} is not a SQLite file: write sqlite:///relative/path.db or "
-            "sqlite:////absolute/path.db (an in-memory store cannot be shared with trials)."
-        )
-    return _absolute(unquote(rest[3:]))
-
-
-def _file_path(uri: str) -> str:
-    parts = urlsplit(uri)
-    if parts.netloc not in ("", "localhost"):
-        raise TrackingError(f"tracking URI {uri!r} names a remote host; use a local path.")
-    return unquote(parts.path) or "."
-
-
-def check_tracking_uri(uri: str | None, *, timeout: float = 5.0) -> None:
-    """Fail fast, before any trial starts, when the tracking store cannot be used.
-
-    http(s): one GET of the experiments-search endpoint with ``timeout`` seconds and no retries
-    (MLflow's own client retries for minutes). SQLite and file stores: the folder is created if
-    needed and must be writable. Other schemes (databases, Databricks) are not checked here.
-
-    Raises:
-        TrackingError: one line naming the URI and the problem.
-    """
-    uri = resolve_tracking_uri(uri)
-    if uri.startswith(("http://", "https://")):
-        _check_http(uri, timeout)
-    elif uri.startswith("sqlite:"):
-        _check_writable(_sqlite_path(uri), uri)
-    elif uri.startswith("file:"):
-        folder = _absolute(_file_path(uri))
-        _check_writable(folder / "meta.yaml", uri)
-
-
-def _check_writable(file: Path, uri: str) -> None:
-    try:
-        file.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise TrackingError(f"tracking store {uri}: cannot create {file.parent}: {err}") from None
-    target = file if file.exists() else file.parent
-    if not os.access(target, os.W_OK):
-        raise TrackingError(f"tracking store {uri}: {target} is not writable.")
-
-
-def _check_http(uri: str, timeout: float) -> None:
-    url = f"{uri}/api/2.0/mlflow/experiments/search?max_results=1"
-    request = urllib.request.Request(url, headers=_auth_headers())
-    try:
-        with urllib.request.urlopen(request, timeout=timeout):
-            return
-    except urllib.error.HTTPError as err:
-        if err.code in (401, 403):
-            problem = (
-                f"refused the credentials (HTTP {err.code}); set MLFLOW_TRACKING_TOKEN or "
-                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
-            )
-        elif err.code == 404:
-            problem = "answers, but is not an MLflow tracking server (HTTP 404)"
-        else:
-            problem = f"answered HTTP {err.code} {err.reason}"
-    except (urllib.error.URLError, OSError) as err:
-        reason = getattr(err, "reason", err)
-        problem = f"is unreachable ({reason or type(err).__name__}; timeout {timeout:g} s)"
-    raise TrackingError(f"MLflow tracking server {uri} {problem}.")
-
-
-def _auth_headers() -> dict[str, str]:
-    if token := os.environ.get("MLFLOW_TRACKING_TOKEN"):
-        return {"Authorization": f"Bearer {token}"}
-    user = os.environ.get("MLFLOW_TRACKING_USERNAME")
-    password = os.environ.get("MLFLOW_TRACKING_PASSWORD")
-    if user and password:
-        basic = base64.b64encode(f"{user}:{password}".encode()).decode()
-        return {"Authorization": f"Basic {basic}"}
-    return {}
-
-
-def mlflow_ui_command(tracking_uri: str | None) -> str:
-    """The command that shows the runs: ``mlflow ui --backend-store-uri URI`` for a local
-    store; for a tracking server (which already serves its UI) a command opening it."""
-    uri = resolve_tracking_uri(tracking_uri)
-    if uri.startswith(("http://", "https://")):
-        return f"python -m webbrowser {shlex.quote(uri)}"
-    return f"mlflow ui --backend-store-uri {shlex.quote(uri)}"
-
-
-def artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
-    """Where a new experiment keeps its artifacts: next to a SQLite database (MLflow's default,
-    ``./mlruns``, depends on the working directory); the store's own choice otherwise."""
-    if not tracking_uri.startswith("sqlite:"):
-        return None
-    folder = _sqlite_path(tracking_uri).parent / "artifacts" / _safe_name(experiment_name)
-    return folder.as_uri()
-
-
-def _safe_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "experiment"
 
 
 # ----------------------------------------------------------------------------------- values
@@ -268,10 +94,6 @@ def trial_params(config: Mapping[str, Any]) -> dict[str, str]:
     params = {key: NOT_APPLICABLE for key in CONVENTION_PARAMS}
     params.update(flat_params(config))
     return params
-
-
-LOST_TAG = "astune.lost"
-FINAL_METRICS = ("optimizer_steps", "train_seconds", "best_evaluation")
 
 
 def result_metrics(result: Mapping[str, Any]) -> tuple[dict[str, float], int]:
@@ -572,11 +394,6 @@ class SearchTracker:
         )
         for param_chunk, tag_chunk in batches:
             self.client.log_batch(run_id, params=param_chunk, tags=tag_chunk)
-
-
-def quote(value: str) -> str:
-    """A string literal of MLflow's search filter syntax."""
-    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 # ----------------------------------------------------------------------------------- callback

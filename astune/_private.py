@@ -1,0 +1,67 @@
+"""The one adapter for private third-party APIs: every call astune makes to a name starting with
+``_`` in Ray, Optuna or torch goes through here, so an upgrade breaks in one place.
+
+Checked with Ray 2.60, Optuna 5.0 and torch 2.13 (``tests/test_private_api.py`` fails loudly when
+an upgrade removes one of them). Heavy packages are imported inside the functions: importing this
+module costs nothing, and the torch-only floors may use it without pulling in Ray.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import optuna
+    from ray.tune import RunConfig, Tuner
+    from ray.tune.search.optuna import OptunaSearch
+
+
+class PrivateAPIError(RuntimeError):
+    """A private API astune relies on is gone: the installed version is newer than checked."""
+
+
+def _attribute(owner: Any, name: str, what: str) -> Any:
+    try:
+        return getattr(owner, name)
+    except AttributeError:
+        raise PrivateAPIError(
+            f"{what} has no attribute {name!r}: astune was checked against Ray 2.60, Optuna 5.0 "
+            "and torch 2.13; see astune/_private.py."
+        ) from None
+
+
+# -------------------------------------------------------------------- Ray's OptunaSearch
+def optuna_study(searcher: OptunaSearch) -> optuna.Study:
+    """The Optuna study behind Ray's ``OptunaSearch`` (``_ot_study``)."""
+    return _attribute(searcher, "_ot_study", "OptunaSearch")
+
+
+def optuna_trials(searcher: OptunaSearch) -> dict[str, optuna.Trial]:
+    """Ray trial id -> the Optuna trial it asked for (``OptunaSearch._ot_trials``)."""
+    return _attribute(searcher, "_ot_trials", "OptunaSearch")
+
+
+def told_trials(searcher: OptunaSearch) -> set[str]:
+    """Ray trial ids already told to Optuna (``OptunaSearch._completed_trials``)."""
+    return _attribute(searcher, "_completed_trials", "OptunaSearch")
+
+
+# ------------------------------------------------------------------------------ Ray Tune
+def restored_run_config(tuner: Tuner) -> RunConfig | None:
+    """The ``RunConfig`` a restored ``Tuner`` unpickled, with its callbacks.
+
+    ``Tuner.restore`` takes no ``RunConfig``; Ray keeps the restored one on the private
+    ``Tuner._local_tuner``, which is absent under Ray Client: None then.
+    """
+    local = getattr(tuner, "_local_tuner", None)
+    return None if local is None else local.get_run_config()
+
+
+# ---------------------------------------------------------------------------------- torch
+def autograd_graph_is_kept() -> bool:
+    """Whether the running backward keeps its graph (``retain_graph=True``, gradcheck): then a
+    custom ``backward`` must not write over the tensors it saved. True when torch cannot say."""
+    import torch
+
+    keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
+    return True if keep_graph is None else bool(keep_graph())

@@ -1,0 +1,61 @@
+"""MLflow naming conventions of astune (DESIGN.md, "MLflow conventions"): tags, params, metrics.
+
+Torch-free and Ray-free: the search writes runs with these names, and every reader of past
+searches (export, recommend, confirm, report) finds them by these names.
+"""
+
+from __future__ import annotations
+
+ROLE_TAG = "astune.role"
+SEARCH_ID_TAG = "astune.search_id"
+TRIAL_ID_TAG = "astune.trial_id"
+DATASET_TAG = "astune.dataset"
+TASK_TAG = "astune.task"
+ERROR_TAG = "astune.error"
+STOPPED_EARLY_TAG = "astune.stopped_early"
+PARENT_TAG = "mlflow.parentRunId"
+BEST_TAG_PREFIX = "astune.best."
+NOT_APPLICABLE = "None"
+# Logged on every child run, "None" where the trial's config lacks the key (see module doc).
+CONVENTION_PARAMS = ("loss", "delta", "warmup_ratio", "lam", "max_accum_steps", "lr")
+RUN_STATUSES = ("FINISHED", "FAILED", "KILLED")
+# Ray Tune's bookkeeping entries of a result: never logged as metrics.
+RAY_RESULT_KEYS = frozenset(
+    {
+        "config",
+        "date",
+        "done",
+        "hostname",
+        "node_ip",
+        "pid",
+        "timestamp",
+        "trial_id",
+        "experiment_id",
+        "experiment_tag",
+        "training_iteration",
+        "iterations_since_restore",
+        "time_this_iter_s",
+        "time_total_s",
+        "time_since_restore",
+        "timesteps_total",
+        "timesteps_since_restore",
+        "timesteps_this_iter",
+        "episodes_total",
+        "episodes_this_iter",
+        "checkpoint_dir_name",
+        "should_checkpoint",
+        "warmup_time",
+        "evaluation",  # the metrics' step, not a metric
+    }
+)
+LOST_TAG = "astune.lost"
+FINAL_METRICS = ("optimizer_steps", "train_seconds", "best_evaluation")
+
+
+class TrackingError(ValueError):
+    """The MLflow store cannot be used; the one-line message names the URI and the problem."""
+
+
+def quote(value: str) -> str:
+    """A string literal of MLflow's search filter syntax."""
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"

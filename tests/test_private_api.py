@@ -1,0 +1,63 @@
+"""Every private third-party API of ``astune/_private.py`` exists in the installed versions.
+
+An upgrade of Ray, Optuna or torch that renames one of them fails here, by name, instead of deep
+inside a search.
+"""
+
+import optuna
+import pytest
+import torch
+from ray.tune.search.optuna import OptunaSearch
+
+from astune import _private
+
+
+def test_optuna_search_internals() -> None:
+    searcher = OptunaSearch(
+        space=lambda trial: {"x": trial.suggest_float("x", 0.0, 1.0)},
+        metric="objective",
+        mode="max",
+        seed=0,
+    )
+    config = searcher.suggest("t1")
+    assert 0.0 <= config["x"] <= 1.0
+    assert isinstance(_private.optuna_study(searcher), optuna.Study)
+    trials = _private.optuna_trials(searcher)
+    assert list(trials) == ["t1"] and trials["t1"].params["x"] == config["x"]
+    searcher.on_trial_complete("t1", {"objective": 0.5})
+    assert _private.told_trials(searcher) == {"t1"}
+
+
+def test_tuner_local_run_config(tmp_path) -> None:
+    from ray import tune
+
+    def trainable(config):  # never run: a Tuner is only built
+        return None
+
+    tuner = tune.Tuner(trainable, run_config=tune.RunConfig(name="x", storage_path=str(tmp_path)))
+    run_config = _private.restored_run_config(tuner)
+    assert run_config is not None and run_config.name == "x"
+
+
+def test_torch_keep_graph_flag() -> None:
+    seen: list[bool] = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            seen.append(_private.autograd_graph_is_kept())
+            return grad * 2
+
+    x = torch.ones(2, requires_grad=True)
+    Probe.apply(x).sum().backward(retain_graph=True)
+    Probe.apply(x).sum().backward()
+    assert seen == [True, False]
+
+
+def test_missing_private_api_names_the_attribute() -> None:
+    with pytest.raises(_private.PrivateAPIError, match="'_ot_study'"):
+        _private.optuna_study(object())
