@@ -1,0 +1,152 @@
+"""The import graph of ``astune/``: no circles, dependencies pointing one way (DESIGN.md, "Layout").
+
+The graph is read from the source with ``ast`` (module-level and function-level imports alike), so
+a lazy import inside a function cannot hide a circle.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "astune"
+
+# Lower floors first: a module may import its own floor and those below, never one above.
+FLOORS = (
+    ("astune._checks", "astune._private", "astune.losses.catalogue"),
+    (
+        "astune.losses",
+        "astune.speed",
+        "astune.skip",
+        "astune.metrics",
+        "astune.store",
+        "astune.runs",
+    ),
+    (
+        "astune.data",
+        "astune.backbones",
+        "astune.config",
+        "astune.checkpointing",
+        "astune.search.space",
+    ),
+    ("astune.training", "astune.evaluation", "astune.probe"),
+    (
+        "astune.difficulty",
+        "astune.recommend",
+        "astune.export_code",
+        "astune.export",
+        "astune.analysis",
+        "astune.confirm",
+    ),
+    ("astune.search",),
+    ("astune.cli", "astune.__main__"),
+)
+READERS = ("astune.export", "astune.recommend", "astune.analysis", "astune.store")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, name: str, modules: set[str]) -> set[str]:
+    """The astune modules ``path`` imports: ``from pkg import sub`` is an edge to ``pkg.sub`` when
+    that is a module, else to ``pkg``; names are cut back to the longest existing module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.add(sub if sub in modules else base)
+    return {_existing(m, modules) for m in found if m.split(".")[0] == "astune"} - {None, name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the astune modules it imports."""
+    files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {name: _imports(path, name, set(files)) for name, path in files.items()}
+
+
+def _existing(module: str, modules: set[str]) -> str | None:
+    while module and module not in modules:
+        module = module.rpartition(".")[0]
+    return module or None
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle as a list of modules (first == last), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        state[node] = 2
+        path.pop()
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def floor_of(module: str) -> int:
+    if module == "astune":  # the package's own __init__ imports nothing of its own
+        return 0
+    for level, prefixes in enumerate(FLOORS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return level
+    raise AssertionError(f"{module} is on no floor of tests/test_imports.py: add it to FLOORS")
+
+
+def _is_package_init(module: str, graph: dict[str, set[str]]) -> bool:
+    return any(other.startswith(module + ".") for other in graph)
+
+
+def test_the_cycle_finder_finds_a_planted_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_circle() -> None:
+    graph = import_graph()
+    assert len(graph) > 30  # the walk found the package
+    cycle = find_cycle(graph)
+    assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+def test_imports_point_down_the_floors() -> None:
+    graph = import_graph()
+    upward = [
+        f"{source} (floor {floor_of(source)}) imports {target} (floor {floor_of(target)})"
+        for source, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if floor_of(target) > floor_of(source) and not _is_package_init(target, graph)
+    ]
+    assert upward == []
+
+
+@pytest.mark.parametrize("module", READERS)
+def test_readers_never_import_ray(module: str) -> None:
+    code = f"import sys, {module}; print(sorted(m for m in ('ray', 'torch') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "'ray'" not in out.stdout, f"{module} imports Ray"
