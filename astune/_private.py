@@ -1,5 +1,5 @@
 """The one adapter for private third-party APIs: every call astune makes to a name starting with
-``_`` in Ray, Optuna or torch goes through here, so an upgrade breaks in one place.
+``_`` in Ray, Optuna, torch or transformers goes through here, so an upgrade breaks in one place.
 
 Checked with Ray 2.60, Optuna 5.0 and torch 2.13 (``tests/test_private_api.py`` fails loudly when
 an upgrade removes one of them). Heavy packages are imported inside the functions: importing this
@@ -8,6 +8,8 @@ module costs nothing, and the torch-only floors may use it without pulling in Ra
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -65,3 +67,19 @@ def autograd_graph_is_kept() -> bool:
 
     keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
     return True if keep_graph is None else bool(keep_graph())
+
+
+# --------------------------------------------------------------------------- transformers
+@contextlib.contextmanager
+def transformers_bars_off() -> Iterator[None]:
+    """transformers' own progress bars (the per-tensor bar of weight loading) off for the block,
+    Hub download bars left on. The public ``disable_progress_bar`` turns both off, so this flips
+    the module flag ``transformers.utils.logging._tqdm_active`` and restores it after."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = _attribute(hf_logging, "_tqdm_active", "transformers.utils.logging")
+    hf_logging._tqdm_active = False
+    try:
+        yield
+    finally:
+        hf_logging._tqdm_active = was_on

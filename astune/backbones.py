@@ -241,20 +241,16 @@ def _quiet_loading() -> Iterator[None]:
     The report is replaced by ``_warn_missing_backbone_weights``, which speaks only when a
     backbone weight (not the new head) was left uninitialized. Hub downloads keep their bars.
     """
-    from transformers.utils import logging as hf_logging
+    from astune._private import transformers_bars_off
 
     logger = logging.getLogger("transformers.modeling_utils")
     report_filter = _DropLoadReport()
     logger.addFilter(report_filter)
-    bar_was_on = getattr(hf_logging, "_tqdm_active", None)
-    if bar_was_on is not None:
-        hf_logging._tqdm_active = False
     try:
-        yield
+        with transformers_bars_off():
+            yield
     finally:
         logger.removeFilter(report_filter)
-        if bar_was_on is not None:
-            hf_logging._tqdm_active = bar_was_on
 
 
 def _warn_missing_backbone_weights(model: nn.Module, missing: Any, name: str) -> None:

@@ -14,16 +14,23 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
 
 from astune import checkpointing as ckpt
-from astune.config import AS_LOSSES, TrainConfig
+from astune.config import TrainConfig
+from astune.losses.as_softmax import DeltaSchedule
+from astune.losses.catalogue import AS_LOSSES
 from astune.speed import ASSpeed
 
+if TYPE_CHECKING:
+    from astune.data.encoding import EncodedData
+
 Callback = Callable[[dict[str, Any], Path], None]
+FUSED_CPU_ADAMW_TORCH = (2, 4)
+"""The first torch with ``AdamW(fused=True)`` on the CPU; ``pyproject.toml``'s lower bound."""
 COMPUTED_METRICS = ("accuracy", "matthews", "f1", "micro_f1", "macro_f1")
 
 
@@ -41,8 +48,10 @@ class Position:
 class LinearSchedule:
     """Linear warm-up then linear decay of the learning rate, driven by samples seen.
 
-    ``factor(samples)`` rises from 0 to 1 over the first ``warmup`` samples and falls to 0 at
-    ``total`` samples (the number of optimizer steps is not known in advance under AS-Speed).
+    ``factor(samples)`` rises from ``1 / (warmup + 1)`` to 1 over the first ``warmup`` samples and
+    falls to 0 at ``total`` samples (the number of optimizer steps is not known in advance under
+    AS-Speed). A step uses the factor of the samples seen when its window started: the first step
+    gets the full (or warm-up start) rate, the last one a positive rate.
     """
 
     def __init__(self, total: int, warmup_ratio: float):
@@ -61,7 +70,7 @@ class LinearSchedule:
 def fit(
     config: TrainConfig,
     *,
-    data: Any = None,
+    data: EncodedData | None = None,
     callback: Callback | None = None,
     resume_from: str | Path | None = None,
     progress: bool = False,
@@ -92,7 +101,7 @@ def fit(
 class Run:
     """The state of one training run and the steps that move it forward."""
 
-    def __init__(self, config: TrainConfig, data: Any = None):
+    def __init__(self, config: TrainConfig, data: EncodedData | None = None):
         from astune.backbones import build_model
         from astune.losses.registry import build_loss
 
@@ -120,7 +129,11 @@ class Run:
         self.n_train = len(self.data.splits["train"])
         self.total_samples = max(1, round(self.config.epochs * self.n_train))
         self.lr_schedule = LinearSchedule(self.total_samples, config.lr_warmup_ratio)
-        self.delta_warmup = config.warmup_ratio * self.total_samples
+        self.delta_schedule = (
+            DeltaSchedule(config.delta, config.warmup_ratio, self.total_samples)
+            if config.loss in AS_LOSSES
+            else None
+        )
         self.speed = ASSpeed(config.lam, config.max_accum_steps) if config.as_speed else None
         self.pos = Position()
         self.best: float | None = None
@@ -130,6 +143,7 @@ class Run:
         self.ckpt_dir = self.out / "checkpoint"
         self.train_seconds = 0.0
         self._window = _Window()
+        self._window_start = 0  # samples seen when the current window's first micro-batch began
         self._since_eval = _Window()
 
     def _fill_paper_defaults(self) -> None:
@@ -184,8 +198,9 @@ class Run:
 
     def _micro_step(self, batch: dict[str, Tensor]) -> None:
         self.model.train()
-        if self.config.loss in AS_LOSSES:
-            self.loss_fn.delta = self.delta_now()
+        self.apply_delta()
+        if self._window.batches == 0:
+            self._window_start = self.pos.samples
         loss, n_active, n_masked = self.loss_of(*self.forward(batch))
         value = loss.item()
         if not math.isfinite(value):
@@ -223,7 +238,7 @@ class Run:
             if p.grad is not None:
                 p.grad.mul_(scale)
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
-        lr = self.config.lr * self.lr_schedule.factor(self.pos.samples)
+        lr = self.config.lr * self.lr_schedule.factor(self._window_start)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
@@ -237,8 +252,15 @@ class Run:
         return 1 if self.speed is None else self.speed.steps
 
     def delta_now(self) -> float:
-        """The delta of the current position: 1 during the warm-up of the first r of samples."""
-        return 1.0 if self.pos.samples < self.delta_warmup else self.config.delta
+        """The delta of the current position (:class:`DeltaSchedule` over samples seen); 1.0 for a
+        loss that is not an AS loss."""
+        schedule = self.delta_schedule
+        return 1.0 if schedule is None else schedule.delta_at(self.pos.samples)
+
+    def apply_delta(self) -> None:
+        """Hand the current delta to an AS loss (``set_delta``); other losses take none."""
+        if self.delta_schedule is not None:
+            self.loss_fn.set_delta(self.delta_now())
 
     def _eval_due(self) -> bool:
         every = self.config.eval_every
@@ -278,7 +300,7 @@ class Run:
             "train_loss": window.loss / max(1, window.active),
             "masked_ratio": window.masked / max(1, window.active),
             "accum_steps": self._accum_steps(),
-            "delta_now": self.delta_now() if self.config.loss in AS_LOSSES else 1.0,
+            "delta_now": self.delta_now(),
             "lr_now": self.config.lr * self.lr_schedule.factor(self.pos.samples),
             "samples_per_second": window.samples / max(1e-9, elapsed - self.train_seconds),
             "epoch": self.pos.samples / self.n_train,
@@ -392,8 +414,7 @@ def evaluate(run: Run, split: str) -> tuple[dict[str, float], float, dict[str, l
     from astune.metrics import compute_metrics
 
     run.model.eval()
-    if run.config.loss in AS_LOSSES:
-        run.loss_fn.delta = run.delta_now()
+    run.apply_delta()
     outputs, golds, margins, total_loss, total_active = [], [], [], 0.0, 0
     for batch in run.data.batches(split, max(32, run.config.batch_size)):
         logits, labels = run.forward(batch)
@@ -418,7 +439,7 @@ def evaluate(run: Run, split: str) -> tuple[dict[str, float], float, dict[str, l
     return metrics, total_loss / max(1, total_active), margin_histogram(torch.cat(margins))
 
 
-def load_encoded(config: TrainConfig) -> Any:
+def load_encoded(config: TrainConfig) -> EncodedData:
     """Load and tokenize the run's dataset (a search driver does this once for all trials)."""
     from astune.backbones import load_tokenizer
     from astune.data import encode_splits, load_dataset_splits

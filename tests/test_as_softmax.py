@@ -58,7 +58,7 @@ def loss_and_grad(fn, logits: torch.Tensor, *args, **kwargs):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("shape", [(64,), (8, 12)], ids=["2d", "3d"])
 @pytest.mark.parametrize("num_classes", [5, 151])
-@pytest.mark.parametrize("delta", [0.0, 0.1, 0.3, 0.7])
+@pytest.mark.parametrize("delta", [0.01, 0.1, 0.3, 0.7])
 def test_matches_reference_value_and_gradient(dtype, shape, num_classes, delta):
     logits, labels = make_batch(shape, num_classes, dtype)
     labels.view(-1)[::7] = -100  # some ignored rows
@@ -104,7 +104,29 @@ def test_masked_classes_get_exactly_zero_gradient():
     _, keep = reference(logits, labels, 0.2)
     assert (~keep).sum() > 100  # the batch really masks classes
     assert torch.all(grad[~keep] == 0)
-    assert torch.all(grad[keep & (grad != 0)].abs() > 0)
+    alive = keep.sum(dim=1, keepdim=True) > 1  # rows that keep a class besides the target
+    assert alive.sum() > 10 and torch.all(grad[keep & alive] != 0)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_fully_masked_rows_of_random_float32_batches_get_exactly_zero_gradient(reduction):
+    logits, labels = make_batch((4096,), 5, torch.float32, seed=8)
+    leaf = logits.clone().requires_grad_()
+    loss, stats = as_softmax_with_stats(leaf, labels, 0.3, reduction=reduction)
+    loss.backward()
+    _, keep = reference(logits, labels, 0.3)
+    fully_masked = keep.sum(dim=1) == 1
+    assert fully_masked.sum() > 1000 and stats.n_masked == fully_masked.sum()
+    assert torch.count_nonzero(leaf.grad[fully_masked]) == 0
+
+
+def test_second_derivative_is_refused_not_silently_zero():
+    logits, labels = make_batch((8,), 4, torch.float64)
+    leaf, weights = logits.requires_grad_(), torch.rand(8, dtype=torch.float64, requires_grad=True)
+    loss = (as_softmax_loss(leaf, labels, 0.3, reduction="none") * weights).sum()
+    (grad,) = torch.autograd.grad(loss, leaf, create_graph=True)  # a function of weights too
+    with pytest.raises(RuntimeError, match="differentiate twice"):
+        grad.sum().backward()
 
 
 def test_fully_masked_rows_have_zero_loss_and_zero_gradient():
@@ -126,11 +148,11 @@ def test_all_masked_batch_has_zero_loss_and_stats_count_every_row():
     assert (stats.n_active, stats.n_masked) == (4, 4)
 
 
-def test_ties_are_never_masked_at_delta_zero():
-    # p_t - p_i > 0 is false for a class tied with the target: it stays, the lower one goes.
+def test_ties_are_never_masked_at_a_small_delta():
+    # p_t - p_i > 0.1 is false for a class tied with the target: it stays, the lower one goes.
     logits = torch.tensor([[2.0, 2.0, 1.0], [3.0, 3.0, 3.0]], requires_grad=True)
     labels = torch.tensor([0, 2])
-    loss = as_softmax_loss(logits, labels, 0.0, reduction="none")
+    loss = as_softmax_loss(logits, labels, 0.1, reduction="none")
     loss.sum().backward()
     torch.testing.assert_close(
         loss, torch.tensor([torch.log(torch.tensor(2.0)), torch.log(torch.tensor(3.0))])
@@ -139,9 +161,9 @@ def test_ties_are_never_masked_at_delta_zero():
     assert torch.all(logits.grad[1] != 0)
 
 
-def test_delta_zero_masks_every_class_below_the_target():
+def test_a_small_delta_masks_every_class_well_below_the_target():
     logits = torch.tensor([[3.0, 1.0, 2.0]])
-    loss = as_softmax_loss(logits, torch.tensor([0]), 0.0)
+    loss = as_softmax_loss(logits, torch.tensor([0]), 0.1)
     assert loss.item() == 0.0
 
 
@@ -207,16 +229,19 @@ def test_module_form_keeps_stats_and_follows_delta_changes():
     module = ASSoftmaxLoss(delta=0.3)
     module(logits, labels)
     masked_at_03 = module.last_stats.n_masked
-    module.delta = 1.0
+    module.set_delta(1.0)
     torch.testing.assert_close(module(logits, labels), F.cross_entropy(logits, labels))
     assert module.last_stats.n_masked == 0 and masked_at_03 > 0
     assert "delta=1.0" in repr(module)
+    with pytest.raises(ValueError, match=r"delta must be in \(0\.0, 1\.0\], but got 0\.0"):
+        module.set_delta(0.0)
+    assert module.delta == 1.0
 
 
-@pytest.mark.parametrize("delta", [-0.1, 1.5, float("nan"), "0.3", None])
+@pytest.mark.parametrize("delta", [0.0, -0.1, 1.5, float("nan"), "0.3", None])
 def test_rejects_delta_outside_zero_one(delta):
     logits, labels = make_batch((4,), 3, torch.float32)
-    with pytest.raises(ValueError, match=r"delta must be .*\[0\.0, 1\.0\].*" + repr(delta)[:3]):
+    with pytest.raises(ValueError, match=r"delta must be .*\(0\.0, 1\.0\].*" + repr(delta)[:3]):
         as_softmax_loss(logits, labels, delta)
     with pytest.raises(ValueError, match="delta"):
         ASSoftmaxLoss(delta=delta)

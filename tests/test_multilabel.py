@@ -57,8 +57,8 @@ def ref_as_kept(o: torch.Tensor, y: torch.Tensor, delta: float) -> tuple[list[in
         return neg, pos
     p_pos_min = min(p[t] for t in pos)
     p_neg_max = max(p[i] for i in neg)
-    kept_neg = [i for i in neg if not p_pos_min - p[i] >= delta]
-    kept_pos = [t for t in pos if not p[t] - p_neg_max >= delta]
+    kept_neg = [i for i in neg if not p_pos_min - p[i] > delta]
+    kept_pos = [t for t in pos if not p[t] - p_neg_max > delta]
     return kept_neg, kept_pos
 
 
@@ -92,7 +92,7 @@ def test_plain_loss_matches_reference(dtype, reduction):
     assert_close(loss.double(), expected, **TOL[dtype])
 
 
-@pytest.mark.parametrize("delta", [0.0, 0.05, 0.3, 0.7])
+@pytest.mark.parametrize("delta", [0.01, 0.05, 0.3, 0.7])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_as_loss_matches_reference(dtype, delta):
     logits, targets = make_batch(dtype)
@@ -105,7 +105,7 @@ def test_as_loss_matches_reference(dtype, delta):
         assert (expected < plain - 1e-6).any()
 
 
-@pytest.mark.parametrize("delta", [None, 0.0, 0.3])
+@pytest.mark.parametrize("delta", [None, 0.01, 0.3])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16])
 def test_gradients_match_reference(dtype, delta):
     logits, targets = make_batch(dtype)
@@ -149,7 +149,7 @@ def test_saturated_row_is_not_masked_at_delta_one():
     assert loss.item() > 10.0
 
 
-@pytest.mark.parametrize("delta", [0.0, 0.3, 0.99])
+@pytest.mark.parametrize("delta", [0.01, 0.3, 0.99])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_rows_without_positive_or_negative_keep_the_plain_loss(dtype, delta):
     logits = (torch.arange(12, dtype=torch.float64).reshape(2, 6) - 5.0).to(dtype)
@@ -172,16 +172,18 @@ def test_empty_parts_are_exactly_zero():
 # ---- the criterion's edges: ties, an all-masked batch, the mask counts ---------------------------
 
 
-def test_tie_meets_the_criterion_at_delta_zero():
-    logits = torch.tensor([[1.0, 1.0]], requires_grad=True)  # p_t = p_i = 0.5
+def test_a_gap_of_exactly_delta_masks_nothing_as_in_single_label():
+    logits = torch.tensor([[2.0, 0.0]], requires_grad=True)
     targets = torch.tensor([[1, 0]])
-    loss = multilabel_as_softmax_loss(logits, targets, 0.0)  # 0.5 - 0.5 >= 0: both masked
-    assert loss.item() == 0.0
-    loss.backward()
+    p = torch.softmax(logits.detach(), dim=1)[0]
+    gap = (p[0] - p[1]).item()  # the float32 gap the criterion sees: "> delta" is false at it
+    loss = multilabel_as_softmax_loss(logits, targets, gap)
+    assert_close(loss, multilabel_categorical_crossentropy(logits, targets))
+    assert loss.item() > 0
+    below = multilabel_as_softmax_loss(logits, targets, gap * 0.999)  # gap > delta: both masked
+    assert below.item() == 0.0
+    below.backward()
     assert torch.equal(logits.grad, torch.zeros_like(logits))
-    small = multilabel_as_softmax_loss(logits, targets, 1e-3)  # 0 < 1e-3: nothing masked
-    assert_close(small, multilabel_categorical_crossentropy(logits, targets))
-    assert small.item() > 0
 
 
 def test_all_masked_batch_has_zero_loss_and_gradient():
@@ -194,7 +196,7 @@ def test_all_masked_batch_has_zero_loss_and_gradient():
     assert (stats.n_active, stats.n_masked) == (2, 2)
 
 
-@pytest.mark.parametrize("delta", [0.0, 0.2, 0.4])
+@pytest.mark.parametrize("delta", [0.01, 0.2, 0.4])
 def test_mask_stats_count_the_rows_with_nothing_kept(delta):
     logits, targets = make_batch(torch.float32, n=40, c=5, scale=5.0, seed=3)
     _, stats = multilabel_as_softmax_with_stats(logits, targets, delta)
@@ -239,10 +241,10 @@ def test_bool_int_and_float_targets_agree():
     assert torch.equal(losses[0], losses[1]) and torch.equal(losses[0], losses[2])
 
 
-@pytest.mark.parametrize("delta", [-0.1, 1.5, float("nan"), "0.3"])
+@pytest.mark.parametrize("delta", [0.0, -0.1, 1.5, float("nan"), "0.3"])
 def test_delta_out_of_range_is_rejected(delta):
     logits, targets = make_batch(torch.float32)
-    with pytest.raises(ValueError, match=r"delta must be .*\[0\.0, 1\.0\].*" + str(delta)[:3]):
+    with pytest.raises(ValueError, match=r"delta must be .*\(0\.0, 1\.0\].*" + str(delta)[:3]):
         multilabel_as_softmax_loss(logits, targets, delta)
     with pytest.raises(ValueError, match="delta"):
         MultiLabelASSoftmaxLoss(delta)
@@ -283,7 +285,7 @@ def test_modules_match_the_functions_and_follow_delta_changes():
     assert loss.shape == (30,)
     assert_close(loss, ref_rows(logits.double(), targets, 0.3).float())
     assert module.last_stats.n_active == 30 and module.last_stats.n_masked > 0
-    module.delta = 1.0
+    module.set_delta(1.0)
     assert torch.equal(module(logits, targets), plain(logits, targets))
     assert module.last_stats.n_masked == 0
     assert repr(module) == "MultiLabelASSoftmaxLoss(delta=1.0, reduction='none')"

@@ -58,6 +58,18 @@ def test_torch_keep_graph_flag() -> None:
     assert seen == [True, False]
 
 
+def test_transformers_bar_flag() -> None:
+    from huggingface_hub.utils import are_progress_bars_disabled
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.is_progress_bar_enabled()
+    hub_before = are_progress_bars_disabled()
+    with _private.transformers_bars_off():
+        assert not hf_logging.is_progress_bar_enabled()
+        assert are_progress_bars_disabled() == hub_before  # download bars untouched
+    assert hf_logging.is_progress_bar_enabled() == before
+
+
 def test_missing_private_api_names_the_attribute() -> None:
     with pytest.raises(_private.PrivateAPIError, match="'_ot_study'"):
         _private.optuna_study(object())

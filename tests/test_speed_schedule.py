@@ -81,7 +81,11 @@ def test_delta_schedule_warms_up_at_one_then_switches():
     [
         (
             dict(delta=1.2, warmup_ratio=0.1, total_steps=10),
-            r"delta must be in \[0\.0, 1\.0\], but got 1\.2",
+            r"delta must be in \(0\.0, 1\.0\], but got 1\.2",
+        ),
+        (
+            dict(delta=0.0, warmup_ratio=0.1, total_steps=10),
+            r"delta must be in \(0\.0, 1\.0\], but got 0\.0",
         ),
         (
             dict(delta=0.3, warmup_ratio=-0.1, total_steps=10),

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 import torch
 
+from astune import checkpointing as ckpt
 from astune.config import TrainConfig
 from astune.data import majority_baseline
-from astune.training import fit, load_encoded
+from astune.training import FUSED_CPU_ADAMW_TORCH, Run, fit, load_encoded
 
 BASE = dict(backbone="minilm", num_layers=1, max_length=48, seed=7, weight_decay=0.0)
 
@@ -196,3 +198,91 @@ def test_checkpoint_keeps_the_best_evaluation_and_test_uses_it(tmp_path, data_di
     assert final["best_evaluation"] == best["evaluation"]
     saved = torch.load(Path(run.output_dir, "checkpoint", "best_model.pt"), weights_only=True)
     assert any(k.endswith("classifier.weight") for k in saved)
+
+
+@pytest.mark.parametrize(
+    "lr_warmup_ratio, factors",
+    [
+        (0.0, [1.0, 0.8, 0.6, 0.4, 0.2]),  # window starts 0, 64, ..., 256 of 320 samples
+        (0.2, [1 / 65, 1.0, 0.75, 0.5, 0.25]),  # warm-up over 64 samples: (0 + 1) / (64 + 1)
+    ],
+)
+def test_each_optimizer_step_uses_the_rate_of_where_its_window_started(
+    tmp_path, data_dir, sst5, lr_warmup_ratio, factors
+):
+    run_config = config(
+        tmp_path,
+        "lr",
+        data_dir,
+        dataset="sst5",
+        loss="softmax",
+        epochs=1,
+        lr=1e-3,
+        batch_size=64,
+        lr_warmup_ratio=lr_warmup_ratio,
+    )
+    run = Run(run_config, sst5)
+    rates: list[float] = []
+    run.optimizer.register_step_pre_hook(
+        lambda opt, args, kwargs: rates.append(opt.param_groups[0]["lr"])
+    )
+    run.train(None, False)
+    assert rates == pytest.approx([1e-3 * f for f in factors], rel=1e-12)
+
+
+def test_checkpoints_load_without_unpickling_code_and_refuse_a_planted_file(
+    tmp_path, data_dir, sst5
+):
+    run = config(
+        tmp_path,
+        "safe",
+        data_dir,
+        dataset="sst5",
+        epochs=1,
+        lr=3e-4,
+        batch_size=64,
+        loss="as_softmax",
+    )
+    fit(run, data=sst5)
+    folder = Path(run.output_dir, "checkpoint")
+    state = torch.load(folder / ckpt.STATE_FILE, weights_only=True)
+    assert state["position"]["samples"] == 320 and "numpy" in state["rng"]
+    marker = tmp_path / "code-ran"
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    torch.save({"model": Payload(marker)}, planted / ckpt.STATE_FILE)
+    with pytest.raises(ValueError, match="refusing to load it"):
+        ckpt.read_checkpoint(planted)
+    assert not marker.exists()
+
+
+class Payload:
+    """Unpickling this runs code: it creates the file ``marker``."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return exec, (f"open({str(self.marker)!r}, 'w').close()",)
+
+
+def test_torch_lower_bound_has_the_fused_adamw_on_cpu_that_training_uses():
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    bound = re.search(r'"torch>=(\d+)\.(\d+)', text)
+    assert bound is not None and (int(bound[1]), int(bound[2])) >= FUSED_CPU_ADAMW_TORCH
+
+
+@pytest.mark.gpu
+def test_bf16_training_on_a_cuda_gpu_learns_and_resumes_from_its_checkpoint(
+    tmp_path, data_dir, sst5
+):
+    common = dict(dataset="sst5", epochs=4, lr=2e-3, batch_size=16, loss="as_softmax")
+    run_config = config(tmp_path, "gpu", data_dir, device="cuda", precision="bf16", **common)
+    run = Run(run_config, sst5)
+    assert run.device.type == "cuda" and run.autocast == torch.bfloat16
+    logits, _ = run.forward(sst5.collate("train", torch.arange(4)))
+    assert logits.dtype == torch.float32 and logits.device.type == "cuda"
+    final = run.train(None, False)
+    assert final["val_accuracy"] > majority_baseline(sst5, "validation") + 0.02, final
+    state = ckpt.read_checkpoint(Path(run_config.output_dir, "checkpoint"))
+    assert len(state["rng"]["cuda"]) == torch.cuda.device_count()

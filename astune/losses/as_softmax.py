@@ -19,8 +19,11 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from astune._checks import REDUCTIONS, check_choice, check_int, check_range
+from astune._private import autograd_graph_is_kept
+from astune.losses.catalogue import DELTA
 
 # Below this kept-mass threshold a row masks nothing: the classes it would mask carry p < 1e-30,
 # and dividing by such a p_t would overflow float32.
@@ -73,27 +76,25 @@ class _ASSoftmaxFunction(torch.autograd.Function):
             threshold
         )  # as _zero_below left it
         loss = torch.log(kept_mass).sub_(log_p_target).clamp_(min=0.0)
-        loss.masked_fill_(fully_masked | inactive, 0.0)
-        ctx.save_for_backward(probs, target, kept_mass, inactive)
+        # Fully masked rows get a zero row gradient, not p_t * (g / p_t) - g (off by a rounding).
+        dead = fully_masked | inactive
+        loss.masked_fill_(dead, 0.0)
+        ctx.save_for_backward(probs, target, kept_mass, dead)
         ctx.input_dtype = logits.dtype
         ctx.mark_non_differentiable(fully_masked)
         return loss, fully_masked
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_loss: Tensor, _grad_fully_masked: Tensor):  # type: ignore[override]
-        probs, target, kept_mass, inactive = ctx.saved_tensors
-        row_grad = grad_loss.to(probs.dtype).masked_fill(inactive, 0.0)
+        probs, target, kept_mass, dead = ctx.saved_tensors
+        row_grad = grad_loss.to(probs.dtype).masked_fill(dead, 0.0)
         # d loss / d o_i = z_i p_i / K - [i = t]; written over the saved buffer unless the graph
         # is kept for another backward (retain_graph, gradcheck), which saves an (M, C) allocation.
         scale = row_grad / kept_mass
-        grad = probs * scale if _graph_is_kept() else probs.mul_(scale)
+        grad = probs * scale if autograd_graph_is_kept() else probs.mul_(scale)
         grad.scatter_add_(1, target, row_grad.neg_())
         return grad.to(ctx.input_dtype), None, None, None
-
-
-def _graph_is_kept() -> bool:
-    keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
-    return True if keep_graph is None else bool(keep_graph())
 
 
 def _softmax_and_log_target(logits: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
@@ -167,7 +168,7 @@ def as_softmax_with_stats(
     reduction: str = "mean",
 ) -> tuple[Tensor, MaskStats]:
     """:func:`as_softmax_loss` that also returns the :class:`MaskStats` AS-Speed needs."""
-    delta = check_range("delta", delta, 0.0, 1.0)
+    delta = DELTA.check(delta)
     check_choice("reduction", reduction, REDUCTIONS)
     flat_logits, flat_labels = _flatten(logits, labels)
     if flat_labels.is_floating_point():
@@ -199,7 +200,7 @@ def as_softmax_loss(
     Args:
         logits: ``(N, C)`` or token-level ``(N, T, C)`` scores, any float dtype.
         labels: ``(N,)`` or ``(N, T)`` class indices in ``[0, C)``, or ``ignore_index``.
-        delta: the margin in ``[0, 1]``; class ``i`` of a row with target ``t`` is masked when
+        delta: the margin in ``(0, 1]``; class ``i`` of a row with target ``t`` is masked when
             ``p_t - p_i > delta``. ``delta = 1`` is exactly ``F.cross_entropy`` of the rows
             ``logits.reshape(-1, C)``, bit for bit.
         ignore_index: label of rows that contribute nothing (padding, sub-tokens).
@@ -210,7 +211,7 @@ def as_softmax_loss(
         The loss, a scalar or shaped like ``labels``, in the dtype of ``logits``.
 
     Raises:
-        ValueError: ``delta`` outside ``[0, 1]``, an unknown ``reduction``, mismatched shapes or a
+        ValueError: ``delta`` outside ``(0, 1]``, an unknown ``reduction``, mismatched shapes or a
             label outside ``[0, C)``.
     """
     loss, _ = as_softmax_with_stats(
@@ -223,15 +224,19 @@ class ASSoftmaxLoss(nn.Module):
     """Module form of :func:`as_softmax_loss`.
 
     After each call ``last_stats`` holds a :class:`MaskStats` with ``n_active`` and ``n_masked``.
-    ``delta`` may be changed between calls (the warm-up of :class:`DeltaSchedule` does).
+    :meth:`set_delta` changes delta between calls (the warm-up of :class:`DeltaSchedule` does).
     """
 
     def __init__(self, delta: float = 0.3, *, ignore_index: int = -100, reduction: str = "mean"):
         super().__init__()
-        self.delta = check_range("delta", delta, 0.0, 1.0)
+        self.set_delta(delta)
         self.ignore_index = ignore_index
         self.reduction = check_choice("reduction", reduction, REDUCTIONS)
         self.last_stats: MaskStats | None = None
+
+    def set_delta(self, delta: float) -> None:
+        """Use ``delta`` (in ``(0, 1]``) from the next call on; ValueError outside that range."""
+        self.delta = DELTA.check(delta)
 
     def forward(self, logits: Tensor, labels: Tensor) -> Tensor:
         loss, self.last_stats = as_softmax_with_stats(
@@ -248,14 +253,14 @@ class DeltaSchedule:
     ``warmup_ratio`` of training, then ``delta``.
 
     Args:
-        delta: the margin after warm-up, in ``[0, 1]``.
+        delta: the margin after warm-up, in ``(0, 1]``.
         warmup_ratio: the fraction ``r`` of training kept at ``delta = 1``, in ``[0, 1]``.
         total_steps: the length of training in any monotone unit (optimizer steps, or samples
             seen when the number of steps is not known in advance, as with AS-Speed).
     """
 
     def __init__(self, delta: float, warmup_ratio: float, total_steps: int):
-        self.delta = check_range("delta", delta, 0.0, 1.0)
+        self.delta = DELTA.check(delta)
         self.warmup_ratio = check_range("warmup_ratio", warmup_ratio, 0.0, 1.0)
         self.total_steps = check_int("total_steps", total_steps, 1)
         self.warmup_steps = self.warmup_ratio * self.total_steps

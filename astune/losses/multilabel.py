@@ -6,7 +6,7 @@ For a row with positive classes ``P`` and negative classes ``Q``::
     L = log(1 + sum_{i in Q} z_i e^{o_i}) + log(1 + sum_{t in P} z_t e^{-o_t})
 
 with every ``z = 1`` for the plain loss. AS-Softmax sets ``z_i = 0`` for a negative class when
-``p_t^min - p_i >= delta`` and ``z_t = 0`` for a positive class when ``p_t - p_i^max >= delta``,
+``p_t^min - p_i > delta`` and ``z_t = 0`` for a positive class when ``p_t - p_i^max > delta``,
 where ``p = softmax(o)`` over the row and ``p_t^min`` / ``p_i^max`` are the smallest positive and
 the largest negative probability. Both log terms are computed as a ``logsumexp`` over the kept
 scores and an appended 0 (the ``1 +``), so logits of any finite size give finite losses.
@@ -17,8 +17,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from astune._checks import REDUCTIONS, check_choice, check_range
+from astune._checks import REDUCTIONS, check_choice
 from astune.losses.as_softmax import MaskStats
+from astune.losses.catalogue import DELTA
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -98,8 +99,8 @@ def _as_keep_masks(logits: Tensor, positive: Tensor, delta: float) -> tuple[Tens
         p_neg_max = probs.masked_fill(positive, float("-inf")).amax(dim=1, keepdim=True)
         # Without a positive (or a negative) there is no p_t^min (p_i^max): nothing is masked.
         decidable = positive.any(dim=1, keepdim=True) & negative.any(dim=1, keepdim=True)
-        mask_neg = (p_pos_min - probs >= delta) & decidable
-        mask_pos = (probs - p_neg_max >= delta) & decidable
+        mask_neg = (p_pos_min - probs > delta) & decidable
+        mask_pos = (probs - p_neg_max > delta) & decidable
         return negative & ~mask_neg, positive & ~mask_pos
 
 
@@ -111,7 +112,7 @@ def multilabel_as_softmax_with_stats(
     Every row is active (multi-label rows are never ignored); a row counts as masked when every
     class is masked, so its loss is exactly 0.
     """
-    delta = check_range("delta", delta, 0.0, 1.0)
+    delta = DELTA.check(delta)
     check_choice("reduction", reduction, REDUCTIONS)
     positive = _positives(logits, targets)
     inactive = torch.zeros(len(logits), dtype=torch.bool, device=logits.device)
@@ -130,17 +131,17 @@ def multilabel_as_softmax_loss(
     """Multi-label AS-Softmax loss, the paper's Eq. (multi-label AS-Softmax loss).
 
     With ``p = softmax(logits)`` over each row, a negative class ``i`` is masked when
-    ``p_t^min - p_i >= delta`` and a positive class ``t`` when ``p_t - p_i^max >= delta``
-    (``>=`` as in the paper's Eqs. criterion_mul and criterion_mul2; the single-label
-    :func:`~astune.losses.as_softmax_loss` uses ``>``). Positives are read from ``targets``, never
-    inferred from the probabilities. A row with no positive or no negative class has no
-    ``p_t^min`` or ``p_i^max``, so the criterion cannot be met: nothing is masked and the row keeps
-    its :func:`multilabel_categorical_crossentropy` loss.
+    ``p_t^min - p_i > delta`` and a positive class ``t`` when ``p_t - p_i^max > delta``
+    (the strict ``>`` of the single-label :func:`~astune.losses.as_softmax_loss`; the paper's
+    Eqs. criterion_mul and criterion_mul2 write ``>=``, which differs only at an exact tie).
+    Positives are read from ``targets``, never inferred from the probabilities. A row with no
+    positive or no negative class has no ``p_t^min`` or ``p_i^max``, so the criterion cannot be
+    met: nothing is masked and the row keeps its :func:`multilabel_categorical_crossentropy` loss.
 
     Args:
         logits: ``(N, C)`` scores, any float dtype.
         targets: ``(N, C)`` 0/1 tensor (bool, int or float); 1 marks a positive class.
-        delta: the margin in ``[0, 1]``; ``delta = 1`` is exactly
+        delta: the margin in ``(0, 1]``; ``delta = 1`` is exactly
             :func:`multilabel_categorical_crossentropy`, bit for bit.
         reduction: ``"mean"`` over rows (masked rows count, with loss 0), ``"sum"`` or ``"none"``.
 
@@ -148,7 +149,7 @@ def multilabel_as_softmax_loss(
         The loss in the dtype of ``logits``, a scalar or ``(N,)``.
 
     Raises:
-        ValueError: ``delta`` outside ``[0, 1]``, mismatched shapes, targets other than 0/1, or an
+        ValueError: ``delta`` outside ``(0, 1]``, mismatched shapes, targets other than 0/1, or an
             unknown ``reduction``.
     """
     loss, _ = multilabel_as_softmax_with_stats(logits, targets, delta, reduction=reduction)
@@ -173,14 +174,19 @@ class MultiLabelASSoftmaxLoss(nn.Module):
     """Module form of :func:`multilabel_as_softmax_loss`.
 
     After each call ``last_stats`` holds a :class:`MaskStats` (``n_active`` rows, ``n_masked`` of
-    them with zero loss). ``delta`` may be changed between calls (as :class:`DeltaSchedule` does).
+    them with zero loss). :meth:`set_delta` changes delta between calls (as :class:`DeltaSchedule`
+    does).
     """
 
     def __init__(self, delta: float = 0.3, *, reduction: str = "mean"):
         super().__init__()
-        self.delta = check_range("delta", delta, 0.0, 1.0)
+        self.set_delta(delta)
         self.reduction = check_choice("reduction", reduction, REDUCTIONS)
         self.last_stats: MaskStats | None = None
+
+    def set_delta(self, delta: float) -> None:
+        """Use ``delta`` (in ``(0, 1]``) from the next call on; ValueError outside that range."""
+        self.delta = DELTA.check(delta)
 
     def forward(self, logits: Tensor, targets: Tensor) -> Tensor:
         loss, self.last_stats = multilabel_as_softmax_with_stats(
