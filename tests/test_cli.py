@@ -151,7 +151,12 @@ def write_folder(folder: Path, rows: list[dict], task: str = "single_label", **m
     "argv, message",
     [
         (["--dataset", "imdbx"], "unknown dataset 'imdbx'; known: sst5, clinc_oos"),
-        (["--dataset", "sst5", "--delta", "1.5"], r"delta must be in [0.0, 1.0], but got 1.5"),
+        (["--dataset", "sst5", "--delta", "1.5"], r"delta must be in (0.0, 1.0], but got 1.5"),
+        (["--dataset", "sst5", "--delta", "0"], r"delta must be in (0.0, 1.0], but got 0.0"),
+        (
+            ["--dataset", "sst5", "--validation-fraction", "1.0"],
+            "validation_fraction must be in (0.0, 1.0), but got 1.0",
+        ),
         (
             ["--dataset", "sst5", "--warmup-ratio", "-0.1"],
             "warmup_ratio must be in [0.0, 1.0], but got -0.1",
