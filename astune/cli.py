@@ -27,6 +27,12 @@ def _add_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-eval-samples", type=int, default=None)
     parser.add_argument("--epochs", type=float, default=None)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=None,
+        help="share of train carved as validation when a folder has none (default 0.1)",
+    )
 
 
 def _add_tracking_flag(parser: argparse.ArgumentParser) -> None:
@@ -121,6 +127,7 @@ TRAIN_FLAGS = (
     "num_layers",
     "max_train_samples",
     "max_eval_samples",
+    "validation_fraction",
     "epochs",
     "seed",
     "loss",

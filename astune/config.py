@@ -10,90 +10,105 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from astune._checks import check_choice, check_int, check_range
+from astune._checks import check_choice
+from astune.losses.catalogue import (
+    AS_LOSSES,
+    DELTA,
+    LOSS_PARAM_NAMES,
+    WARMUP_RATIO,
+    ParamSpec,
+    loss_info,
+)
 
-AS_LOSSES = ("as_softmax", "multilabel_as_softmax")
 PRECISIONS = ("auto", "fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
-# Parameters of the baseline losses that a config carries flat (as a search trial proposes them).
-LOSS_PARAM_KEYS = ("tau", "epsilon", "k", "s", "m", "margin")
+LOSS_PARAM_KEYS = LOSS_PARAM_NAMES  # the old name, kept for importers; the catalogue's tuple
+
+_FIELD_SPECS = (
+    ParamSpec("num_layers", int, None, 1),
+    ParamSpec("max_length", int, 128, 8),
+    ParamSpec("max_train_samples", int, None, 1),
+    ParamSpec("max_eval_samples", int, None, 1),
+    ParamSpec("validation_fraction", float, 0.1, 0.0, 1.0, low_open=True, high_open=True),
+    ParamSpec("epochs", float, None, 0.0, low_open=True),  # fractional epochs are allowed
+    ParamSpec("batch_size", int, None, 1),
+    ParamSpec("lr", float, None, 0.0, 1.0, low_open=True),
+    ParamSpec("weight_decay", float, 0.01, 0.0),
+    ParamSpec("lr_warmup_ratio", float, 0.0, 0.0, 1.0),
+    ParamSpec("max_grad_norm", float, 1.0, 0.0, low_open=True),
+    ParamSpec("dropout", float, None, 0.0, 1.0, high_open=True),
+    DELTA,
+    WARMUP_RATIO,
+    ParamSpec("as_speed", bool, False),
+    ParamSpec("lam", float, 1.0, 0.0, low_open=True),
+    ParamSpec("max_accum_steps", int, 4, 1),
+    ParamSpec("seed", int, 42, 0),
+    ParamSpec("eval_every", int, None, 1),
+)
+TRAIN_FIELDS: Mapping[str, ParamSpec] = MappingProxyType({s.name: s for s in _FIELD_SPECS})
+"""The numeric and switch fields of :class:`TrainConfig`: default and accepted range, the one
+table that ``TrainConfig.validate`` and the search space's parameter checks read. A field whose
+default is None may stay unset (None: the paper's value for the dataset, or no limit)."""
+
+
+def _default(name: str) -> Any:
+    return TRAIN_FIELDS[name].default
 
 
 @dataclass
 class TrainConfig:
-    """Everything one run needs. Field names are the MLflow param names and the YAML keys."""
+    """Everything one run needs. Field names are the MLflow param names and the YAML keys.
+
+    ``validation_fraction``: the share of train carved out (seeded, stratified) as the validation
+    split of a user folder that has none.
+    """
 
     dataset: str = "sst5"
     data_dir: str | None = None
     backbone: str = "bert-base-cased"
-    num_layers: int | None = None
-    max_length: int = 128
-    max_train_samples: int | None = None
-    max_eval_samples: int | None = None
-    epochs: float | None = None
-    batch_size: int | None = None
-    lr: float | None = None
-    weight_decay: float = 0.01
-    lr_warmup_ratio: float = 0.0
-    max_grad_norm: float = 1.0
-    dropout: float | None = None
+    num_layers: int | None = _default("num_layers")
+    max_length: int = _default("max_length")
+    max_train_samples: int | None = _default("max_train_samples")
+    max_eval_samples: int | None = _default("max_eval_samples")
+    validation_fraction: float = _default("validation_fraction")
+    epochs: float | None = _default("epochs")
+    batch_size: int | None = _default("batch_size")
+    lr: float | None = _default("lr")
+    weight_decay: float = _default("weight_decay")
+    lr_warmup_ratio: float = _default("lr_warmup_ratio")
+    max_grad_norm: float = _default("max_grad_norm")
+    dropout: float | None = _default("dropout")
     loss: str = "as_softmax"
-    delta: float = 0.3
-    warmup_ratio: float = 0.0
-    as_speed: bool = False
-    lam: float = 1.0
-    max_accum_steps: int = 4
+    delta: float = _default("delta")
+    warmup_ratio: float = _default("warmup_ratio")
+    as_speed: bool = _default("as_speed")
+    lam: float = _default("lam")
+    max_accum_steps: int = _default("max_accum_steps")
     loss_params: dict[str, float] = field(default_factory=dict)
-    seed: int = 42
-    eval_every: int | None = None
+    seed: int = _default("seed")
+    eval_every: int | None = _default("eval_every")
     precision: str = "auto"
     device: str = "auto"
     output_dir: str | None = None
 
     def validate(self) -> "TrainConfig":
         """Check every field; ValueError naming the field, its value and the accepted range."""
-        for name in (
-            "num_layers",
-            "max_train_samples",
-            "max_eval_samples",
-            "batch_size",
-            "eval_every",
-        ):
-            if getattr(self, name) is not None:
-                check_int(name, getattr(self, name), 1)
-        check_int("max_length", self.max_length, 8)
-        check_int("seed", self.seed, 0)
-        if self.epochs is not None:
-            check_range("epochs", self.epochs, 0.0, None, low_open=True)
-        if self.lr is not None:
-            check_range("lr", self.lr, 0.0, 1.0, low_open=True)
-        check_range("weight_decay", self.weight_decay, 0.0)
-        check_range("lr_warmup_ratio", self.lr_warmup_ratio, 0.0, 1.0)
-        check_range("max_grad_norm", self.max_grad_norm, 0.0, None, low_open=True)
-        if self.dropout is not None:
-            check_range("dropout", self.dropout, 0.0, 1.0, high_open=True)
-        check_range("delta", self.delta, 0.0, 1.0)
-        check_range("warmup_ratio", self.warmup_ratio, 0.0, 1.0)
-        check_range("lam", self.lam, 0.0, None, low_open=True)
-        check_int("max_accum_steps", self.max_accum_steps, 1)
+        for name, spec in TRAIN_FIELDS.items():
+            value = getattr(self, name)
+            if value is not None or spec.default is not None:
+                spec.check(value)
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("device", self.device, DEVICES)
         if self.as_speed and self.loss not in AS_LOSSES:
             raise ValueError(
                 f"as_speed needs an AS loss ({', '.join(AS_LOSSES)}), but loss is {self.loss!r}."
             )
-        from astune.losses.registry import loss_spec  # checks the name and the parameters
-
-        spec = loss_spec(self.loss)
+        info = loss_info(self.loss)  # checks the name
         for key, value in self.loss_params.items():
-            if key not in spec.param_names:
-                raise ValueError(
-                    f"loss {self.loss!r} takes no parameter {key!r}; it takes: "
-                    f"{', '.join(spec.param_names) or 'none'}."
-                )
-            next(p for p in spec.params if p.name == key).check(value)
+            info.param(key).check(value)
         return self
 
     def loss_kwargs(self) -> dict[str, Any]:
@@ -111,7 +126,7 @@ class TrainConfig:
         ``loss_params``. Unknown keys are an error naming them."""
         values = dict(values)
         loss_params = dict(values.pop("loss_params", None) or {})
-        for key in LOSS_PARAM_KEYS:
+        for key in LOSS_PARAM_NAMES:
             if key in values:
                 loss_params[key] = values.pop(key)
         known = {f.name for f in dataclasses.fields(cls)}
@@ -119,7 +134,7 @@ class TrainConfig:
         if unknown:
             raise ValueError(
                 f"unknown config key(s) {', '.join(map(repr, unknown))}; accepted: "
-                f"{', '.join(sorted(known | set(LOSS_PARAM_KEYS)))}."
+                f"{', '.join(sorted(known | set(LOSS_PARAM_NAMES)))}."
             )
         if values.get("loss") not in (None, *AS_LOSSES):
             loss_params = {k: v for k, v in loss_params.items() if v is not None}

@@ -24,7 +24,6 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune.probe import ProbeResult, normalized, run_probe
@@ -96,17 +95,11 @@ def combine(
 
 
 def dataset_name(dataset: str) -> str:
-    """The name runs are tagged with: the registry name, or a folder's own name."""
-    from astune.data.registry import REGISTRY
+    """The name runs are tagged with: the registry name, or a folder's own name (the one
+    precedence of :func:`astune.data.resolve.resolve_dataset`)."""
+    from astune.data.resolve import resolve_dataset
 
-    if dataset in REGISTRY:
-        return dataset
-    if Path(dataset).is_dir():
-        return Path(dataset).resolve().name
-    from astune.data.registry import get_spec
-
-    get_spec(dataset)  # raises the unknown-dataset error, listing the known names
-    return dataset
+    return resolve_dataset(dataset).name
 
 
 def measure_difficulty(

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from astune._checks import check_choice
+from astune.losses.catalogue import TASKS
 
-TASKS = ("single_label", "pair", "multi_label", "token")
 IGNORE_INDEX = -100
 Span = tuple[int, str, int, int]  # (sentence, entity type, first token, last token)
 

@@ -450,6 +450,7 @@ def load_encoded(config: TrainConfig) -> EncodedData:
         max_train_samples=config.max_train_samples,
         max_eval_samples=config.max_eval_samples,
         seed=config.seed,
+        validation_fraction=config.validation_fraction,
     )
     return encode_splits(loaded, load_tokenizer(config.backbone), max_length=config.max_length)
 

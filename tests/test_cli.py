@@ -151,7 +151,12 @@ def write_folder(folder: Path, rows: list[dict], task: str = "single_label", **m
     "argv, message",
     [
         (["--dataset", "imdbx"], "unknown dataset 'imdbx'; known: sst5, clinc_oos"),
-        (["--dataset", "sst5", "--delta", "1.5"], r"delta must be in [0.0, 1.0], but got 1.5"),
+        (["--dataset", "sst5", "--delta", "1.5"], r"delta must be in (0.0, 1.0], but got 1.5"),
+        (["--dataset", "sst5", "--delta", "0"], r"delta must be in (0.0, 1.0], but got 0.0"),
+        (
+            ["--dataset", "sst5", "--validation-fraction", "1.0"],
+            "validation_fraction must be in (0.0, 1.0), but got 1.0",
+        ),
         (
             ["--dataset", "sst5", "--warmup-ratio", "-0.1"],
             "warmup_ratio must be in [0.0, 1.0], but got -0.1",
@@ -188,3 +193,20 @@ def test_no_local_copy_and_no_hub_names_the_sources_tried(capsys, tmp_path, monk
     code, _, err = run_cli(capsys, "train", "--dataset", "sst5", "--backbone", "minilm")
     assert code == 2
     assert str(tmp_path / "sst5") in err and "SetFit/sst5" in err and "--data-dir" in err
+
+
+def test_train_on_a_folder_without_validation_carves_one(capsys, caplog, tmp_path, data_dir):
+    folder = tmp_path / "sst5_no_val"
+    folder.mkdir()
+    (folder / "dataset.json").write_text((data_dir / "sst5" / "dataset.json").read_text())
+    for split in ("train", "test"):
+        lines = (data_dir / "sst5" / f"{split}.jsonl").read_text().splitlines()[:200]
+        (folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    out_dir = tmp_path / "run"
+    args = ["--dataset", str(folder), "--validation-fraction", "0.2", "--output-dir", str(out_dir)]
+    with caplog.at_level("WARNING", logger="astune.data.loading"):
+        code, _, err = run_cli(capsys, "train", *TINY, *args)
+    assert code == 0, err
+    assert "has no validation split: carved" in caplog.text and "(0.2, stratified" in caplog.text
+    final = json.loads((out_dir / "final.json").read_text())
+    assert "val_accuracy" in final and "test_accuracy" in final

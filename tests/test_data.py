@@ -574,3 +574,75 @@ def test_hub_wos_is_two_level_multi_label(monkeypatch):
     for row in rows:
         i = int(row["text"].split()[1])
         assert row["label"] == [i % 7, 7 + i % 134]
+
+
+# ----------------------------------------------------------- folders without validation
+def _no_validation_folder(tmp_path: Path, data_dir: Path, name: str, n: int) -> Path:
+    """A real user folder from the ``name`` slice: train (first ``n`` rows) + test only."""
+    folder = tmp_path / name
+    folder.mkdir()
+    source = data_dir / name
+    (folder / "dataset.json").write_text((source / "dataset.json").read_text())
+    for split in ("train", "test"):
+        lines = (source / f"{split}.jsonl").read_text().splitlines()[:n]
+        (folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def test_folder_without_validation_gets_a_seeded_stratified_split(tmp_path, data_dir, caplog):
+    from collections import Counter
+
+    folder = _no_validation_folder(tmp_path, data_dir, "sst5", 2000)
+    with caplog.at_level("WARNING", logger="astune.data.loading"):
+        first = load_dataset_splits(folder)
+    second = load_dataset_splits(str(folder))
+    train, val = first.splits["train"], first.splits["validation"]
+    assert len(train) + len(val) == 2000 and len(first.splits["test"]) == 2000
+    assert first.splits == second.splits  # seeded: the same split twice
+    assert not {r["text"] for r in train} & {r["text"] for r in val}  # disjoint
+    full = Counter(r["label"] for r in train + val)
+    carved = Counter(r["label"] for r in val)
+    for label, count in full.items():  # stratified: each class gives its 10 %
+        assert carved[label] == round(0.1 * count), (label, carved[label], count)
+    assert len(val) == sum(round(0.1 * c) for c in full.values())
+    assert f"no validation split: carved {len(val)} of its 2000 train rows" in caplog.text
+    assert first.notes and "--validation-fraction" in first.notes[0]
+    other = load_dataset_splits(folder, validation_fraction=0.25)
+    assert len(other.splits["validation"]) == sum(round(0.25 * c) for c in full.values())
+    with pytest.raises(ValueError, match=r"validation_fraction must be in \(0\.0, 1\.0\)"):
+        load_dataset_splits(folder, validation_fraction=0.0)
+
+
+def test_folder_with_a_validation_split_is_read_as_is(tmp_path, data_dir):
+    folder = _no_validation_folder(tmp_path, data_dir, "clinc_oos", 300)
+    (folder / "validation.jsonl").write_text((folder / "test.jsonl").read_text())
+    loaded = load_dataset_splits(folder)
+    assert loaded.sizes() == {"train": 300, "validation": 300, "test": 300} and not loaded.notes
+
+
+# ------------------------------------------------------------------ --dataset resolution
+def test_resolve_dataset_precedence(tmp_path, data_dir, monkeypatch):
+    from astune.data import resolve_dataset
+    from astune.difficulty import dataset_name
+    from astune.search.runner import SearchSettings, _registry_name
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sst5").mkdir()  # a stray folder named like a registry entry, no data in it
+    ref = resolve_dataset("sst5")
+    assert (ref.name, ref.folder, ref.registry_name) == ("sst5", None, "sst5")
+    assert ref.spec is REGISTRY["sst5"]
+    assert load_dataset_splits("sst5", max_train_samples=3).spec.name == "sst5"
+    mine = _no_validation_folder(tmp_path, data_dir, "clinc_oos", 50)
+    (tmp_path / "sst5" / "dataset.json").write_text((mine / "dataset.json").read_text())
+    for split in ("train", "test"):  # now the folder holds data: it wins over the registry
+        (tmp_path / "sst5" / f"{split}.jsonl").write_text((mine / f"{split}.jsonl").read_text())
+    ref = resolve_dataset("sst5")
+    assert ref.folder == (tmp_path / "sst5").resolve() and ref.registry_name is None
+    assert load_dataset_splits("sst5").spec.num_labels == REGISTRY["clinc_oos"].num_labels
+    # every command reads it the same way
+    assert dataset_name("sst5") == "sst5" and _registry_name("sst5") is None
+    assert SearchSettings(dataset="./sst5/").experiment_name == "astune-sst5"
+    assert dataset_name(str(mine)) == "clinc_oos" and _registry_name(str(mine)) is None
+    assert _registry_name("conll2003") == "conll2003"
+    with pytest.raises(ValueError, match=r"unknown dataset 'nope'; known: sst5"):
+        resolve_dataset("nope")

@@ -49,14 +49,14 @@ def test_the_registry_holds_exactly_the_contract_names():
     assert set(loss_names()) == set(EXPECTED) == set(LOSSES)
 
 
-@pytest.mark.parametrize("task", ["single_label", "token"])
+@pytest.mark.parametrize("task", ["single_label", "pair", "token"])
 def test_single_label_and_token_tasks_get_the_single_label_losses(task):
     assert set(loss_names(task)) == set(EXPECTED) - MULTI_LABEL
 
 
 def test_multi_label_tasks_get_the_multi_label_losses():
     assert set(loss_names("multi_label")) == MULTI_LABEL
-    assert set(TASKS) == {"single_label", "token", "multi_label"}
+    assert set(TASKS) == {"single_label", "pair", "token", "multi_label"}
 
 
 def test_unknown_task_is_rejected():
@@ -116,7 +116,7 @@ def test_intervals_describe_the_accepted_ranges():
         "s": "(0.0, inf)",
         "m": "[0.0, inf)",
         "margin": "(0.0, inf)",
-        "delta": "[0.0, 1.0]",
+        "delta": "(0.0, 1.0]",
     }
     assert loss_spec("sparse_softmax").params[0].kind is int
 
@@ -172,7 +172,8 @@ def test_unknown_parameter_names_it_and_the_accepted_ones(name, params, match):
 @pytest.mark.parametrize(
     "name, params, match",
     [
-        ("as_softmax", {"delta": 1.5}, r"delta must be in \[0\.0, 1\.0\], but got 1\.5"),
+        ("as_softmax", {"delta": 1.5}, r"delta must be in \(0\.0, 1\.0\], but got 1\.5"),
+        ("as_softmax", {"delta": 0.0}, r"delta must be in \(0\.0, 1\.0\], but got 0\.0"),
         ("multilabel_as_softmax", {"delta": -0.1}, r"delta .* got -0\.1"),
         ("sparse_softmax", {"k": 0}, r"k must be an integer in \[1, inf\), but got 0"),
         ("am_softmax", {"s": -1.0}, r"s must be in \(0\.0, inf\), but got -1\.0"),
@@ -192,3 +193,13 @@ def test_out_of_range_values_are_rejected(name, params, match):
 def test_the_registry_is_read_only():
     with pytest.raises(TypeError):
         LOSSES["mine"] = LOSSES["softmax"]  # type: ignore[index]
+
+
+def test_the_registry_reads_the_catalogue():
+    from astune.losses import catalogue
+
+    assert tuple(LOSSES) == tuple(catalogue.CATALOGUE)
+    for name, spec in LOSSES.items():
+        assert spec.info is catalogue.CATALOGUE[name]
+    assert loss_spec("as_softmax").params == (catalogue.DELTA,)
+    assert TASKS is catalogue.TASKS

@@ -12,9 +12,8 @@ from pathlib import Path
 import optuna
 import pytest
 
+from astune.losses.catalogue import AS_LOSSES, loss_info
 from astune.search.space import (
-    AS_LOSSES,
-    LOSS_PARAMS,
     SearchSpace,
     SpaceError,
     available_spaces,
@@ -236,7 +235,12 @@ BAD = {
     "delta > 1": (
         "loss_params:\n  as_softmax:\n    delta: {type: float, low: 0.1, high: 1.5}",
         "loss_params.as_softmax.delta",
-        "delta must be in [0.0, 1.0]",
+        "delta must be in (0.0, 1.0]",
+    ),
+    "delta low 0": (
+        "loss_params:\n  as_softmax:\n    delta: {type: float, low: 0.0, high: 0.5}",
+        "loss_params.as_softmax.delta",
+        "delta must be in (0.0, 1.0], but got 0.0",
     ),
     "delta < 0 multilabel": (
         "loss_params:\n  multilabel_as_softmax:\n    delta: {type: fixed, value: -0.1}",
@@ -538,7 +542,7 @@ def test_with_losses_falls_back_to_default_entries(tmp_path: Path) -> None:
     default = load_space("default")
     assert space.loss_params["t_softmax"] == default.loss_params["t_softmax"]
     assert space.speed_params == default.speed_params
-    assert set(LOSS_PARAMS["as_softmax"]) == set(space.loss_params["as_softmax"])
+    assert set(loss_info("as_softmax").config_keys) == set(space.loss_params["as_softmax"])
 
 
 def test_for_task_swaps_the_loss_family() -> None:
@@ -584,7 +588,7 @@ def test_narrowed_and_dump_round_trip(tmp_path: Path) -> None:
         SpaceError, match=r"loss_params\.as_softmax\.delta: low 0.6 must be <= high 0.4"
     ):
         sst5.narrowed("delta", 0.6, 0.4)
-    with pytest.raises(SpaceError, match=r"delta must be in \[0.0, 1.0\]"):
+    with pytest.raises(SpaceError, match=r"delta must be in \(0.0, 1.0\]"):
         sst5.narrowed("delta", 0.5, 1.2)
     written = narrow.dump(tmp_path / "narrow.yaml")
     again = load_space(written)

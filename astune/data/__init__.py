@@ -13,6 +13,7 @@ from astune.data.errors import DataError
 from astune.data.listing import format_datasets_table
 from astune.data.loading import ENV_DATA_DIR, LoadedData, load_dataset_splits
 from astune.data.registry import METRICS, REGISTRY, TASKS, DatasetSpec, get_spec
+from astune.data.resolve import DatasetRef, resolve_dataset
 
 _LAZY = {
     "EncodedData": "astune.data.encoding",
@@ -25,6 +26,7 @@ _LAZY = {
 
 __all__ = [
     "DataError",
+    "DatasetRef",
     "DatasetSpec",
     "ENV_DATA_DIR",
     "EncodedData",
@@ -40,6 +42,7 @@ __all__ = [
     "load_dataset_splits",
     "majority_baseline",
     "model_inputs",
+    "resolve_dataset",
 ]
 
 

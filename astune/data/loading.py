@@ -1,23 +1,31 @@
 """Loading a dataset's train/validation/test rows from a local folder or the Hugging Face hub.
 
 Sources, in order: ``data_dir/<name>``, then ``$ASTUNE_DATA_DIR/<name>``, then the registry
-entry's hub id. ``name_or_path`` may also be a folder of the user's own data with a dataset.json.
+entry's hub id. ``name_or_path`` may also be a folder of the user's own data with a dataset.json
+(which of the two a value is: :func:`astune.data.resolve.resolve_dataset`). A folder without a
+validation split gets one carved from train: seeded, stratified by label, ``validation_fraction``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import random
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from astune._checks import check_int
+from astune.config import TRAIN_FIELDS
 from astune.data.errors import DataError
 from astune.data.files import read_dataset_json, read_rows, split_file
-from astune.data.registry import REGISTRY, SPLITS, DatasetSpec, column_keys, get_spec
+from astune.data.registry import SPLITS, DatasetSpec, column_keys
+from astune.data.resolve import resolve_dataset
 from astune.data.rows import check_columns, infer_label_space, normalize_rows
+
+logger = logging.getLogger(__name__)
 
 ENV_DATA_DIR = "ASTUNE_DATA_DIR"
 CARVE_SEED = 0  # fixed, so every trial and every run sees the same carved validation split
@@ -31,6 +39,7 @@ class LoadedData:
     spec: DatasetSpec
     splits: dict[str, list[dict[str, Any]]]
     source: str
+    notes: tuple[str, ...] = ()
 
     def sizes(self) -> dict[str, int]:
         return {name: len(rows) for name, rows in self.splits.items()}
@@ -43,11 +52,14 @@ def load_dataset_splits(
     max_train_samples: int | None = None,
     max_eval_samples: int | None = None,
     seed: int = 0,
+    validation_fraction: float = TRAIN_FIELDS["validation_fraction"].default,
 ) -> LoadedData:
     """Load, check and subset a dataset; DataError (a ValueError) before any training if bad.
 
     ``max_train_samples`` / ``max_eval_samples`` keep a random subset of that size drawn with
     ``seed`` (rows stay in file order); the eval limit applies to validation and test each.
+    A folder without a validation split gets ``validation_fraction`` of train, stratified by
+    label with a fixed seed; ``notes`` and a logged warning say so.
     """
     for key, value in (
         ("max_train_samples", max_train_samples),
@@ -56,21 +68,24 @@ def load_dataset_splits(
         if value is not None:
             check_int(key, value, 1)
     check_int("seed", seed)
-    loaded = _load_full(str(name_or_path), data_dir)
+    TRAIN_FIELDS["validation_fraction"].check(validation_fraction)
+    loaded = _load_full(str(name_or_path), data_dir, validation_fraction)
+    for note in loaded.notes:
+        logger.warning(note)
     limits = {"train": max_train_samples, "validation": max_eval_samples, "test": max_eval_samples}
     splits = {s: _subset(rows, limits[s], seed) for s, rows in loaded.splits.items()}
     return dataclasses.replace(loaded, splits=splits)
 
 
-def _load_full(name: str, data_dir: str | os.PathLike | None) -> LoadedData:
-    if name not in REGISTRY and Path(name).is_dir():
-        return _load_folder(Path(name), None)
-    spec = get_spec(name)  # raises the unknown-dataset error
-    candidates = local_candidates(name, data_dir)
+def _load_full(name: str, data_dir: str | os.PathLike | None, fraction: float) -> LoadedData:
+    ref = resolve_dataset(name)  # raises the unknown-dataset error
+    if ref.folder is not None:
+        return _load_folder(ref.folder, None, fraction)
+    candidates = local_candidates(ref.name, data_dir)
     for folder in candidates:
         if folder.is_dir():
-            return _load_folder(folder, spec)
-    return _load_hub(spec, candidates)
+            return _load_folder(folder, ref.spec, fraction)
+    return _load_hub(ref.spec, candidates)
 
 
 def local_candidates(name: str, data_dir: str | os.PathLike | None = None) -> list[Path]:
@@ -92,15 +107,55 @@ def local_candidates(name: str, data_dir: str | os.PathLike | None = None) -> li
     return out
 
 
-def _load_folder(folder: Path, base: DatasetSpec | None) -> LoadedData:
-    """Rows of ``folder/{train,validation,test}.*``; columns from its dataset.json if present."""
+def _load_folder(folder: Path, base: DatasetSpec | None, fraction: float) -> LoadedData:
+    """Rows of ``folder/{train,validation,test}.*``; columns from its dataset.json if present;
+    a missing validation split is carved from train (``fraction``, stratified, fixed seed)."""
     has_json = (folder / "dataset.json").is_file()
     fields = read_dataset_json(folder) if base is None or has_json else {}
-    paths = {split: split_file(folder, split) for split in SPLITS}
+    present = [s for s in SPLITS if s != "validation" or _has_split(folder, s)]
+    paths = {split: split_file(folder, split) for split in present}
     raw = {split: read_rows(path) for split, path in paths.items()}
     spec = _folder_spec(folder, fields, base, raw, paths)
-    splits = {s: normalize_rows(raw[s], spec, str(paths[s])) for s in SPLITS}
-    return LoadedData(spec=spec, splits=splits, source=str(folder))
+    splits = {s: normalize_rows(raw[s], spec, str(paths[s])) for s in present}
+    notes: tuple[str, ...] = ()
+    if "validation" not in splits:
+        n_train = len(splits["train"])
+        splits.update(carve_validation(splits["train"], fraction))
+        notes = (
+            f"{folder} has no validation split: carved {len(splits['validation'])} of its "
+            f"{n_train} train rows ({fraction:g}, stratified by label, seed {CARVE_SEED}) as "
+            f"validation; set the share with --validation-fraction",
+        )
+    splits = {s: splits[s] for s in SPLITS}
+    return LoadedData(spec=spec, splits=splits, source=str(folder), notes=notes)
+
+
+def _has_split(folder: Path, split: str) -> bool:
+    try:
+        split_file(folder, split)
+    except DataError:
+        return False
+    return True
+
+
+def carve_validation(train: list[dict], fraction: float) -> dict[str, list[dict]]:
+    """Split canonical ``train`` rows into ``train`` and ``validation``: ``round(fraction * n)``
+    rows of each class (token and multi-label rows, whose labels are lists: one group) drawn
+    with :data:`CARVE_SEED`; both keep the file order."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, row in enumerate(train):
+        label = row.get("label")
+        groups[repr(label) if isinstance(label, int) else ""].append(i)
+    rng = random.Random(CARVE_SEED)
+    taken: set[int] = set()
+    for key in sorted(groups):
+        members = groups[key]
+        rng.shuffle(members)
+        taken.update(members[: round(fraction * len(members))])
+    return {
+        "train": [row for i, row in enumerate(train) if i not in taken],
+        "validation": [row for i, row in enumerate(train) if i in taken],
+    }
 
 
 def _folder_spec(

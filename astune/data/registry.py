@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from astune._checks import check_choice, check_int
+from astune.losses.catalogue import TASKS
 
-TASKS = ("single_label", "pair", "token", "multi_label")
 METRICS = ("accuracy", "f1", "micro_f1", "macro_f1", "matthews", "correction_f1")
 SPLITS = ("train", "validation", "test")
 DEFAULT_METRIC = {

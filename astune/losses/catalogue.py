@@ -49,7 +49,7 @@ class ParamSpec:
 
     name: str
     kind: type
-    default: float | int | bool
+    default: float | int | bool | None
     low: float | None = None
     high: float | None = None
     low_open: bool = False

@@ -45,6 +45,7 @@ class SearchSettings:
     max_eval_samples: int | None = None
     epochs: float | None = None
     data_dir: str | None = None
+    validation_fraction: float | None = None
     losses: str | None = None
     scheduler: str | None = None
     seed: int = 0
@@ -74,7 +75,11 @@ class SearchSettings:
 
     @property
     def experiment_name(self) -> str:
-        return self.name or f"astune-{Path(self.dataset).name}"
+        if self.name:
+            return self.name
+        from astune.data.resolve import resolve_dataset
+
+        return f"astune-{resolve_dataset(self.dataset).name}"
 
     def experiment_path(self) -> str:
         root = self.storage_path or DEFAULT_STORAGE
@@ -119,17 +124,18 @@ def run_search(settings: SearchSettings) -> SearchSummary:
 
 
 def _registry_name(dataset: str) -> str | None:
-    return None if Path(dataset).is_dir() else dataset
+    from astune.data.resolve import resolve_dataset
+
+    return resolve_dataset(dataset).registry_name
 
 
 def _base_config(settings: SearchSettings) -> dict[str, Any]:
     """The config keys every trial shares (validated now, with a typical loss)."""
     data_dir = settings.data_dir or os.environ.get("ASTUNE_DATA_DIR")
-    dataset = (
-        str(Path(settings.dataset).resolve())
-        if Path(settings.dataset).is_dir()
-        else settings.dataset
-    )
+    from astune.data.resolve import resolve_dataset
+
+    ref = resolve_dataset(settings.dataset)
+    dataset = str(ref.folder) if ref.folder is not None else ref.name
     base = dict(
         dataset=dataset,
         data_dir=str(Path(data_dir).resolve()) if data_dir else None,
@@ -141,6 +147,8 @@ def _base_config(settings: SearchSettings) -> dict[str, Any]:
         seed=settings.seed,
         device="cuda" if (settings.gpus_per_trial or 0) > 0 else "cpu",
     )
+    if settings.validation_fraction is not None:
+        base["validation_fraction"] = settings.validation_fraction
     if Path(base["backbone"]).exists():
         base["backbone"] = str(Path(base["backbone"]).resolve())
     TrainConfig.from_dict(base).validate()

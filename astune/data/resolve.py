@@ -1,0 +1,52 @@
+"""The one reading of a ``--dataset`` value: a folder of the user's own data, or a registry name.
+
+Precedence: a value naming an existing folder that holds a ``dataset.json`` or split files
+(``train.jsonl``/``.csv``/``.parquet``) is that folder, even when it is also a registry name
+(``./sst5`` next to you wins over the registry's ``sst5``); anything else is a registry name,
+and an unknown one is an error listing the known names. Every command (``train``, ``search``,
+``recommend``) resolves the value here, so they all read the same data and tag it the same.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from astune.data.registry import DatasetSpec, get_spec
+
+_MARKERS = ("dataset.json", "train.jsonl", "train.csv", "train.parquet")
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    """A resolved ``--dataset``: ``name`` tags runs and names experiments; ``folder`` is the
+    user's folder (absolute) or None; ``spec`` the registry entry or None for a folder."""
+
+    name: str
+    folder: Path | None = None
+    spec: DatasetSpec | None = None
+
+    @property
+    def is_folder(self) -> bool:
+        return self.folder is not None
+
+    @property
+    def registry_name(self) -> str | None:
+        """The registry name, or None for a user folder (no packaged search space)."""
+        return None if self.folder is not None else self.name
+
+
+def is_dataset_folder(value: str | os.PathLike) -> bool:
+    """Whether ``value`` is a folder holding a dataset.json or a train split file."""
+    path = Path(value)
+    return path.is_dir() and any((path / marker).is_file() for marker in _MARKERS)
+
+
+def resolve_dataset(value: str | os.PathLike) -> DatasetRef:
+    """Resolve ``value`` by the module docstring's precedence; ValueError for an unknown name."""
+    if is_dataset_folder(value):
+        folder = Path(value).resolve()
+        return DatasetRef(name=folder.name, folder=folder)
+    spec = get_spec(str(value))  # raises the unknown-dataset error, listing the known names
+    return DatasetRef(name=spec.name, spec=spec)
