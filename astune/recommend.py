@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune.difficulty import Difficulty, dataset_name, measure_difficulty
-from astune.runs import AS_LOSSES, Store, dataset_of, finished_trials, objective, param
+from astune.store.reader import AS_LOSSES, Store, dataset_of, finished_trials, objective, param
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
