@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from astune.probe import ProbeResult, normalized, run_probe
-from astune.runs import SOFTMAX_LOSSES, Store, dataset_of, finished_trials, objective
+from astune.store.reader import SOFTMAX_LOSSES, Store, dataset_of, finished_trials, objective
 
 if TYPE_CHECKING:
     from mlflow.entities import Run

@@ -12,15 +12,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import tempfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from astune.runs import Store, best_evaluation_metrics, finished_trials, objective, param
+from astune.store.best import BestTrial
+from astune.store.reader import (
+    Store,
+    best_evaluation_metrics,
+    finished_trials,
+    no_progress_bar,
+    objective,
+    param,
+)
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -29,31 +34,6 @@ FORMATS = ("yaml", "json", "python", "hf")
 ARTIFACT = "best_config.yaml"
 # Parent-run params that are TrainConfig fields (the settings every trial of a search shared).
 _PARENT_KEYS = ("dataset", "backbone", "num_layers", "max_train_samples", "seed")
-
-
-@dataclass
-class BestTrial:
-    """The best trial of a search and the ``astune train --config`` mapping that reruns it."""
-
-    experiment: str
-    tracking_uri: str
-    parent_run_id: str
-    run_id: str | None  # the child run; None when no finished child matches the artifact
-    objective: float | None
-    metric: str | None  # "val_<metric>" of the dataset's primary metric
-    value: float | None  # that metric of the best evaluation of the trial
-    config: dict[str, Any]
-    source: str  # where the config came from: the artifact or the trial's params
-
-    def describe(self) -> str:
-        """One line naming the search, the run and its score."""
-        score = "objective unknown"
-        if self.objective is not None:
-            score = f"objective = {self.objective:.6g}"
-        if self.metric and self.value is not None:
-            score += f", {self.metric} = {self.value:.6g}"
-        run = f"trial run {self.run_id}" if self.run_id else "no matching trial run"
-        return f"search {self.experiment!r}: {run} (parent run {self.parent_run_id}), {score}"
 
 
 def find_best_trial(experiment: str, tracking_uri: str | None = None) -> BestTrial:
@@ -72,13 +52,16 @@ def find_best_trial(experiment: str, tracking_uri: str | None = None) -> BestTri
             "an objective yet; let a trial finish (or resume the search) and export again."
         )
     artifact = _artifact_config(store, parent.info.run_id)
-    if artifact is not None:
-        matching = [run for run in trials if _agrees(run, artifact)]
-        best = max(matching, key=objective) if matching else None
+    # Finished trials only: the artifact may name a trial that errored after a good evaluation.
+    sign = -1.0 if param(parent, "mode") == "min" else 1.0
+    best = max(
+        trials, key=lambda r: (sign * objective(r), artifact is not None and _agrees(r, artifact))
+    )
+    if artifact is not None and _agrees(best, artifact):
         config, source = artifact, ARTIFACT
     else:
-        best = max(trials, key=objective)
-        config, source = _config_from_params(parent, best), "trial params"
+        config, source = _config_from_params(parent, best, artifact), "trial params"
+    config = _portable(config, parent)
     metric, value = _best_metric(store, best) if best else (None, None)
     return BestTrial(
         experiment=experiment,
@@ -115,25 +98,20 @@ def _artifact_config(store: Store, run_id: str) -> dict[str, Any] | None:
 
     if ARTIFACT not in {item.path for item in store.client.list_artifacts(run_id)}:
         return None
-    with tempfile.TemporaryDirectory() as folder, _no_progress_bar():
+    with tempfile.TemporaryDirectory() as folder, no_progress_bar():
         path = store.client.download_artifacts(run_id, ARTIFACT, folder)
         loaded = yaml.safe_load(Path(path).read_text())
     return dict(loaded) if isinstance(loaded, Mapping) else None
 
 
-@contextmanager
-def _no_progress_bar() -> Iterator[None]:
-    """MLflow draws a download bar on stderr; an export prints nothing but its text."""
-    key = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
-    old = os.environ.get(key)
-    os.environ[key] = "false"
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = old
+def _portable(config: dict[str, Any], parent: "Run") -> dict[str, Any]:
+    """No setting of the search machine the user did not give: the device a trial ran on (the
+    rerun picks its own: ``auto``) and the data folder unless the search logged the user's."""
+    out = {k: v for k, v in config.items() if k not in ("device", "data_dir")}
+    given = param(parent, "data_dir")
+    if given is not None:
+        out["data_dir"] = given
+    return out
 
 
 def _agrees(run: "Run", config: Mapping[str, Any]) -> bool:
@@ -155,12 +133,17 @@ def _same(a: Any, b: Any) -> bool:
     return str(a) == str(b)
 
 
-def _config_from_params(parent: "Run", trial: "Run") -> dict[str, Any]:
-    """The shared settings logged on the parent, overridden by the trial's params."""
+def _config_from_params(
+    parent: "Run", trial: "Run", artifact: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The shared settings (the artifact's keys that the trial did not log, else those logged
+    on the parent), overridden by the trial's params; a param the trial logged as "None" (not
+    applicable) drops the key."""
     from astune.config import LOSS_PARAM_KEYS, TrainConfig
 
     accepted = {f.name for f in dataclasses.fields(TrainConfig)} | set(LOSS_PARAM_KEYS)
     config = {k: param(parent, k) for k in _PARENT_KEYS}
+    config.update({k: v for k, v in (artifact or {}).items() if k not in trial.data.params})
     config.update({k: param(trial, k) for k in trial.data.params})
     return {k: v for k, v in config.items() if k in accepted and v is not None}
 

@@ -3,15 +3,13 @@ Trainer setup. Both are self-contained modules that only need astune (and transf
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from astune.export import BestTrial
-
-AS_LOSSES = ("as_softmax", "multilabel_as_softmax")
+from astune.losses.catalogue import AS_LOSSES
+from astune.store.best import BestTrial
 
 
-def snippet_values(best: "BestTrial") -> dict[str, Any]:
+def snippet_values(best: BestTrial) -> dict[str, Any]:
     """The constants a snippet defines, from the best config (TrainConfig's defaults fill the
     keys it lacks; epochs, batch size and lr left unset take the paper's value for the dataset)."""
     from astune.config import TrainConfig
@@ -52,45 +50,51 @@ def _constants(values: dict[str, Any]) -> str:
     return "\n".join(f"{name} = {value!r}" for name, value in values.items())
 
 
-def _docstring(best: "BestTrial", what: str) -> str:
-    import textwrap
+def _docstring(what: str) -> str:
+    """The module docstring: fixed text only (the search's names go in :func:`_source`)."""
+    return f'"""{what}, exported by `astune export` (source: EXPERIMENT, TRACKING_URI)."""'
 
-    source = textwrap.fill(
-        f"Best trial of {best.describe()}; tracking URI {best.tracking_uri}.", 99
+
+def _source(best: BestTrial) -> str:
+    """Where the values came from, as Python literals (``repr``): a quote, a backslash or a
+    newline in a name or a Windows path cannot break the module."""
+    return _constants(
+        {"EXPERIMENT": best.experiment, "TRACKING_URI": best.tracking_uri, "RUN_ID": best.run_id}
     )
-    return f'"""{what}, exported by `astune export`.\n\n{source}\n"""'
 
 
-def python_snippet(best: "BestTrial") -> str:
+def python_snippet(best: BestTrial) -> str:
     """A module that builds the loss, the delta warm-up and AS-Speed with the best values, and a
     training-loop sketch showing where ``delta_at()`` and ``speed.update()`` go."""
     values = snippet_values(best)
-    doc = _docstring(best, "The best AS-Softmax settings for your own PyTorch training loop")
-    return f"{doc}\n\n{_PYTHON_IMPORTS}\n{_constants(values)}\n\n{_PYTHON_BODY}"
+    doc = _docstring("The best AS-Softmax settings for your own PyTorch training loop")
+    body = f"{_source(best)}\n{_constants(values)}"
+    return f"{doc}\n\n{_PYTHON_IMPORTS}\n{body}\n\n{_PYTHON_BODY}"
 
 
-def hf_snippet(best: "BestTrial") -> str:
+def hf_snippet(best: BestTrial) -> str:
     """A module with a ``compute_loss_func`` and a delta warm-up ``TrainerCallback`` for the
     Hugging Face Trainer (transformers >= 4.46)."""
     values = snippet_values(best)
-    doc = _docstring(best, "A Hugging Face Trainer setup with the best AS-Softmax settings")
+    doc = _docstring("A Hugging Face Trainer setup with the best AS-Softmax settings")
     speed = (
         f"# The best trial used AS-Speed (lam={values['LAM']}, max_accum_steps="
         f"{values['MAX_ACCUM_STEPS']}); it is left out here.\n"
         if values["AS_SPEED"]
         else ""
     )
-    note = _HF_NOTE.format(experiment=best.experiment)
-    return f"{doc}\n\n{note}{speed}\n{_HF_IMPORTS}\n{_constants(values)}\n\n{_HF_BODY}"
+    body = f"{_source(best)}\n{_constants(values)}"
+    return f"{doc}\n\n{_HF_NOTE}{speed}\n{_HF_IMPORTS}\n{body}\n\n{_HF_BODY}"
 
 
 _PYTHON_IMPORTS = """import torch
 
 from astune.losses import DeltaSchedule, build_loss
+from astune.losses.catalogue import AS_LOSSES
 from astune.speed import ASSpeed
 """
 
-_PYTHON_BODY = '''IS_AS = LOSS in ("as_softmax", "multilabel_as_softmax")
+_PYTHON_BODY = '''IS_AS = LOSS in AS_LOSSES
 
 # reduction="sum": each optimizer step divides by the rows it counted, as astune's loop does, so
 # that the rows AS-Softmax masks (zero loss) do not dilute the gradient of the others.
@@ -150,16 +154,19 @@ def train(model, batches, optimizer, epochs=EPOCHS):
 
 _HF_NOTE = """# AS-Speed needs astune's own loop: the Trainer fixes gradient_accumulation_steps
 # before training, while AS-Speed changes the number of accumulated micro-batches between optimizer
-# steps. For it, run `python -m astune export --experiment {experiment} --format yaml -o best.yaml`
+# steps. For it, run `python -m astune export --experiment EXPERIMENT --format yaml -o best.yaml`
 # and `python -m astune train --config best.yaml`. The delta warm-up below works with the Trainer.
 """
 
-_HF_IMPORTS = """from transformers import Trainer, TrainerCallback, TrainingArguments
+_HF_IMPORTS = """import inspect
+
+from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from astune.losses import build_loss
+from astune.losses.catalogue import AS_LOSSES
 """
 
-_HF_BODY = '''IS_AS = LOSS in ("as_softmax", "multilabel_as_softmax")
+_HF_BODY = '''IS_AS = LOSS in AS_LOSSES
 
 loss_fn = build_loss(LOSS, reduction="sum", **LOSS_PARAMS)
 
@@ -191,13 +198,21 @@ class DeltaWarmupCallback(TrainerCallback):
         self.loss.delta = 1.0 if warming_up else self.delta
 
 
+def lr_warmup():
+    """The learning-rate warm-up argument: transformers 5 takes the ratio as a float
+    ``warmup_steps`` in [0, 1) and has no ``warmup_ratio``; earlier versions take the latter."""
+    if "warmup_ratio" in inspect.signature(TrainingArguments).parameters:
+        return {"warmup_ratio": LR_WARMUP_RATIO}
+    return {"warmup_steps": min(float(LR_WARMUP_RATIO), 0.999)}
+
+
 def training_arguments(output_dir="astune-hf", **overrides):
     """TrainingArguments with the best trial's budget; keep gradient_accumulation_steps = 1."""
     values = dict(
         output_dir=output_dir, learning_rate=LR, per_device_train_batch_size=BATCH_SIZE,
-        num_train_epochs=EPOCHS, weight_decay=WEIGHT_DECAY, warmup_ratio=LR_WARMUP_RATIO,
-        max_grad_norm=MAX_GRAD_NORM, lr_scheduler_type="linear", seed=SEED,
-        eval_strategy="epoch", save_strategy="epoch", load_best_model_at_end=True,
+        num_train_epochs=EPOCHS, weight_decay=WEIGHT_DECAY, max_grad_norm=MAX_GRAD_NORM,
+        lr_scheduler_type="linear", seed=SEED, eval_strategy="epoch", save_strategy="epoch",
+        load_best_model_at_end=True, **lr_warmup(),
     )
     return TrainingArguments(**{**values, **overrides})
 

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune.difficulty import Difficulty, dataset_name, measure_difficulty
-from astune.runs import AS_LOSSES, Store, dataset_of, finished_trials, objective, param
+from astune.store.conventions import BEST_TAG_PREFIX, PARENT_TAG
+from astune.store.reader import AS_LOSSES, Store, dataset_of, finished_trials, objective, param
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -83,7 +84,7 @@ def history_points(
     """One point per search with finished AS-Softmax trials, and notes on searches left out."""
     by_parent: dict[str, list[Run]] = {}
     for run in finished_trials(store.trials(), AS_LOSSES):
-        by_parent.setdefault(run.data.tags.get("mlflow.parentRunId", ""), []).append(run)
+        by_parent.setdefault(run.data.tags.get(PARENT_TAG, ""), []).append(run)
     points, notes = [], []
     for parent in store.searches():
         trials = [t for t in by_parent.get(parent.info.run_id, []) if param(t, "delta") is not None]
@@ -180,8 +181,8 @@ def recommend(
 
     def difficulty_of(name: str, parent: "Run") -> Difficulty:
         if name not in cache:
-            located = parent.data.tags.get("astune.best.dataset") or name
-            folder = parent.data.tags.get("astune.best.data_dir") or data_dir
+            located = parent.data.tags.get(f"{BEST_TAG_PREFIX}dataset") or name
+            folder = parent.data.tags.get(f"{BEST_TAG_PREFIX}data_dir") or data_dir
             try:
                 cache[name] = measure_difficulty(
                     located, data_dir=folder, store=store, probe_options=probe_options

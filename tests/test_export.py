@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import types
 
 import pytest
@@ -45,6 +46,12 @@ def test_best_trial_is_the_one_the_search_chose(best, searches):
     for key in ("loss", "delta", "warmup_ratio", "as_speed", "lr", "batch_size", "epochs"):
         assert best.config[key] == summary.best_config[key], key
     assert best.config["loss"] == "as_softmax" and best.config["warmup_ratio"] == 0.25
+
+
+def test_exported_config_is_portable(best):
+    """The search ran trials on device cpu with an absolute data folder it resolved itself."""
+    assert "device" not in best.config and "data_dir" not in best.config
+    assert TrainConfig.from_dict(best.config).device == "auto"
 
 
 def test_yaml_export_reruns_the_best_trial_exactly(best, searches, tmp_path, capsys):
@@ -101,7 +108,10 @@ def test_python_snippet_builds_the_best_objects_and_trains(best, searches):
     steps = namespace["train"](
         model, batches, torch.optim.SGD(model.parameters(), lr=0.1), epochs=2
     )
-    assert 1 <= steps <= 8 and not torch.equal(before, model.weight)
+    # 8 micro-batches. Without AS-Speed one step each; with it (lam 1.5, nothing masked by a
+    # random linear model) the window grows to round(1.5 * n / n) = 2 after the first step:
+    # windows 1, 2, 2, 2 and a last micro-batch -> 5 steps.
+    assert steps == (5 if cfg["as_speed"] else 8) and not torch.equal(before, model.weight)
     assert loss_fn.delta == cfg["delta"]  # after the warm-up
 
 
@@ -148,3 +158,129 @@ def test_search_without_a_finished_trial_is_an_error(searches):
     client.set_terminated(child.info.run_id, "FAILED")
     with pytest.raises(ValueError, match="has no finished trial"):
         find_best_trial("unfinished", searches.tracking_uri)
+
+
+def test_hf_export_trains_in_a_real_trainer(best, searches, data_dir, tmp_path):
+    """The exported TrainingArguments, loss and delta callback in transformers' own Trainer:
+    MiniLM with 1 layer on 32 SST-5 examples, 8 optimizer steps."""
+    from transformers import (
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+        DataCollatorWithPadding,
+        TrainerCallback,
+    )
+
+    from astune.backbones import offline_minilm_path
+
+    code = export(EXPERIMENT, "hf", tracking_uri=searches.tracking_uri)
+    ns: dict = {}
+    exec(compile(code, "best_hf.py", "exec"), ns)
+    path = offline_minilm_path()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        path, num_labels=5, num_hidden_layers=1
+    )
+    lines = (data_dir / "sst5" / "train.jsonl").read_text().splitlines()[:32]
+    rows = [json.loads(line) for line in lines]
+    encoded = [
+        {**tokenizer(r["text"], truncation=True, max_length=48), "labels": r["label"]} for r in rows
+    ]
+    seen: list[tuple[int, float, int]] = []
+    losses: list[float] = []
+
+    class Record(TrainerCallback):  # after DeltaWarmupCallback: the delta each step trained with
+        def on_step_end(self, args, state, control, **kwargs):
+            stats = ns["loss_fn"].last_stats
+            seen.append((state.global_step, ns["loss_fn"].delta, stats.n_active))
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                losses.append(logs["loss"])
+
+    args = ns["training_arguments"](
+        str(tmp_path / "hf"),
+        max_steps=8,
+        per_device_train_batch_size=4,
+        eval_strategy="no",
+        save_strategy="no",
+        load_best_model_at_end=False,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+    )
+    assert args.learning_rate == best.config["lr"]
+    trainer = ns["Trainer"](
+        model=model,
+        args=args,
+        train_dataset=encoded,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        compute_loss_func=ns["compute_loss_func"],
+        callbacks=[ns["DeltaWarmupCallback"](), Record()],
+    )
+    trainer.train()
+    delta = best.config["delta"]  # warm-up 0.25 of 8 steps: global steps 0 and 1 at delta 1
+    assert [d for _, d, _ in seen] == [1.0, 1.0] + [delta] * 6
+    assert [n for _, _, n in seen] == [4] * 8  # the exported loss saw every row of each batch
+    assert len(losses) == 8 and all(math.isfinite(v) for v in losses)
+
+
+def _cut_short_search(uri: str, name: str, config: dict) -> tuple:
+    """A search as the real run writer leaves it when cut short: a parent run and one finished
+    trial, no best_config.yaml artifact."""
+    from astune.search.tracking import SearchTracker
+
+    params = {"dataset": "sst5", "backbone": "minilm", "num_layers": 1, "seed": 7}
+    tracker = SearchTracker(uri, name, dataset="sst5", task="single_label", search_params=params)
+    tracker.start()
+    run_id = tracker.open_trial_run("t1", config)
+    tracker.log_result(run_id, {"objective": 0.5, "evaluation": 0})
+    tracker.log_final(run_id, {"objective": 0.5})
+    tracker.close_trial_run(run_id, "FINISHED")
+    tracker.finish()
+    return tracker, run_id
+
+
+def test_export_without_artifact_reads_params_by_the_config_types(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    config = {"loss": "as_softmax", "delta": 0.3, "warmup_ratio": 0.25, "lr": 2e-05, "epochs": 2}
+    _cut_short_search(uri, "cut-short", config)
+    path = tmp_path / "best.yaml"
+    export("cut-short", "yaml", path, uri)
+    loaded = TrainConfig.from_yaml(path).validate()  # `train --config` reads it
+    assert loaded.lr == 2e-05 and isinstance(loaded.lr, float) and loaded.epochs == 2.0
+    assert (loaded.delta, loaded.warmup_ratio, loaded.seed, loaded.num_layers) == (0.3, 0.25, 7, 1)
+
+
+def test_a_trial_that_errored_is_never_exported(tmp_path):
+    """The search's artifact names a trial that failed after a better evaluation: the export is
+    the best FINISHED trial, with the artifact's shared settings."""
+    import yaml as yaml_lib
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    good = {"loss": "as_softmax", "delta": 0.3, "warmup_ratio": 0.25, "lr": 2e-05}
+    tracker, finished = _cut_short_search(uri, "errored", good)
+    tracker.start(resume=True)
+    failed = tracker.open_trial_run("t2", {**good, "delta": 0.1})
+    tracker.log_result(failed, {"objective": 0.9, "evaluation": 0})
+    tracker.close_trial_run(failed, "FAILED")
+    artifact = {"dataset": "sst5", "max_eval_samples": 32, "max_length": 48, **good, "delta": 0.1}
+    tracker.client.log_text(tracker.parent_run_id, yaml_lib.safe_dump(artifact), "best_config.yaml")
+    tracker.finish()
+    best = find_best_trial("errored", uri)
+    assert best.run_id == finished and best.objective == 0.5
+    assert best.config["delta"] == 0.3 and best.config["lr"] == 2e-05
+    assert (best.config["max_eval_samples"], best.config["max_length"]) == (32, 48)
+
+
+def test_snippets_quote_names_and_paths_safely(tmp_path):
+    """A quote, triple quotes and a Windows-style path cannot break the generated modules."""
+    folder = tmp_path / "C:\\Users\\new 'runs'"
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    name = 'it\'s the """best""" C:\\Users\\x'
+    config = {"loss": "as_softmax", "delta": 0.3, "warmup_ratio": 0.25, "lr": 2e-05}
+    tracker, run_id = _cut_short_search(uri, name, config)
+    for fmt in ("python", "hf"):
+        namespace: dict = {}
+        exec(compile(export(name, fmt, tracking_uri=uri), f"best_{fmt}.py", "exec"), namespace)
+        assert namespace["EXPERIMENT"] == name and namespace["RUN_ID"] == run_id
+        assert namespace["TRACKING_URI"] == tracker.tracking_uri

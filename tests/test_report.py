@@ -21,9 +21,9 @@ from mlflow import MlflowClient
 
 from astune.analysis.p_margin import read_histogram
 from astune.analysis.report import STUDIES, render_markdown, run_study, write_report
-from astune.analysis.runs import load_runs
 from astune.cli import main
 from astune.search.runner import SearchSettings, run_search
+from astune.store.experiment import load_runs
 
 REPO = Path(__file__).resolve().parents[1]
 SPACE = Path(__file__).parent / "spaces" / "report.yaml"
@@ -132,6 +132,14 @@ def test_report_md_links_every_figure_relatively(search):
     assert text.count("![") == len(FIGURES)
     assert "| as_softmax |" in text and "| softmax |" in text
     assert "Missing" not in text
+
+
+def test_report_md_links_the_runs_view_of_the_search(search):
+    """MLflow 3 opens an experiment on its traces page unless the URL names the runs view."""
+    text = (search["root"] / "out" / "report.md").read_text()
+    experiment_id = search["client"].get_experiment_by_name(EXPERIMENT).experiment_id
+    assert f"(http://127.0.0.1:5000/#/experiments/{experiment_id}/runs)" in text
+    assert f"`mlflow ui --backend-store-uri {search['uri']}`" in text
 
 
 def test_delta_points_are_the_finished_as_softmax_trials(search):

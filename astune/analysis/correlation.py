@@ -20,9 +20,9 @@ import numpy as np
 import pandas as pd
 
 from astune.analysis import plots
-from astune.analysis.runs import ExperimentRuns
 from astune.analysis.study import StudyResult
 from astune.metrics import pearson
+from astune.store.experiment import ExperimentRuns
 
 NAME = "loss_metric_correlation"
 TITLE = "Loss/metric consistency"

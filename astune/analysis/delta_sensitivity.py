@@ -9,8 +9,9 @@ from typing import Any
 import pandas as pd
 
 from astune.analysis import plots
-from astune.analysis.runs import AS_LOSSES, SOFTMAX_LOSSES, ExperimentRuns
 from astune.analysis.study import StudyResult, absent
+from astune.losses.catalogue import AS_LOSSES, SOFTMAX_LOSSES
+from astune.store.experiment import ExperimentRuns
 
 NAME = "delta_sensitivity"
 TITLE = "Impact of delta"

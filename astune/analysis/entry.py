@@ -43,7 +43,7 @@ def main(study: str | None, argv: Sequence[str] | None = None) -> int:
                 )
             )
             return 0
-        from astune.analysis.runs import load_runs
+        from astune.store.experiment import load_runs
 
         runs = load_runs(args.experiment, args.tracking_uri)
         out = (

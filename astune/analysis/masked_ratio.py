@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from astune.analysis import plots
-from astune.analysis.runs import AS_LOSSES, ExperimentRuns
 from astune.analysis.study import StudyResult, absent
+from astune.losses.catalogue import AS_LOSSES
+from astune.store.experiment import ExperimentRuns
 
 NAME = "masked_ratio"
 TITLE = "Masked samples over training"

@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 
 from astune.analysis import plots
-from astune.analysis.runs import AS_LOSSES, SOFTMAX_LOSSES, ExperimentRuns
 from astune.analysis.study import StudyResult, absent
+from astune.losses.catalogue import AS_LOSSES, SOFTMAX_LOSSES
+from astune.store.experiment import ExperimentRuns
 
 NAME = "p_margin"
 TITLE = "Distribution of p_margin"

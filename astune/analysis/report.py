@@ -13,8 +13,9 @@ from astune.analysis.correlation import loss_metric_correlation
 from astune.analysis.delta_sensitivity import delta_sensitivity
 from astune.analysis.masked_ratio import masked_ratio
 from astune.analysis.p_margin import p_margin
-from astune.analysis.runs import ExperimentRuns, load_runs
 from astune.analysis.study import StudyResult
+from astune.store.experiment import ExperimentRuns, load_runs
+from astune.store.links import review_lines
 
 logger = logging.getLogger(__name__)
 
@@ -124,12 +125,19 @@ def _header(runs: ExperimentRuns) -> str:
         else ""
     )
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    review = review_lines(runs.tracking_uri, runs.experiment_id)
+    runs_view = (
+        f"[the search's runs]({review[-1]})"
+        if len(review) == 1
+        else f"`{review[0]}`, then [the search's runs]({review[-1]})"
+    )
     return (
         f"# AS-Softmax analysis of search `{runs.experiment}`\n\n"
         f"- tracking store: `{runs.tracking_uri}`; parent run: {parent}{more}\n"
         f"- dataset: {datasets} (task: {tasks}); objective: the primary validation metric, "
         f"{runs.mode}imised\n"
         f"- trials: {len(trials)} ({statuses or 'none'}); the studies use the finished ones\n"
+        f"- in MLflow's UI: {runs_view}\n"
         f"- written {stamp} by `python -m astune report --experiment {runs.experiment}`"
     )
 

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,17 +27,14 @@ from astune.store.conventions import (
     STOPPED_EARLY_TAG,
     TASK_TAG,
 )
-from astune.store.uri import resolve_tracking_uri
+from astune.store.reader import Store, no_progress_bar
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
     from mlflow.entities import Run
 
-AS_LOSSES = ("as_softmax", "multilabel_as_softmax")
-SOFTMAX_LOSSES = ("softmax", "multilabel_softmax")
 # Metrics only a trial's last report logs ("final": its flag in earlier versions).
 FINAL_KEYS = ("final", "best_objective", "best_evaluation", "test_loss")
-_PROGRESS_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
 HISTORY_KEYS = ("objective", "val_loss", "masked_ratio", "samples_seen")
 TRIAL_COLUMNS = (
     "run_id",
@@ -97,23 +91,9 @@ class ExperimentRuns:
             self._artifacts[run_id] = [a.path for a in self.client.list_artifacts(run_id)]
         if path not in self._artifacts[run_id]:
             return None
-        with tempfile.TemporaryDirectory() as folder, _no_progress_bar():
+        with tempfile.TemporaryDirectory() as folder, no_progress_bar():
             local = self.client.download_artifacts(run_id, path, folder)
             return json.loads(Path(local).read_text())
-
-
-@contextmanager
-def _no_progress_bar() -> Iterator[None]:
-    """MLflow draws a progress bar per downloaded file; a report reads a few small files."""
-    old = os.environ.get(_PROGRESS_ENV)
-    os.environ[_PROGRESS_ENV] = "false"
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(_PROGRESS_ENV, None)
-        else:
-            os.environ[_PROGRESS_ENV] = old
 
 
 # ----------------------------------------------------------------------------------- loading
@@ -151,14 +131,13 @@ def load_runs(experiment: str, tracking_uri: str | None = None) -> ExperimentRun
 
 def _existing_store(tracking_uri: str | None) -> str:
     """The resolved URI; a local SQLite file must already exist (MLflow would create it)."""
-    if tracking_uri is None or not tracking_uri.strip():  # the default, without creating its folder
-        tracking_uri = f"sqlite:///{Path.cwd() / 'astune-runs' / 'mlflow.db'}"
-    uri = resolve_tracking_uri(tracking_uri)
-    if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///") :].partition("?")[0])
-        if not path.is_file():
-            raise ValueError(f"no MLflow store at {path} (tracking URI {uri}); pass --tracking-uri")
-    return uri
+    store = Store(tracking_uri)
+    if store.uri.startswith("sqlite:///") and not store.exists:
+        path = store.uri[len("sqlite:///") :].partition("?")[0]
+        raise ValueError(
+            f"no MLflow store at {path} (tracking URI {store.uri}); pass --tracking-uri"
+        )
+    return store.uri
 
 
 def _experiment_list(client: "MlflowClient") -> str:

@@ -1,6 +1,6 @@
 """Reading astune's MLflow store: searches (parent runs), their trials, and their values.
 
-The layout is the one :mod:`astune.search.tracking` writes (DESIGN.md, "MLflow conventions"):
+The layout is the one :mod:`astune.search` writes (DESIGN.md, "MLflow conventions"):
 a parent run per search (tag ``astune.role=search``) and a child run per trial (tag
 ``astune.role=trial``, ``mlflow.parentRunId``) whose params are strings, ``"None"`` where a key
 does not apply. ``export`` and ``recommend`` read the store through these functions only.
@@ -8,11 +8,15 @@ does not apply. ``export`` and ``recommend`` read the store through these functi
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from astune.losses.catalogue import AS_LOSSES, SOFTMAX_LOSSES
 from astune.store.conventions import DATASET_TAG, NOT_APPLICABLE, PARENT_TAG, ROLE_TAG, quote
 from astune.store.uri import check_tracking_uri, resolve_tracking_uri
 
@@ -20,8 +24,6 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
     from mlflow.entities import Run
 
-AS_LOSSES = ("as_softmax", "multilabel_as_softmax")
-SOFTMAX_LOSSES = ("softmax", "multilabel_softmax")
 _PAGE = 1000
 
 
@@ -110,12 +112,43 @@ class Store:
 def param(run: "Run", key: str) -> Any:
     """A run's param as a Python value (``"0.3"`` -> 0.3, ``"True"`` -> True); None when the
     run lacks it or logged ``"None"`` (not applicable)."""
-    return parse_value(run.data.params.get(key))
+    return parse_value(run.data.params.get(key), key)
 
 
-def parse_value(text: str | None) -> Any:
+@functools.cache
+def _schema_kinds() -> dict[str, type]:
+    """The scalar type of each TrainConfig field and flat loss parameter."""
+    import dataclasses
+
+    from astune.config import TrainConfig
+    from astune.losses.catalogue import CATALOGUE
+
+    kinds: dict[str, type] = {p.name: p.kind for info in CATALOGUE.values() for p in info.params}
+    for f in dataclasses.fields(TrainConfig):
+        hint = str(f.type)
+        for kind in (bool, float, int, str):  # "float | None" -> float; bool before int
+            if hint.split(" | ")[0] == kind.__name__:
+                kinds[f.name] = kind
+    return kinds
+
+
+def parse_value(text: str | None, key: str | None = None) -> Any:
+    """A logged param as Python: by the config schema's type when ``key`` is a TrainConfig
+    field or loss parameter (``"2e-05"`` is a float; YAML 1.1 would keep a string), else
+    YAML's reading."""
     if text is None or text == NOT_APPLICABLE:
         return None
+    kind = _schema_kinds().get(key) if key is not None else None
+    if kind is bool and text in ("True", "False"):
+        return text == "True"
+    if kind in (int, float):
+        try:
+            number = float(text)
+        except ValueError:
+            return text
+        return int(number) if kind is int and number.is_integer() else number
+    if kind is str:
+        return text
     import yaml
 
     try:
@@ -165,3 +198,32 @@ def finished_trials(runs: Iterable["Run"], losses: Iterable[str] | None = None) 
 
 def dataset_of(run: "Run") -> str | None:
     return run.data.tags.get(DATASET_TAG)
+
+
+@contextmanager
+def no_progress_bar() -> Iterator[None]:
+    """MLflow draws a progress bar per downloaded artifact; readers fetch a few small files."""
+    key = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    old = os.environ.get(key)
+    os.environ[key] = "false"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
+
+
+__all__ = [
+    "AS_LOSSES",
+    "SOFTMAX_LOSSES",
+    "Store",
+    "best_evaluation_metrics",
+    "dataset_of",
+    "finished_trials",
+    "no_progress_bar",
+    "objective",
+    "param",
+    "parse_value",
+]
