@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,8 +24,24 @@ if TYPE_CHECKING:
 __all__ = ["SearchError", "SearchSettings", "SearchSummary", "run_search", "settings_from_args"]
 
 
+@dataclass
+class PreparedSearch:
+    """A search checked and ready for Ray: every bad input has failed by now."""
+
+    settings: SearchSettings
+    space: SearchSpace
+    base: dict[str, Any]
+    data: EncodedData
+    tracking_uri: str
+
+
 def run_search(settings: SearchSettings) -> SearchSummary:
     """Run (or resume) the search; everything that can be checked is checked before Ray starts."""
+    return execute_search(prepare_search(settings))
+
+
+def prepare_search(settings: SearchSettings) -> PreparedSearch:
+    """Validate the settings, the space, the data and the store (ValueError: bad input)."""
     from astune.search.execution import check_local_gpus
     from astune.search.space import load_space
     from astune.store.uri import check_tracking_uri, resolve_tracking_uri
@@ -34,9 +51,7 @@ def run_search(settings: SearchSettings) -> SearchSummary:
     if registry_name is not None:
         _check_metric(settings.dataset)
     check_local_gpus(settings)
-    space = load_space(
-        settings.space, dataset=None if settings.space else _registry_name(settings.dataset)
-    )
+    space = load_space(settings.space, dataset=None if settings.space else registry_name)
     base = _base_config(settings)
     _check_experiment_path(settings)
     tracking_uri = resolve_tracking_uri(settings.tracking_uri)
@@ -44,7 +59,14 @@ def run_search(settings: SearchSettings) -> SearchSummary:
     data = _encode(base)
     _check_computed(data.spec.name, data.spec.metric)
     space = _apply_settings(space, settings, data.spec.task)
-    return _run(settings, space, base, data, tracking_uri)
+    return PreparedSearch(settings, space, base, data, tracking_uri)
+
+
+def execute_search(prepared: PreparedSearch) -> SearchSummary:
+    """Start (or join) Ray and run the trials; a failure here is a failed search, not bad input."""
+    return _run(
+        prepared.settings, prepared.space, prepared.base, prepared.data, prepared.tracking_uri
+    )
 
 
 def _registry_name(dataset: str) -> str | None:
