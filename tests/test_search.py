@@ -343,3 +343,18 @@ def dataclasses_replace(obj, **changes):
     import dataclasses
 
     return dataclasses.replace(obj, **changes)
+
+
+def test_scratch_of_a_killed_trial_is_cleaned_and_a_live_one_kept(tmp_path):
+    from astune.search.scratch import clean_stale_scratch
+
+    killed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    dead = tmp_path / f"astune-trial-abc-pid{killed.pid}-x1"
+    live = tmp_path / f"astune-trial-def-pid{os.getpid()}-x2"
+    other = tmp_path / "astune-trial-old-style-x3"  # no owner in its name: not ours to judge
+    for folder in (dead, live, other):
+        (folder / "checkpoint").mkdir(parents=True)
+    assert clean_stale_scratch(tmp_path) == [dead]
+    assert not dead.exists() and live.exists() and other.exists()

@@ -174,6 +174,7 @@ def tune_search(
     max_t: int,
 ) -> SearchSummary:
     """Run the trials under MLflow tracking; the parent run ends with the search's status."""
+    from astune.search.scratch import clean_stale_scratch
     from astune.search.tracking import SearchTracker, attach_tracker
 
     tracker = SearchTracker(
@@ -200,6 +201,7 @@ def tune_search(
         raise
     finally:
         tracker.finish(status)
+        clean_stale_scratch()  # this node's folders of trials killed with SIGKILL
 
 
 def _known_trials(path: str) -> set[str]:

@@ -7,7 +7,6 @@ trial's config (flat keys proposed by Optuna) is laid over the search's base con
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +17,15 @@ def train_trial(config: dict[str, Any], *, data: Any, base: dict[str, Any]) -> N
     from ray import tune
 
     from astune.config import TrainConfig
+    from astune.search.scratch import clean_stale_scratch, make_scratch
     from astune.training import fit
 
     values = {**base, **{k: v for k, v in config.items() if v is not None}}
     # The run folder is scratch: Ray persists each reported checkpoint and MLflow every record.
     # Inside the trial folder Ray would copy it again at every experiment snapshot, and a reused
     # actor would leave it behind in its working directory.
-    scratch = tempfile.mkdtemp(prefix=f"astune-trial-{tune.get_context().get_trial_id()}-")
+    clean_stale_scratch()  # left by trials killed with SIGKILL on this node
+    scratch = make_scratch(tune.get_context().get_trial_id())
     values["output_dir"] = scratch
     train_config = TrainConfig.from_dict(values)
 
