@@ -164,6 +164,17 @@ def test_asha_stopped_trials_are_pruned_in_optuna_not_complete(workdir):
     assert any(early.values()) and not all(early.values())
     for trial_id, stopped in early.items():
         assert states[trial_id] == ("PRUNED" if stopped else "COMPLETE"), (trial_id, states)
+    # ASHA itself stopped them: below max_t (3 evaluations + the final report), while every
+    # trial it let run reported all 4 times
+    from ray.tune import ExperimentAnalysis
+
+    reported = {
+        t.trial_id: t.last_result["training_iteration"]
+        for t in ExperimentAnalysis(summary.experiment_path).trials
+    }
+    max_t = 4
+    for trial_id, stopped in early.items():
+        assert (reported[trial_id] < max_t) if stopped else (reported[trial_id] == max_t)
 
 
 def search_command(name: str, space: Path, *extra: str) -> list[str]:

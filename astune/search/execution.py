@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from astune.search.settings import SearchError, SearchSettings, SearchSummary
+from astune.search.settings import PreparedSearch, SearchError, SearchSettings, SearchSummary
 
 if TYPE_CHECKING:
     from ray.tune import Result, ResultGrid
 
+    from astune.config import TrainConfig
     from astune.data.encoding import EncodedData
     from astune.search.space import SearchSpace
     from astune.search.tracking import SearchTracker
@@ -113,7 +114,7 @@ def _scheduler(space: SearchSpace, max_t: int) -> Any:
     )
 
 
-def _trainable(settings: SearchSettings, base: dict[str, Any], data: EncodedData) -> Any:
+def _trainable(settings: SearchSettings, base: TrainConfig, data: EncodedData) -> Any:
     from ray import tune
 
     from astune.search.trainable import train_trial
@@ -165,20 +166,15 @@ def trial_dirname(trial: Any) -> str:
     return f"trial_{trial.trial_id}"
 
 
-def tune_search(
-    settings: SearchSettings,
-    space: SearchSpace,
-    base: dict,
-    data: EncodedData,
-    tracking_uri: str,
-    max_t: int,
-) -> SearchSummary:
+def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
     """Run the trials under MLflow tracking; the parent run ends with the search's status."""
     from astune.search.scratch import clean_stale_scratch
     from astune.search.tracking import SearchTracker, attach_tracker
 
+    settings, space, base, data = prepared.settings, prepared.space, prepared.base, prepared.data
+
     tracker = SearchTracker(
-        tracking_uri,
+        prepared.tracking_uri,
         settings.experiment_name,
         dataset=data.spec.name,
         task=data.spec.task,
@@ -187,7 +183,9 @@ def tune_search(
     tracker.start(resume=settings.resume)
     status = "FAILED"
     try:
-        tuner = _tuner(settings, space, _trainable(settings, base, data), tracker, max_t)
+        tuner = _tuner(
+            settings, space, _trainable(settings, prepared.train_base, data), tracker, max_t
+        )
         if settings.resume:  # the restored Tuner brings its pickled callbacks: point them here
             attach_tracker(tuner, tracker)
             tracker.forget_lost_trials(_known_trials(settings.experiment_path()))

@@ -9,30 +9,24 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune.config import TrainConfig
 from astune.data.registry import DatasetSpec
-from astune.search.settings import SearchError, SearchSettings, SearchSummary, settings_from_args
+from astune.search.settings import (
+    PreparedSearch,
+    SearchError,
+    SearchSettings,
+    SearchSummary,
+    settings_from_args,
+)
 from astune.search.space import SearchSpace
 
 if TYPE_CHECKING:
     from astune.data.encoding import EncodedData
 
 __all__ = ["SearchError", "SearchSettings", "SearchSummary", "run_search", "settings_from_args"]
-
-
-@dataclass
-class PreparedSearch:
-    """A search checked and ready for Ray: every bad input has failed by now."""
-
-    settings: SearchSettings
-    space: SearchSpace
-    base: dict[str, Any]
-    data: EncodedData
-    tracking_uri: str
 
 
 def run_search(settings: SearchSettings) -> SearchSummary:
@@ -56,17 +50,16 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     _check_experiment_path(settings)
     tracking_uri = resolve_tracking_uri(settings.tracking_uri)
     check_tracking_uri(tracking_uri)
-    data = _encode(base)
+    train_base = TrainConfig.from_dict(base).validate()
+    data = _encode(train_base)
     _check_computed(data.spec.name, data.spec.metric)
     space = _apply_settings(space, settings, data.spec.task)
-    return PreparedSearch(settings, space, base, data, tracking_uri)
+    return PreparedSearch(settings, space, base, train_base, data, tracking_uri)
 
 
 def execute_search(prepared: PreparedSearch) -> SearchSummary:
     """Start (or join) Ray and run the trials; a failure here is a failed search, not bad input."""
-    return _run(
-        prepared.settings, prepared.space, prepared.base, prepared.data, prepared.tracking_uri
-    )
+    return _run(prepared)
 
 
 def _registry_name(dataset: str) -> str | None:
@@ -114,7 +107,6 @@ def _base_config(settings: SearchSettings) -> dict[str, Any]:
     )
     if Path(base["backbone"]).exists():
         base["backbone"] = str(Path(base["backbone"]).resolve())
-    TrainConfig.from_dict(base).validate()
     from astune.backbones import resolve_backbone
 
     resolve_backbone(base["backbone"])  # an unknown alias fails here, before Ray starts
@@ -138,10 +130,10 @@ def _check_experiment_path(settings: SearchSettings) -> None:
         )
 
 
-def _encode(base: dict[str, Any]) -> EncodedData:
+def _encode(base: TrainConfig) -> EncodedData:
     from astune.training import load_encoded
 
-    return load_encoded(TrainConfig.from_dict(base))
+    return load_encoded(base)
 
 
 def _apply_settings(space: SearchSpace, settings: SearchSettings, task: str) -> SearchSpace:
@@ -175,28 +167,17 @@ def max_reports(space: SearchSpace, base: dict[str, Any], spec: DatasetSpec, n_t
     return int(math.ceil(epochs)) * per_epoch + 1
 
 
-def _run(
-    settings: SearchSettings,
-    space: SearchSpace,
-    base: dict[str, Any],
-    data: EncodedData,
-    tracking_uri: str,
-) -> SearchSummary:
+def _run(prepared: PreparedSearch) -> SearchSummary:
     import ray
 
     from astune.search import execution
 
+    settings, data = prepared.settings, prepared.data
+    max_t = max_reports(prepared.space, prepared.base, data.spec, len(data.splits["train"]))
     started_here = execution.init_ray(settings)
     try:
         execution.check_resources(settings)
-        return execution.tune_search(
-            settings,
-            space,
-            base,
-            data,
-            tracking_uri,
-            max_reports(space, base, data.spec, len(data.splits["train"])),
-        )
+        return execution.tune_search(prepared, max_t)
     finally:
         if started_here:
             ray.shutdown()

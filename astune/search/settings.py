@@ -6,9 +6,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from astune._checks import check_int, check_range
+
+if TYPE_CHECKING:
+    from astune.config import TrainConfig
+    from astune.data.encoding import EncodedData
+    from astune.search.space import SearchSpace
 
 DEFAULT_STORAGE = "astune-runs/ray"
 
@@ -95,6 +100,18 @@ class SearchSummary:
     trial_states: dict[str, int]
     parent_run_id: str
     experiment_id: str | None = None
+
+
+@dataclass
+class PreparedSearch:
+    """A search checked and ready for Ray: every bad input has failed by now."""
+
+    settings: SearchSettings
+    space: SearchSpace
+    base: dict[str, Any]  # the settings every trial shares, as given (artifacts show these)
+    train_base: TrainConfig  # the same, built and validated once: each trial derives from it
+    data: EncodedData
+    tracking_uri: str
 
 
 def settings_from_args(args: Any) -> SearchSettings:
