@@ -530,3 +530,27 @@ def test_trial_error_is_read_from_text_never_unpickled(tmp_path):
     )
     assert trial_error_message(trial) == "FloatingPointError: loss is inf at epoch 0"
     assert not marker.exists()
+
+
+def _open_store(uri: str, barrier) -> None:
+    from astune.search.tracking import open_client
+
+    barrier.wait(timeout=120)  # every process reaches the fresh store at the same moment
+    client = open_client(uri)
+    client.search_experiments()
+
+
+def test_two_processes_creating_one_fresh_store_both_succeed(tmp_path):
+    import multiprocessing
+
+    uri = resolve_tracking_uri(f"sqlite:///{tmp_path / 'fresh' / 'mlflow.db'}")
+    (tmp_path / "fresh").mkdir()
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(2)
+    processes = [context.Process(target=_open_store, args=(uri, barrier)) for _ in range(2)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=300)
+    assert [p.exitcode for p in processes] == [0, 0]
+    assert MlflowClient(uri).get_experiment_by_name("Default") is not None

@@ -115,6 +115,34 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def open_client(tracking_uri: str) -> MlflowClient:
+    """An MlflowClient whose store exists. MLflow creates (or upgrades) a SQLite store's schema
+    on first use, and two processes doing it at once collide (``duplicate column name``): here
+    the first use of a SQLite store holds a file lock beside it. A store that still fails is a
+    one-line TrackingError naming the URI."""
+    from mlflow import MlflowClient
+
+    if not tracking_uri.startswith("sqlite:///"):
+        return MlflowClient(tracking_uri=tracking_uri)
+    import fcntl
+
+    database = tracking_uri[len("sqlite:///") :].partition("?")[0]
+    with open(f"{database}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            client = MlflowClient(tracking_uri=tracking_uri)
+            client.search_experiments(max_results=1)  # creates or upgrades the schema
+        except Exception as err:
+            lines = str(err).strip().splitlines()
+            raise TrackingError(
+                f"MLflow store {tracking_uri} cannot be opened: {type(err).__name__}: "
+                f"{lines[0] if lines else ''}"
+            ) from None
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return client
+
+
 # ----------------------------------------------------------------------------------- tracker
 class SearchTracker:
     """The MLflow side of one search: its experiment, its parent run and its child runs.
@@ -154,9 +182,7 @@ class SearchTracker:
     @property
     def client(self) -> "MlflowClient":
         if self._client is None:
-            from mlflow import MlflowClient
-
-            self._client = MlflowClient(tracking_uri=self.tracking_uri)
+            self._client = open_client(self.tracking_uri)
         return self._client
 
     def _base_tags(self, role: str) -> dict[str, str]:
