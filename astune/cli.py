@@ -7,9 +7,11 @@ subcommand that is not built yet.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
+EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
@@ -160,13 +162,14 @@ def _train_config(args: argparse.Namespace):
 
 
 def _train(args: argparse.Namespace) -> int:
-    from astune.training import fit
+    from astune.training import Run
 
-    try:
+    try:  # building the run reads the data and the backbone: what fails here is bad input
         config = _train_config(args)
-        final = fit(config, progress=True)
-    except (ValueError, OSError) as err:  # bad input, or a backbone that cannot be loaded
+        run = Run(config)
+    except (ValueError, OSError) as err:
         raise CLIError(str(err).splitlines()[0]) from None
+    final = run.train(None, progress=True)  # a failure from here on is a failed run (exit 1)
     keys = [k for k in final if k.startswith(("val_", "test_"))] + [
         "optimizer_steps",
         "train_seconds",
@@ -182,12 +185,14 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from astune.search.runner import run_search, settings_from_args
+    from astune.search.runner import execute_search, prepare_search
+    from astune.search.settings import settings_from_args
 
     try:
-        summary = run_search(settings_from_args(args))
-    except (ValueError, OSError) as err:  # bad input found before any trial started
+        prepared = prepare_search(settings_from_args(args))
+    except (ValueError, OSError) as err:  # bad input found before Ray starts
         raise CLIError(str(err).splitlines()[0]) from None
+    summary = execute_search(prepared)  # a failure from here on is a failed search (exit 1)
     from astune.search.console import format_summary
     from astune.store.uri import mlflow_ui_command
 
@@ -275,3 +280,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `astune datasets | head`
         sys.stderr.close()
         return 0
+    except Exception as err:  # the run itself failed (a bug, out of memory, NaN): exit 1
+        log = _write_traceback(args.command)
+        lines = str(err).strip().splitlines()
+        print(
+            f"astune {args.command}: failed: {type(err).__name__}: {lines[0] if lines else ''} "
+            f"(full traceback: {log})",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+
+
+def _write_traceback(command: str) -> str:
+    """The current exception's traceback in ``astune-runs/logs/`` (else the temp folder)."""
+    import tempfile
+    import time
+    import traceback
+    from pathlib import Path
+
+    name = f"{command}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    for folder in (Path("astune-runs/logs"), Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder.resolve() / name
+            path.write_text(traceback.format_exc())
+            return str(path)
+        except OSError:
+            continue
+    return "(not written: no writable folder)"

@@ -210,3 +210,24 @@ def test_train_on_a_folder_without_validation_carves_one(capsys, caplog, tmp_pat
     assert "has no validation split: carved" in caplog.text and "(0.2, stratified" in caplog.text
     final = json.loads((out_dir / "final.json").read_text())
     assert "val_accuracy" in final and "test_accuracy" in final
+
+
+def test_a_run_that_fails_mid_training_exits_1_with_the_error_and_its_log(
+    capsys, tmp_path, data_dir, monkeypatch
+):
+    """Not bad input: the loss overflows during training. Exit 1, the error in one line and
+    where the full traceback is."""
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "nan.yaml"
+    config.write_text(
+        f"dataset: sst5\ndata_dir: {data_dir}\nbackbone: minilm\nnum_layers: 1\n"
+        "max_train_samples: 32\nmax_eval_samples: 16\nepochs: 1\nbatch_size: 16\nlr: 1.0e-3\n"
+        "loss: am_softmax\ns: 1.0e+38\nm: 0.3\ndevice: cpu\n"
+    )
+    code, _, err = run_cli(capsys, "train", "--config", str(config))
+    # stderr also carries the progress bar: the error itself is one line
+    (line,) = [text for text in err.splitlines() if "astune train:" in text]
+    line = line[line.index("astune train:") :]
+    assert code == 1 and line.startswith("astune train: failed: FloatingPointError: loss is inf")
+    log = Path(line.rsplit("full traceback: ", 1)[1].strip().rstrip(")"))
+    assert log.is_file() and "Traceback (most recent call last)" in log.read_text()

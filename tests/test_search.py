@@ -164,6 +164,17 @@ def test_asha_stopped_trials_are_pruned_in_optuna_not_complete(workdir):
     assert any(early.values()) and not all(early.values())
     for trial_id, stopped in early.items():
         assert states[trial_id] == ("PRUNED" if stopped else "COMPLETE"), (trial_id, states)
+    # ASHA itself stopped them: below max_t (3 evaluations + the final report), while every
+    # trial it let run reported all 4 times
+    from ray.tune import ExperimentAnalysis
+
+    reported = {
+        t.trial_id: t.last_result["training_iteration"]
+        for t in ExperimentAnalysis(summary.experiment_path).trials
+    }
+    max_t = 4
+    for trial_id, stopped in early.items():
+        assert (reported[trial_id] < max_t) if stopped else (reported[trial_id] == max_t)
 
 
 def search_command(name: str, space: Path, *extra: str) -> list[str]:
@@ -269,6 +280,7 @@ def test_search_killed_after_its_first_trial_resumes_to_completion(workdir):
         (["--dataset", "sst5", "--losses", "softmax,focal"], "unknown loss 'focal'"),
         (["--dataset", "sst5", "--tracking-uri", "http://127.0.0.1:9"], "http://127.0.0.1:9"),
         (["--dataset", "sst5", "--resume", "--name", "never-ran"], "no search 'never-ran'"),
+        (["--dataset", "sighan2015"], "scored with 'correction_f1', which astune does not"),
     ],
 )
 def test_bad_search_requests_fail_within_seconds(workdir, capsys, argv, message):
@@ -290,3 +302,70 @@ def test_malformed_space_names_the_file_and_parameter(workdir, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "bad.yaml" in err and "delta" in err, err
     assert time.perf_counter() - start < 10
+
+
+def test_asha_max_t_counts_the_reports_trials_make():
+    """No ``epochs`` in the space: trials train the dataset's paper epochs (20 for CoNLL-2003)
+    and report once per epoch plus a final report; with ``eval_every`` more often."""
+    import dataclasses
+
+    from astune.data.registry import get_spec
+    from astune.search.runner import max_reports
+    from astune.search.space import load_space
+
+    space = load_space(SPACES / "tiny.yaml")
+    no_epochs = dataclasses.replace(
+        space, params={k: v for k, v in space.params.items() if k != "epochs"}
+    )
+    conll = get_spec("conll2003")
+    assert max_reports(no_epochs, {}, conll, 160) == 21
+    assert max_reports(no_epochs, {"epochs": 3}, conll, 160) == 4
+    assert max_reports(space, {}, conll, 160) == 3  # the space's 2 epochs
+    # 160 samples in batches of 16: at most 10 optimizer steps an epoch, an evaluation every
+    # 4 of them (2) and one at the epoch's end
+    assert max_reports(space, {"eval_every": 4}, conll, 160) == 2 * 3 + 1
+
+
+def test_summary_prints_the_link_to_the_runs_view():
+    from astune.search.console import format_summary
+    from astune.search.settings import SearchSummary
+    from astune.store.uri import mlflow_ui_command
+
+    summary = SearchSummary(
+        experiment="tiny",
+        tracking_uri="sqlite:////tmp/x/mlflow.db",
+        experiment_path="/tmp/x/ray/tiny",
+        best_config={"loss": "softmax"},
+        best_objective=0.5,
+        metric="objective",
+        num_trials=1,
+        trial_states={"TERMINATED": 1},
+        parent_run_id="abc",
+        experiment_id="7",
+    )
+    text = format_summary(summary, mlflow_ui_command(summary.tracking_uri))
+    assert "mlflow ui --backend-store-uri sqlite:////tmp/x/mlflow.db" in text
+    assert "http://127.0.0.1:5000/#/experiments/7/runs" in text
+    served = dataclasses_replace(summary, tracking_uri="http://mlflow.example:5000/")
+    assert "http://mlflow.example:5000/#/experiments/7/runs" in format_summary(served, "x")
+
+
+def dataclasses_replace(obj, **changes):
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
+
+
+def test_scratch_of_a_killed_trial_is_cleaned_and_a_live_one_kept(tmp_path):
+    from astune.search.scratch import clean_stale_scratch
+
+    killed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    dead = tmp_path / f"astune-trial-abc-pid{killed.pid}-x1"
+    live = tmp_path / f"astune-trial-def-pid{os.getpid()}-x2"
+    other = tmp_path / "astune-trial-old-style-x3"  # no owner in its name: not ours to judge
+    for folder in (dead, live, other):
+        (folder / "checkpoint").mkdir(parents=True)
+    assert clean_stale_scratch(tmp_path) == [dead]
+    assert not dead.exists() and live.exists() and other.exists()

@@ -25,12 +25,12 @@ from ray import tune  # noqa: E402
 from ray.tune.search import Searcher  # noqa: E402
 
 from astune.config import TrainConfig  # noqa: E402
+from astune.search.artifacts import best_config_mapping, log_search_artifacts  # noqa: E402
+from astune.search.execution import best_finished  # noqa: E402
 from astune.search.tracking import (  # noqa: E402
     MLflowTrialCallback,
     SearchTracker,
     attach_tracker,
-    best_config_mapping,
-    log_search_artifacts,
 )
 from astune.store.conventions import CONVENTION_PARAMS, TrackingError  # noqa: E402
 from astune.store.uri import (  # noqa: E402
@@ -204,7 +204,7 @@ def test_failed_trial_is_failed_with_its_error(ray_local, store, tmp_path):
     tracker = make_tracker(store, "one-fails")
     tracker.start()
     points = [{"loss": "as_softmax", "lr": 2e-5, "delta": 0.3, "fail_at": 1}, POINTS[2]]
-    run_tuner(
+    results = run_tuner(
         tmp_path,
         MLflowTrialCallback(tracker),
         tiny_trainable,
@@ -212,6 +212,13 @@ def test_failed_trial_is_failed_with_its_error(ray_local, store, tmp_path):
         num_samples=-1,
     )
     tracker.finish("FINISHED")
+
+    # the failed trial scored 0.8 before it raised, the finished one 0.7 at best: the best
+    # config is the finished one's (Ray's scope="all" would pick the failed one)
+    assert results.get_best_result("objective", "max", scope="all").error is not None
+    best, value = best_finished(results, "objective", "max")
+    assert best.error is None and best.config["loss"] == "softmax"
+    assert value == pytest.approx(0.7)
 
     client = MlflowClient(store)
     children = {c.data.params["loss"]: c for c in runs_by_role(client, "one-fails", "trial")}
@@ -497,3 +504,53 @@ def test_resume_forgets_runs_of_trials_the_restored_experiment_lost(store):
         [kept, reported],
         [reported, kept],
     )
+
+
+class _Payload:
+    """Unpickling this runs code: what a writer of the storage path could plant."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path(self.marker).write_text, ("unpickled",))
+
+
+def test_trial_error_is_read_from_text_never_unpickled(tmp_path):
+    from astune.search.trial_errors import trial_error_message
+
+    marker = tmp_path / "marker"
+    (tmp_path / "error.pkl").write_bytes(pickle.dumps(_Payload(str(marker))))
+    (tmp_path / "error.txt").write_text(
+        "Failure # 1\nTraceback (most recent call last):\n  File x\n"
+        "FloatingPointError: loss is inf at epoch 0\nsecond line\n"
+    )
+    trial = SimpleNamespace(
+        error_file=str(tmp_path / "error.txt"), pickled_error_file=str(tmp_path / "error.pkl")
+    )
+    assert trial_error_message(trial) == "FloatingPointError: loss is inf at epoch 0"
+    assert not marker.exists()
+
+
+def _open_store(uri: str, barrier) -> None:
+    from astune.search.tracking import open_client
+
+    barrier.wait(timeout=120)  # every process reaches the fresh store at the same moment
+    client = open_client(uri)
+    client.search_experiments()
+
+
+def test_two_processes_creating_one_fresh_store_both_succeed(tmp_path):
+    import multiprocessing
+
+    uri = resolve_tracking_uri(f"sqlite:///{tmp_path / 'fresh' / 'mlflow.db'}")
+    (tmp_path / "fresh").mkdir()
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(2)
+    processes = [context.Process(target=_open_store, args=(uri, barrier)) for _ in range(2)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=300)
+    assert [p.exitcode for p in processes] == [0, 0]
+    assert MlflowClient(uri).get_experiment_by_name("Default") is not None

@@ -12,6 +12,8 @@ from typing import Any
 
 from ray.tune import Callback
 
+from astune.search.settings import SearchSummary
+
 COLUMNS = ("loss", "delta", "warmup_ratio", "as_speed", "lam", "max_accum_steps", "lr")
 
 
@@ -74,7 +76,7 @@ class ConsoleCallback(Callback):
         self._draw(force=True)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        from astune.search.tracking import trial_error_message
+        from astune.search.trial_errors import trial_error_message
 
         row = self._row(trial)
         row["status"] = "FAILED"
@@ -132,7 +134,17 @@ class ConsoleCallback(Callback):
         return table
 
 
-def format_summary(summary: Any, ui_command: str) -> str:
+def _runs_link(tracking_uri: str, experiment_id: str | None) -> str | None:
+    """The MLflow UI page of the search's runs (the experiment's default page is another view).
+    A tracking server serves its own UI; the embedded store's is `mlflow ui` on port 5000."""
+    if experiment_id is None:
+        return None
+    server = tracking_uri if tracking_uri.startswith(("http://", "https://")) else None
+    root = (server or "http://127.0.0.1:5000").rstrip("/")
+    return f"{root}/#/experiments/{experiment_id}/runs"
+
+
+def format_summary(summary: SearchSummary, ui_command: str) -> str:
     """The closing lines: the best config and objective, where the runs are, what to run next."""
     lines = [
         f"search {summary.experiment!r}: {summary.num_trials} trials "
@@ -144,8 +156,11 @@ def format_summary(summary: Any, ui_command: str) -> str:
         lines.append(f"best {summary.metric}: {summary.best_objective:.4f}")
         shown = {k: v for k, v in summary.best_config.items() if v is not None}
         lines.append("best config: " + ", ".join(f"{k}={_fmt(v)}" for k, v in shown.items()))
+    link = _runs_link(summary.tracking_uri, summary.experiment_id)
+    lines.append(f"review:  {ui_command}")
+    if link is not None:
+        lines.append(f"runs:    {link}")
     lines += [
-        f"review:  {ui_command}",
         f"export:  python -m astune export --experiment {summary.experiment} "
         f"--tracking-uri {summary.tracking_uri} --format yaml -o best.yaml",
         f"resume:  python -m astune search --dataset ... --name {summary.experiment} --resume",

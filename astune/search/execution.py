@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from astune.search.runner import SearchError, SearchSettings, SearchSummary
+from astune.search.settings import PreparedSearch, SearchError, SearchSettings, SearchSummary
+
+if TYPE_CHECKING:
+    from ray.tune import Result, ResultGrid
+
+    from astune.config import TrainConfig
+    from astune.data.encoding import EncodedData
+    from astune.search.space import SearchSpace
+    from astune.search.tracking import SearchTracker
 
 
 def init_ray(settings: SearchSettings) -> bool:
@@ -62,7 +70,7 @@ def check_resources(settings: SearchSettings) -> None:
             )
 
 
-def _searcher(space: Any, settings: SearchSettings) -> Any:
+def _searcher(space: SearchSpace, settings: SearchSettings) -> Any:
     import optuna
     from ray.tune.search import ConcurrencyLimiter
 
@@ -90,7 +98,7 @@ def _fitting_trials(settings: SearchSettings) -> int:
     return max(1, fits)
 
 
-def _scheduler(space: Any, max_t: int) -> Any:
+def _scheduler(space: SearchSpace, max_t: int) -> Any:
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
     options = space.scheduler
@@ -106,7 +114,7 @@ def _scheduler(space: Any, max_t: int) -> Any:
     )
 
 
-def _trainable(settings: SearchSettings, base: dict[str, Any], data: Any) -> Any:
+def _trainable(settings: SearchSettings, base: TrainConfig, data: EncodedData) -> Any:
     from ray import tune
 
     from astune.search.trainable import train_trial
@@ -115,7 +123,7 @@ def _trainable(settings: SearchSettings, base: dict[str, Any], data: Any) -> Any
     return tune.with_resources(tune.with_parameters(train_trial, data=data, base=base), resources)
 
 
-def _callbacks(settings: SearchSettings, space: Any, tracker: Any) -> list:
+def _callbacks(settings: SearchSettings, space: SearchSpace, tracker: SearchTracker) -> list:
     from astune.search.console import ConsoleCallback
     from astune.search.tracking import MLflowTrialCallback
 
@@ -125,7 +133,9 @@ def _callbacks(settings: SearchSettings, space: Any, tracker: Any) -> list:
     return callbacks
 
 
-def _tuner(settings: SearchSettings, space: Any, trainable: Any, tracker: Any, max_t: int) -> Any:
+def _tuner(
+    settings: SearchSettings, space: SearchSpace, trainable: Any, tracker: SearchTracker, max_t: int
+) -> Any:
     from ray import tune
 
     path = settings.experiment_path()
@@ -156,14 +166,15 @@ def trial_dirname(trial: Any) -> str:
     return f"trial_{trial.trial_id}"
 
 
-def tune_search(
-    settings: SearchSettings, space: Any, base: dict, data: Any, tracking_uri: str, max_t: int
-) -> SearchSummary:
+def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
     """Run the trials under MLflow tracking; the parent run ends with the search's status."""
+    from astune.search.scratch import clean_stale_scratch
     from astune.search.tracking import SearchTracker, attach_tracker
 
+    settings, space, base, data = prepared.settings, prepared.space, prepared.base, prepared.data
+
     tracker = SearchTracker(
-        tracking_uri,
+        prepared.tracking_uri,
         settings.experiment_name,
         dataset=data.spec.name,
         task=data.spec.task,
@@ -172,7 +183,9 @@ def tune_search(
     tracker.start(resume=settings.resume)
     status = "FAILED"
     try:
-        tuner = _tuner(settings, space, _trainable(settings, base, data), tracker, max_t)
+        tuner = _tuner(
+            settings, space, _trainable(settings, prepared.train_base, data), tracker, max_t
+        )
         if settings.resume:  # the restored Tuner brings its pickled callbacks: point them here
             attach_tracker(tuner, tracker)
             tracker.forget_lost_trials(_known_trials(settings.experiment_path()))
@@ -186,6 +199,7 @@ def tune_search(
         raise
     finally:
         tracker.finish(status)
+        clean_stale_scratch()  # this node's folders of trials killed with SIGKILL
 
 
 def _known_trials(path: str) -> set[str]:
@@ -194,11 +208,11 @@ def _known_trials(path: str) -> set[str]:
     return {trial.trial_id for trial in ExperimentAnalysis(path).trials}
 
 
-def _unfinished(results: Any) -> bool:
+def _unfinished(results: ResultGrid) -> bool:
     return any(r.metrics is None or not (r.metrics.get("done") or r.error) for r in results)
 
 
-def _search_params(settings: SearchSettings, space: Any) -> dict[str, Any]:
+def _search_params(settings: SearchSettings, space: SearchSpace) -> dict[str, Any]:
     return {
         "dataset": settings.dataset,
         "space": space.source,
@@ -216,23 +230,40 @@ def _search_params(settings: SearchSettings, space: Any) -> dict[str, Any]:
     }
 
 
+def best_finished(results: ResultGrid, metric: str, mode: str) -> tuple[Result, float] | None:
+    """The best trial among those that finished (no error) and its best ``metric``: a trial
+    that errored after a good evaluation has no result to export. None if none reported."""
+    best: tuple[Result, float] | None = None
+    for result in results:
+        frame = result.metrics_dataframe
+        if result.error is not None or frame is None or metric not in frame:
+            continue
+        values = frame[metric].dropna()
+        if values.empty:
+            continue
+        value = float(values.max() if mode == "max" else values.min())
+        if best is None or (value > best[1] if mode == "max" else value < best[1]):
+            best = (result, value)
+    return best
+
+
 def _summarize(
-    settings: SearchSettings, space: Any, base: dict, results: Any, tracker: Any
+    settings: SearchSettings,
+    space: SearchSpace,
+    base: dict,
+    results: ResultGrid,
+    tracker: SearchTracker,
 ) -> SearchSummary:
-    from astune.search.tracking import log_search_artifacts
+    from astune.search.artifacts import log_search_artifacts
 
     frame = results.get_dataframe(filter_metric=space.metric, filter_mode=space.mode)
     states: dict[str, int] = {}
     for result in results:
         state = "ERROR" if result.error else "TERMINATED"
         states[state] = states.get(state, 0) + 1
-    try:
-        best = results.get_best_result(metric=space.metric, mode=space.mode, scope="all")
-        best_config = {**base, **best.config}
-        values = best.metrics_dataframe[space.metric].dropna()
-        best_objective = float(values.max() if space.mode == "max" else values.min())
-    except RuntimeError:  # no trial reported the metric
-        best_config, best_objective = {}, None
+    best = best_finished(results, space.metric, space.mode)
+    best_config = {**base, **best[0].config} if best else {}
+    best_objective = best[1] if best else None
     if best_config:
         log_search_artifacts(
             tracker,
@@ -253,4 +284,5 @@ def _summarize(
         num_trials=len(results),
         trial_states=states,
         parent_run_id=tracker.parent_run_id,
+        experiment_id=tracker.experiment_id,
     )

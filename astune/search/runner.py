@@ -7,126 +7,85 @@ and print the best config.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from astune._checks import check_int, check_range
 from astune.config import TrainConfig
+from astune.data.registry import DatasetSpec
+from astune.search.settings import (
+    PreparedSearch,
+    SearchError,
+    SearchSettings,
+    SearchSummary,
+    settings_from_args,
+)
+from astune.search.space import SearchSpace
 
-DEFAULT_STORAGE = "astune-runs/ray"
+if TYPE_CHECKING:
+    from astune.data.encoding import EncodedData
 
-
-class SearchError(ValueError):
-    """Bad search settings, found before any trial starts."""
-
-
-@dataclass
-class SearchSettings:
-    """What `astune search` was asked for (the CLI flags of DESIGN.md)."""
-
-    dataset: str
-    space: str | None = None
-    num_samples: int | None = None
-    max_concurrent: int | None = None
-    cpus_per_trial: float = 1.0
-    gpus_per_trial: float | None = None
-    address: str | None = None
-    tracking_uri: str | None = None
-    storage_path: str | None = None
-    name: str | None = None
-    resume: bool = False
-    backbone: str = "bert-base-cased"
-    num_layers: int | None = None
-    max_train_samples: int | None = None
-    max_eval_samples: int | None = None
-    epochs: float | None = None
-    data_dir: str | None = None
-    validation_fraction: float | None = None
-    losses: str | None = None
-    scheduler: str | None = None
-    seed: int = 0
-    max_failures: int = 1
-    max_length: int = 128
-    reuse_actors: bool = True
-    console: bool = True
-
-    def validate(self) -> "SearchSettings":
-        for name in (
-            "num_samples",
-            "max_concurrent",
-            "num_layers",
-            "max_train_samples",
-            "max_eval_samples",
-        ):
-            if getattr(self, name) is not None:
-                check_int(name, getattr(self, name), 1)
-        check_range("cpus_per_trial", self.cpus_per_trial, 0.0, None, low_open=True)
-        if self.gpus_per_trial is not None:
-            check_range("gpus_per_trial", self.gpus_per_trial, 0.0)
-        if self.epochs is not None:
-            check_range("epochs", self.epochs, 0.0, None, low_open=True)
-        check_int("seed", self.seed, 0)
-        check_int("max_failures", self.max_failures, 0)
-        return self
-
-    @property
-    def experiment_name(self) -> str:
-        if self.name:
-            return self.name
-        from astune.data.resolve import resolve_dataset
-
-        return f"astune-{resolve_dataset(self.dataset).name}"
-
-    def experiment_path(self) -> str:
-        root = self.storage_path or DEFAULT_STORAGE
-        if "://" not in root:
-            root = str(Path(root).resolve())
-        return f"{root.rstrip('/')}/{self.experiment_name}"
-
-
-@dataclass
-class SearchSummary:
-    """What a finished search hands back: the best trial, and where everything is."""
-
-    experiment: str
-    tracking_uri: str
-    experiment_path: str
-    best_config: dict[str, Any]
-    best_objective: float | None
-    metric: str
-    num_trials: int
-    trial_states: dict[str, int]
-    parent_run_id: str
+__all__ = ["SearchError", "SearchSettings", "SearchSummary", "run_search", "settings_from_args"]
 
 
 def run_search(settings: SearchSettings) -> SearchSummary:
     """Run (or resume) the search; everything that can be checked is checked before Ray starts."""
+    return execute_search(prepare_search(settings))
+
+
+def prepare_search(settings: SearchSettings) -> PreparedSearch:
+    """Validate the settings, the space, the data and the store (ValueError: bad input)."""
     from astune.search.execution import check_local_gpus
     from astune.search.space import load_space
     from astune.store.uri import check_tracking_uri, resolve_tracking_uri
 
     settings.validate()
+    registry_name = _registry_name(settings.dataset)
+    if registry_name is not None:
+        _check_metric(settings.dataset)
     check_local_gpus(settings)
-    space = load_space(
-        settings.space, dataset=None if settings.space else _registry_name(settings.dataset)
-    )
+    space = load_space(settings.space, dataset=None if settings.space else registry_name)
     base = _base_config(settings)
     _check_experiment_path(settings)
     tracking_uri = resolve_tracking_uri(settings.tracking_uri)
     check_tracking_uri(tracking_uri)
-    data = _encode(base)
+    train_base = TrainConfig.from_dict(base).validate()
+    data = _encode(train_base)
+    _check_computed(data.spec.name, data.spec.metric)
     space = _apply_settings(space, settings, data.spec.task)
-    return _run(settings, space, base, data, tracking_uri)
+    return PreparedSearch(settings, space, base, train_base, data, tracking_uri)
+
+
+def execute_search(prepared: PreparedSearch) -> SearchSummary:
+    """Start (or join) Ray and run the trials; a failure here is a failed search, not bad input."""
+    return _run(prepared)
 
 
 def _registry_name(dataset: str) -> str | None:
     from astune.data.resolve import resolve_dataset
 
     return resolve_dataset(dataset).registry_name
+
+
+def _check_metric(dataset: str) -> None:
+    """A registry dataset scored with a metric astune does not compute fails here, not in
+    every trial."""
+    from astune.data.registry import REGISTRY
+
+    spec = REGISTRY.get(dataset)
+    if spec is not None:
+        _check_computed(spec.name, spec.metric)
+
+
+def _check_computed(name: str, metric: str) -> None:
+    from astune.training import COMPUTED_METRICS
+
+    if metric not in COMPUTED_METRICS:
+        raise SearchError(
+            f"dataset {name!r} is scored with {metric!r}, which astune does not compute yet; "
+            f"computed metrics: {', '.join(COMPUTED_METRICS)}."
+        )
 
 
 def _base_config(settings: SearchSettings) -> dict[str, Any]:
@@ -151,7 +110,6 @@ def _base_config(settings: SearchSettings) -> dict[str, Any]:
         base["validation_fraction"] = settings.validation_fraction
     if Path(base["backbone"]).exists():
         base["backbone"] = str(Path(base["backbone"]).resolve())
-    TrainConfig.from_dict(base).validate()
     from astune.backbones import resolve_backbone
 
     resolve_backbone(base["backbone"])  # an unknown alias fails here, before Ray starts
@@ -175,13 +133,13 @@ def _check_experiment_path(settings: SearchSettings) -> None:
         )
 
 
-def _encode(base: dict[str, Any]) -> Any:
+def _encode(base: TrainConfig) -> EncodedData:
     from astune.training import load_encoded
 
-    return load_encoded(TrainConfig.from_dict(base))
+    return load_encoded(base)
 
 
-def _apply_settings(space: Any, settings: SearchSettings, task: str) -> Any:
+def _apply_settings(space: SearchSpace, settings: SearchSettings, task: str) -> SearchSpace:
     if settings.losses:
         space = space.with_losses(
             [name.strip() for name in settings.losses.split(",") if name.strip()]
@@ -194,33 +152,35 @@ def _apply_settings(space: Any, settings: SearchSettings, task: str) -> Any:
     return space.with_settings(num_samples=settings.num_samples, scheduler=settings.scheduler)
 
 
-def _max_evaluations(space: Any) -> int:
-    """How many results a trial reports at most: an evaluation per epoch, plus the final one."""
-    param = space.params.get("epochs")
-    epochs = max(b for b in param.bounds() if isinstance(b, (int, float))) if param else 10
-    return int(math.ceil(epochs)) + 1
+def _numbers(space: SearchSpace, name: str) -> list[float]:
+    param = space.params.get(name)
+    return [b for b in param.bounds() if isinstance(b, (int, float))] if param else []
 
 
-def _run(
-    settings: SearchSettings, space: Any, base: dict, data: Any, tracking_uri: str
-) -> SearchSummary:
+def max_reports(space: SearchSpace, base: dict[str, Any], spec: DatasetSpec, n_train: int) -> int:
+    """How many results a trial reports at most (ASHA's ``max_t``): its evaluations (one per
+    epoch, or every ``eval_every`` optimizer steps and at each epoch's end), plus the final one.
+    Epochs are the space's largest, else ``--epochs``, else the dataset's paper value."""
+    epochs = max(_numbers(space, "epochs") or [base.get("epochs") or spec.epochs or 1])
+    per_epoch = 1
+    if base.get("eval_every"):
+        batch = min(_numbers(space, "batch_size") or [spec.batch_size or 1])
+        steps = math.ceil(n_train / max(1, int(batch)))  # at most one step per batch
+        per_epoch = steps // base["eval_every"] + 1
+    return int(math.ceil(epochs)) * per_epoch + 1
+
+
+def _run(prepared: PreparedSearch) -> SearchSummary:
     import ray
 
     from astune.search import execution
 
+    settings, data = prepared.settings, prepared.data
+    max_t = max_reports(prepared.space, prepared.base, data.spec, len(data.splits["train"]))
     started_here = execution.init_ray(settings)
     try:
         execution.check_resources(settings)
-        return execution.tune_search(
-            settings, space, base, data, tracking_uri, _max_evaluations(space)
-        )
+        return execution.tune_search(prepared, max_t)
     finally:
         if started_here:
             ray.shutdown()
-
-
-def settings_from_args(args: Any) -> SearchSettings:
-    """The CLI namespace as settings: flags the user left out keep the defaults."""
-    fields = {f.name for f in dataclasses.fields(SearchSettings)}
-    values = {k: v for k, v in vars(args).items() if k in fields and v is not None}
-    return SearchSettings(**values)

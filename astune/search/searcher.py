@@ -13,6 +13,8 @@ from typing import Any
 from optuna.trial import TrialState
 from ray.tune.search.optuna import OptunaSearch
 
+from astune._private import optuna_study, optuna_trials, told_trials
+
 
 class PruneAwareOptunaSearch(OptunaSearch):
     """``OptunaSearch`` that marks scheduler-stopped trials PRUNED and errored ones FAIL."""
@@ -20,7 +22,7 @@ class PruneAwareOptunaSearch(OptunaSearch):
     def on_trial_complete(
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
     ) -> None:
-        if trial_id in self._completed_trials or trial_id not in self._ot_trials:
+        if trial_id in told_trials(self) or trial_id not in optuna_trials(self):
             return super().on_trial_complete(trial_id, result, error)
         if error:
             return self._tell(trial_id, None, TrialState.FAIL)
@@ -29,10 +31,11 @@ class PruneAwareOptunaSearch(OptunaSearch):
         return super().on_trial_complete(trial_id, result, error)
 
     def _tell(self, trial_id: str, value: float | None, state: TrialState) -> None:
-        self._ot_study.tell(self._ot_trials[trial_id], value, state=state)
-        self._completed_trials.add(trial_id)
+        optuna_study(self).tell(optuna_trials(self)[trial_id], value, state=state)
+        told_trials(self).add(trial_id)
 
     def trial_states(self) -> dict[str, str]:
         """Optuna's state of every trial told so far, by Tune trial id (for tests and reports)."""
-        by_number = {t.number: t.state.name for t in self._ot_study.get_trials(deepcopy=False)}
-        return {tid: by_number[t.number] for tid, t in self._ot_trials.items()}
+        trials = optuna_study(self).get_trials(deepcopy=False)
+        by_number = {t.number: t.state.name for t in trials}
+        return {tid: by_number[t.number] for tid, t in optuna_trials(self).items()}

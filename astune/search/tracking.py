@@ -24,20 +24,16 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import math
 import numbers
-import os
 import re
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
 from astune.store.conventions import (
-    BEST_TAG_PREFIX,
     CONVENTION_PARAMS,
     DATASET_TAG,
     ERROR_TAG,
@@ -58,7 +54,6 @@ from astune.store.conventions import (
 from astune.store.uri import artifact_location, resolve_tracking_uri
 
 if TYPE_CHECKING:
-    import pandas as pd
     from mlflow import MlflowClient
     from mlflow.entities import Run
     from ray.tune.experiment import Trial
@@ -120,6 +115,34 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def open_client(tracking_uri: str) -> MlflowClient:
+    """An MlflowClient whose store exists. MLflow creates (or upgrades) a SQLite store's schema
+    on first use, and two processes doing it at once collide (``duplicate column name``): here
+    the first use of a SQLite store holds a file lock beside it. A store that still fails is a
+    one-line TrackingError naming the URI."""
+    from mlflow import MlflowClient
+
+    if not tracking_uri.startswith("sqlite:///"):
+        return MlflowClient(tracking_uri=tracking_uri)
+    import fcntl
+
+    database = tracking_uri[len("sqlite:///") :].partition("?")[0]
+    with open(f"{database}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            client = MlflowClient(tracking_uri=tracking_uri)
+            client.search_experiments(max_results=1)  # creates or upgrades the schema
+        except Exception as err:
+            lines = str(err).strip().splitlines()
+            raise TrackingError(
+                f"MLflow store {tracking_uri} cannot be opened: {type(err).__name__}: "
+                f"{lines[0] if lines else ''}"
+            ) from None
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return client
+
+
 # ----------------------------------------------------------------------------------- tracker
 class SearchTracker:
     """The MLflow side of one search: its experiment, its parent run and its child runs.
@@ -159,9 +182,7 @@ class SearchTracker:
     @property
     def client(self) -> "MlflowClient":
         if self._client is None:
-            from mlflow import MlflowClient
-
-            self._client = MlflowClient(tracking_uri=self.tracking_uri)
+            self._client = open_client(self.tracking_uri)
         return self._client
 
     def _base_tags(self, role: str) -> dict[str, str]:
@@ -472,6 +493,8 @@ class MLflowTrialCallback(Callback):
 
     @_guarded
     def on_trial_error(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
+        from astune.search.trial_errors import trial_error_message
+
         self._close(trial, "FAILED", {ERROR_TAG: trial_error_message(trial)})
 
     @_guarded
@@ -511,8 +534,9 @@ def attach_tracker(tuner: Any, tracker: SearchTracker) -> MLflowTrialCallback | 
     private ``Tuner._local_tuner`` (absent with Ray Client): without it, the restored callback
     goes on with its pickled tracker.
     """
-    local = getattr(tuner, "_local_tuner", None)
-    run_config = local.get_run_config() if local is not None else None
+    from astune._private import restored_run_config
+
+    run_config = restored_run_config(tuner)
     for callback in getattr(run_config, "callbacks", None) or []:
         if isinstance(callback, MLflowTrialCallback):
             callback.tracker = tracker
@@ -523,205 +547,3 @@ def attach_tracker(tuner: Any, tracker: SearchTracker) -> MLflowTrialCallback | 
 def _run_name(trial: "Trial") -> str:
     loss = trial.config.get("loss") if isinstance(trial.config, Mapping) else None
     return f"{loss}-{trial.trial_id}" if loss else trial.trial_id
-
-
-def trial_error_message(trial: "Trial") -> str:
-    """``ErrorType: first line`` of the trial's latest error, read on the driver."""
-    error = _pickled_error(trial)
-    if error is not None:
-        while getattr(error, "cause", None) is not None:  # RayTaskError wraps the user's error
-            error = error.cause
-        lines = str(error).strip().splitlines()
-        return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
-    return _error_from_text(trial.error_file) or "unknown error"
-
-
-def _pickled_error(trial: "Trial") -> BaseException | None:
-    # The error files are in the driver's staging folder until the next sync, so read them
-    # there: Trial.get_pickled_error() reads storage and finds nothing yet.
-    path = trial.pickled_error_file
-    if not path or not os.path.isfile(path):
-        return None
-    try:
-        import ray.cloudpickle as cloudpickle
-
-        with open(path, "rb") as file:
-            error = cloudpickle.load(file)
-    except Exception:  # an error class the driver cannot import
-        return None
-    return error if isinstance(error, BaseException) else None
-
-
-def _error_from_text(path: str | None) -> str | None:
-    if not path or not os.path.isfile(path):
-        return None
-    lines = Path(path).read_text(errors="replace").splitlines()
-    for line in reversed(lines):
-        head = line.split(":", 1)[0].strip()
-        if ":" in line and head.isidentifier() and head.endswith(("Error", "Exception")):
-            return line.strip()
-    return next((line for line in reversed(lines) if line.strip()), None)
-
-
-# ----------------------------------------------------------------------------------- artifacts
-def best_config_mapping(
-    best_config: Mapping[str, Any], *, dataset: str, base_config: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """The ``astune train --config`` mapping of the best trial: the search's fixed settings
-    (``base_config``) overridden by the trial config, kept to TrainConfig fields and the flat
-    baseline-loss parameters; keys that do not apply (``None``) are dropped."""
-    import dataclasses
-
-    from astune.config import LOSS_PARAM_KEYS, TrainConfig
-
-    accepted = {f.name for f in dataclasses.fields(TrainConfig)} | set(LOSS_PARAM_KEYS)
-    merged = {"dataset": dataset, **(base_config or {}), **best_config}
-    mapping = {k: _plain(v) for k, v in merged.items() if k in accepted and v is not None}
-    dropped = sorted(set(merged) - accepted)
-    if dropped:
-        logger.debug("best config: keys that are not TrainConfig fields dropped: %s", dropped)
-    TrainConfig.from_dict(mapping)  # same check as `astune train --config`
-    return mapping
-
-
-def _plain(value: Any) -> Any:
-    """Numpy scalars (and containers of them) as Python values, for YAML."""
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        return value.item()
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _column(df: "pd.DataFrame", name: str) -> str | None:
-    for candidate in (f"config/{name}", name):
-        if candidate in df.columns:
-            return candidate
-    return None
-
-
-def plot_objective_vs_delta(
-    trials_df: "pd.DataFrame", path: str | Path, *, metric: str = "objective", mode: str = "max"
-) -> dict[str, Any]:
-    """Draw ``metric`` against ``delta``, one point per trial colored by loss, into a PNG.
-
-    Losses without ``delta`` (softmax and the other baselines) are drawn as a horizontal line
-    at their best value (by ``mode``). Trials without a finite ``metric`` are left out.
-    Returns the data drawn:
-    ``{"points": {loss: [(delta, value), ...]}, "lines": {loss: best value}}``.
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    points, lines = _plot_series(trials_df, metric, mode)
-    figure = Figure(figsize=(6.4, 4.4), dpi=100)
-    FigureCanvasAgg(figure)  # no pyplot: no global backend or figure state
-    axes = figure.add_subplot()
-    colors = _loss_colors([*points, *lines])
-    for loss, xy in points.items():
-        axes.scatter([x for x, _ in xy], [y for _, y in xy], color=colors[loss], label=loss, s=30)
-    for loss, value in lines.items():
-        axes.axhline(value, color=colors[loss], linestyle="--", label=f"{loss} (no delta), best")
-    axes.set_xlabel("delta")
-    axes.set_ylabel(metric)
-    axes.set_title(f"{metric} against delta, one point per trial")
-    axes.grid(alpha=0.3)
-    if points or lines:
-        axes.legend(fontsize="small")
-    figure.tight_layout()
-    figure.savefig(path, format="png")
-    return {"points": points, "lines": lines}
-
-
-def _plot_series(df: "pd.DataFrame", metric: str, mode: str) -> tuple[dict, dict]:
-    loss_col, delta_col = _column(df, "loss"), _column(df, "delta")
-    points: dict[str, list[tuple[float, float]]] = {}
-    no_delta: dict[str, list[float]] = {}
-    if metric not in df.columns:
-        return points, {}
-    for _, row in df.iterrows():
-        value = _finite(row[metric])
-        if value is None:
-            continue
-        loss = str(row[loss_col]) if loss_col else "trial"
-        delta = _finite(row[delta_col]) if delta_col else None
-        if delta is None:
-            no_delta.setdefault(loss, []).append(value)
-        else:
-            points.setdefault(loss, []).append((delta, value))
-    best = max if mode == "max" else min
-    return points, {loss: best(values) for loss, values in no_delta.items()}
-
-
-def _finite(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _loss_colors(losses: list[str]) -> dict[str, str]:
-    palette = [f"C{i}" for i in range(10)]
-    return {loss: palette[i % len(palette)] for i, loss in enumerate(dict.fromkeys(losses))}
-
-
-def log_search_artifacts(
-    tracker: SearchTracker,
-    *,
-    best_config: Mapping[str, Any],
-    trials_df: "pd.DataFrame",
-    best_objective: float | None = None,
-    mode: str = "max",
-    base_config: Mapping[str, Any] | None = None,
-    metric: str = "objective",
-) -> dict[str, Any]:
-    """Store the search's outcome on the parent run.
-
-    Artifacts ``best_config.yaml`` (runs with ``astune train --config``), ``trials.csv`` (one
-    row per trial) and ``objective_vs_delta.png``; metric ``best_objective`` (from
-    ``trials_df`` by ``mode`` unless given); tags ``astune.best.<key>`` for the best config
-    (tags, not params, so that a resumed search may update them). Returns what was logged:
-    ``{"config": mapping, "best_objective": value, "plot": plotted series}``.
-    """
-    import tempfile
-
-    import yaml
-    from mlflow.entities import Metric
-
-    if mode not in ("max", "min"):
-        raise TrackingError(f"mode must be 'max' or 'min', got {mode!r}.")
-    run_id = tracker._require_parent()
-    mapping = best_config_mapping(best_config, dataset=tracker.dataset, base_config=base_config)
-    if best_objective is None:
-        best_objective = _best_value(trials_df, metric, mode)
-    with tempfile.TemporaryDirectory() as folder:
-        out = Path(folder)
-        header = (
-            f"# best config of search {tracker.search_id!r} ({metric} = {best_objective})\n"
-            "# run it with: python -m astune train --config best_config.yaml\n"
-        )
-        (out / "best_config.yaml").write_text(header + yaml.safe_dump(mapping, sort_keys=False))
-        trials_df.to_csv(out / "trials.csv", index=False)
-        plot = out / "objective_vs_delta.png"
-        series = plot_objective_vs_delta(trials_df, plot, metric=metric, mode=mode)
-        for name in ("best_config.yaml", "trials.csv", "objective_vs_delta.png"):
-            tracker.client.log_artifact(run_id, str(out / name))
-    tags = {f"{BEST_TAG_PREFIX}{k}": _param_value(v) for k, v in flat_params(mapping).items()}
-    metrics = []
-    if best_objective is not None:
-        metrics.append(Metric("best_objective", best_objective, _now_ms(), 0))
-    tracker.client.log_batch(run_id, metrics=metrics)
-    tracker._log(run_id, tags=tags)
-    return {"config": mapping, "best_objective": best_objective, "plot": series}
-
-
-def _best_value(df: "pd.DataFrame", metric: str, mode: str) -> float | None:
-    if metric not in df.columns:
-        return None
-    values = [v for v in (_finite(x) for x in df[metric]) if v is not None]
-    if not values:
-        return None
-    return max(values) if mode == "max" else min(values)

@@ -6,27 +6,31 @@ trial's config (flat keys proposed by Optuna) is laid over the search's base con
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
-import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from astune.config import TrainConfig
+    from astune.data.encoding import EncodedData
 
 
-def train_trial(config: dict[str, Any], *, data: Any, base: dict[str, Any]) -> None:
+def train_trial(config: dict[str, Any], *, data: EncodedData, base: TrainConfig) -> None:
     """Train with ``base | config``, reporting each evaluation with its checkpoint; a resumed
     (or retried) trial continues from the checkpoint Tune hands back."""
     from ray import tune
 
-    from astune.config import TrainConfig
+    from astune.search.scratch import clean_stale_scratch, make_scratch
     from astune.training import fit
 
-    values = {**base, **{k: v for k, v in config.items() if v is not None}}
     # The run folder is scratch: Ray persists each reported checkpoint and MLflow every record.
     # Inside the trial folder Ray would copy it again at every experiment snapshot, and a reused
     # actor would leave it behind in its working directory.
-    scratch = tempfile.mkdtemp(prefix=f"astune-trial-{tune.get_context().get_trial_id()}-")
-    values["output_dir"] = scratch
-    train_config = TrainConfig.from_dict(values)
+    clean_stale_scratch()  # left by trials killed with SIGKILL on this node
+    scratch = make_scratch(tune.get_context().get_trial_id())
+    train_config = trial_config(base, config, output_dir=scratch)
 
     def report(record: dict[str, Any], folder: Path) -> None:
         tune.report(record, checkpoint=tune.Checkpoint.from_directory(str(folder)))
@@ -41,6 +45,18 @@ def train_trial(config: dict[str, Any], *, data: Any, base: dict[str, Any]) -> N
         tune.report(final_record(final))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def trial_config(base: TrainConfig, proposed: Mapping[str, Any], **fixed: Any) -> TrainConfig:
+    """The trial's config: the search's validated base with the proposed keys laid over it
+    (flat baseline-loss parameters go to ``loss_params``; ``None`` means "does not apply")."""
+    from astune.config import LOSS_PARAM_KEYS
+
+    values = {k: v for k, v in proposed.items() if v is not None}
+    loss_params = {k: values.pop(k) for k in LOSS_PARAM_KEYS if k in values}
+    return dataclasses.replace(
+        base, **values, **fixed, loss_params={**base.loss_params, **loss_params}
+    )
 
 
 def final_record(final: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,124 @@
+"""What a search is asked for and what it hands back: the types every module of the search
+floor shares (so that none of them imports another in a loop)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from astune._checks import check_int, check_range
+
+if TYPE_CHECKING:
+    from astune.config import TrainConfig
+    from astune.data.encoding import EncodedData
+    from astune.search.space import SearchSpace
+
+DEFAULT_STORAGE = "astune-runs/ray"
+
+
+class SearchError(ValueError):
+    """Bad search settings, found before any trial starts."""
+
+
+@dataclass
+class SearchSettings:
+    """What `astune search` was asked for (the CLI flags of DESIGN.md)."""
+
+    dataset: str
+    space: str | None = None
+    num_samples: int | None = None
+    max_concurrent: int | None = None
+    cpus_per_trial: float = 1.0
+    gpus_per_trial: float | None = None
+    address: str | None = None
+    tracking_uri: str | None = None
+    storage_path: str | None = None
+    name: str | None = None
+    resume: bool = False
+    backbone: str = "bert-base-cased"
+    num_layers: int | None = None
+    max_train_samples: int | None = None
+    max_eval_samples: int | None = None
+    epochs: float | None = None
+    data_dir: str | None = None
+    validation_fraction: float | None = None
+    losses: str | None = None
+    scheduler: str | None = None
+    seed: int = 0
+    max_failures: int = 1
+    max_length: int = 128
+    reuse_actors: bool = True
+    console: bool = True
+
+    def validate(self) -> "SearchSettings":
+        for name in (
+            "num_samples",
+            "max_concurrent",
+            "num_layers",
+            "max_train_samples",
+            "max_eval_samples",
+        ):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), 1)
+        check_range("cpus_per_trial", self.cpus_per_trial, 0.0, None, low_open=True)
+        if self.gpus_per_trial is not None:
+            check_range("gpus_per_trial", self.gpus_per_trial, 0.0)
+        if self.epochs is not None:
+            check_range("epochs", self.epochs, 0.0, None, low_open=True)
+        check_int("seed", self.seed, 0)
+        check_int("max_failures", self.max_failures, 0)
+        return self
+
+    @property
+    def experiment_name(self) -> str:
+        """``--name``, else ``astune-<dataset>`` (the display name of
+        :func:`astune.data.resolve.resolve_dataset`: a folder by its resolved name, so that
+        ``./data/x/`` and ``data/x`` are one search)."""
+        if self.name:
+            return self.name
+        from astune.data.resolve import resolve_dataset
+
+        return f"astune-{resolve_dataset(self.dataset).name}"
+
+    def experiment_path(self) -> str:
+        root = self.storage_path or DEFAULT_STORAGE
+        if "://" not in root:
+            root = str(Path(root).resolve())
+        return f"{root.rstrip('/')}/{self.experiment_name}"
+
+
+@dataclass
+class SearchSummary:
+    """What a finished search hands back: the best trial, and where everything is."""
+
+    experiment: str
+    tracking_uri: str
+    experiment_path: str
+    best_config: dict[str, Any]
+    best_objective: float | None
+    metric: str
+    num_trials: int
+    trial_states: dict[str, int]
+    parent_run_id: str
+    experiment_id: str | None = None
+
+
+@dataclass
+class PreparedSearch:
+    """A search checked and ready for Ray: every bad input has failed by now."""
+
+    settings: SearchSettings
+    space: SearchSpace
+    base: dict[str, Any]  # the settings every trial shares, as given (artifacts show these)
+    train_base: TrainConfig  # the same, built and validated once: each trial derives from it
+    data: EncodedData
+    tracking_uri: str
+
+
+def settings_from_args(args: Any) -> SearchSettings:
+    """The CLI namespace as settings: flags the user left out keep the defaults."""
+    fields = {f.name for f in dataclasses.fields(SearchSettings)}
+    values = {k: v for k, v in vars(args).items() if k in fields and v is not None}
+    return SearchSettings(**values)
