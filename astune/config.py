@@ -25,7 +25,6 @@ from astune.losses.catalogue import (
 
 PRECISIONS = ("auto", "fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
-LOSS_PARAM_KEYS = LOSS_PARAM_NAMES  # the old name, kept for importers; the catalogue's tuple
 
 _FIELD_SPECS = (
     ParamSpec("num_layers", int, None, 1),
@@ -121,6 +120,11 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
+    def accepted_keys(cls) -> frozenset[str]:
+        """The keys a config mapping may hold: the fields and the flat baseline parameters."""
+        return frozenset(f.name for f in dataclasses.fields(cls)) | frozenset(LOSS_PARAM_NAMES)
+
+    @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "TrainConfig":
         """Build from a mapping; baseline parameters may sit flat (``tau: 5``) or under
         ``loss_params``. Unknown keys are an error naming them."""
@@ -134,7 +138,7 @@ class TrainConfig:
         if unknown:
             raise ValueError(
                 f"unknown config key(s) {', '.join(map(repr, unknown))}; accepted: "
-                f"{', '.join(sorted(known | set(LOSS_PARAM_NAMES)))}."
+                f"{', '.join(sorted(cls.accepted_keys()))}."
             )
         if values.get("loss") not in (None, *AS_LOSSES):
             loss_params = {k: v for k, v in loss_params.items() if v is not None}

@@ -9,7 +9,6 @@ highest ``objective`` and the parent's params make the config.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import tempfile
@@ -139,9 +138,9 @@ def _config_from_params(
     """The shared settings (the artifact's keys that the trial did not log, else those logged
     on the parent), overridden by the trial's params; a param the trial logged as "None" (not
     applicable) drops the key."""
-    from astune.config import LOSS_PARAM_KEYS, TrainConfig
+    from astune.config import TrainConfig
 
-    accepted = {f.name for f in dataclasses.fields(TrainConfig)} | set(LOSS_PARAM_KEYS)
+    accepted = TrainConfig.accepted_keys()
     config = {k: param(parent, k) for k in _PARENT_KEYS}
     config.update({k: v for k, v in (artifact or {}).items() if k not in trial.data.params})
     config.update({k: param(trial, k) for k in trial.data.params})

@@ -134,7 +134,7 @@ def train(model, batches, optimizer, epochs=EPOCHS):
     for _ in range(max(1, round(epochs))):
         for inputs, labels in batches:
             if schedule is not None:
-                loss_fn.delta = schedule.delta_at(micro)  # the delta warm-up
+                loss_fn.set_delta(schedule.delta_at(micro))  # the delta warm-up
             loss_fn(model(inputs), labels).backward()
             n_active, n_masked = row_counts(labels)
             active, masked = active + n_active, masked + n_masked
@@ -195,7 +195,7 @@ class DeltaWarmupCallback(TrainerCallback):
 
     def on_step_begin(self, args, state, control, **kwargs):
         warming_up = state.global_step < self.warmup_ratio * state.max_steps
-        self.loss.delta = 1.0 if warming_up else self.delta
+        self.loss.set_delta(1.0 if warming_up else self.delta)
 
 
 def lr_warmup():

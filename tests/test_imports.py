@@ -23,15 +23,16 @@ FLOORS = (
         "astune.speed",
         "astune.skip",
         "astune.metrics",
-        "astune.store",
-        "astune.runs",
     ),
     (
         "astune.data",
         "astune.backbones",
         "astune.config",
+        "astune.store",  # reads params back by the config schema
         "astune.checkpointing",
-        "astune.search.space",
+        "astune.search.space",  # YAML spaces: read by recommend, no Ray
+        "astune.search.space_params",
+        "astune.search.space_yaml",
     ),
     ("astune.training", "astune.evaluation", "astune.probe"),
     (

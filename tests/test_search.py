@@ -11,11 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
+import ray
+import torch
 import yaml
 from mlflow import MlflowClient
 
 from astune.cli import main
 from astune.search.runner import SearchSettings, run_search
+
+GPUS = torch.cuda.device_count()
 
 SPACES = Path(__file__).parent / "spaces"
 TINY = dict(
@@ -273,9 +277,9 @@ def test_search_killed_after_its_first_trial_resumes_to_completion(workdir):
     "argv, message",
     [
         (["--dataset", "sst6"], "unknown dataset 'sst6'"),
-        (
-            ["--dataset", "sst5", "--gpus-per-trial", "1"],
-            "--gpus-per-trial 1 asks for more GPUs than this machine has (0)",
+        (  # one GPU more than the machine has: refused on a CPU machine and on a GPU one
+            ["--dataset", "sst5", "--gpus-per-trial", str(GPUS + 1)],
+            f"--gpus-per-trial {GPUS + 1} asks for more GPUs than this machine has ({GPUS})",
         ),
         (["--dataset", "sst5", "--losses", "softmax,focal"], "unknown loss 'focal'"),
         (["--dataset", "sst5", "--tracking-uri", "http://127.0.0.1:9"], "http://127.0.0.1:9"),
@@ -284,11 +288,10 @@ def test_search_killed_after_its_first_trial_resumes_to_completion(workdir):
     ],
 )
 def test_bad_search_requests_fail_within_seconds(workdir, capsys, argv, message):
-    start = time.perf_counter()
     code = main(["search", "--backbone", "minilm", *argv])
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
-    assert time.perf_counter() - start < 20
+    assert not ray.is_initialized()  # refused before Ray started
 
 
 def test_malformed_space_names_the_file_and_parameter(workdir, capsys):
@@ -297,11 +300,10 @@ def test_malformed_space_names_the_file_and_parameter(workdir, capsys):
         "extends: default\nloss_params:\n  as_softmax:\n"
         "    delta: {type: float, low: 0.2, high: 1.4}\n"
     )
-    start = time.perf_counter()
     code = main(["search", "--dataset", "sst5", "--backbone", "minilm", "--space", str(bad)])
     err = capsys.readouterr().err
     assert code == 2 and "bad.yaml" in err and "delta" in err, err
-    assert time.perf_counter() - start < 10
+    assert not ray.is_initialized()  # refused before Ray started
 
 
 def test_asha_max_t_counts_the_reports_trials_make():

@@ -24,11 +24,9 @@ def best_config_mapping(
     """The ``astune train --config`` mapping of the best trial: the search's fixed settings
     (``base_config``) overridden by the trial config, kept to TrainConfig fields and the flat
     baseline-loss parameters; keys that do not apply (``None``) are dropped."""
-    import dataclasses
+    from astune.config import TrainConfig
 
-    from astune.config import LOSS_PARAM_KEYS, TrainConfig
-
-    accepted = {f.name for f in dataclasses.fields(TrainConfig)} | set(LOSS_PARAM_KEYS)
+    accepted = TrainConfig.accepted_keys()
     merged = {"dataset": dataset, **(base_config or {}), **best_config}
     mapping = {k: _plain(v) for k, v in merged.items() if k in accepted and v is not None}
     dropped = sorted(set(merged) - accepted)

@@ -224,6 +224,10 @@ def _search_params(settings: SearchSettings, space: SearchSpace) -> dict[str, An
         "backbone": settings.backbone,
         "num_layers": settings.num_layers,
         "max_train_samples": settings.max_train_samples,
+        "max_eval_samples": settings.max_eval_samples,
+        "max_length": settings.max_length,
+        # as the user gave it (None: ASTUNE_DATA_DIR or the hub), so an export stays portable
+        "data_dir": settings.data_dir,
         "cpus_per_trial": settings.cpus_per_trial,
         "gpus_per_trial": settings.gpus_per_trial or 0,
         "seed": settings.seed,

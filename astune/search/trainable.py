@@ -50,10 +50,10 @@ def train_trial(config: dict[str, Any], *, data: EncodedData, base: TrainConfig)
 def trial_config(base: TrainConfig, proposed: Mapping[str, Any], **fixed: Any) -> TrainConfig:
     """The trial's config: the search's validated base with the proposed keys laid over it
     (flat baseline-loss parameters go to ``loss_params``; ``None`` means "does not apply")."""
-    from astune.config import LOSS_PARAM_KEYS
+    from astune.losses.catalogue import LOSS_PARAM_NAMES
 
     values = {k: v for k, v in proposed.items() if v is not None}
-    loss_params = {k: values.pop(k) for k in LOSS_PARAM_KEYS if k in values}
+    loss_params = {k: values.pop(k) for k in LOSS_PARAM_NAMES if k in values}
     return dataclasses.replace(
         base, **values, **fixed, loss_params={**base.loss_params, **loss_params}
     )
