@@ -13,6 +13,7 @@ from typing import Any
 from ray.tune import Callback
 
 from astune.search.settings import SearchSummary
+from astune.store.links import runs_view_url
 
 COLUMNS = ("loss", "delta", "warmup_ratio", "as_speed", "lam", "max_accum_steps", "lr")
 
@@ -134,16 +135,6 @@ class ConsoleCallback(Callback):
         return table
 
 
-def _runs_link(tracking_uri: str, experiment_id: str | None) -> str | None:
-    """The MLflow UI page of the search's runs (the experiment's default page is another view).
-    A tracking server serves its own UI; the embedded store's is `mlflow ui` on port 5000."""
-    if experiment_id is None:
-        return None
-    server = tracking_uri if tracking_uri.startswith(("http://", "https://")) else None
-    root = (server or "http://127.0.0.1:5000").rstrip("/")
-    return f"{root}/#/experiments/{experiment_id}/runs"
-
-
 def format_summary(summary: SearchSummary, ui_command: str) -> str:
     """The closing lines: the best config and objective, where the runs are, what to run next."""
     lines = [
@@ -156,10 +147,9 @@ def format_summary(summary: SearchSummary, ui_command: str) -> str:
         lines.append(f"best {summary.metric}: {summary.best_objective:.4f}")
         shown = {k: v for k, v in summary.best_config.items() if v is not None}
         lines.append("best config: " + ", ".join(f"{k}={_fmt(v)}" for k, v in shown.items()))
-    link = _runs_link(summary.tracking_uri, summary.experiment_id)
     lines.append(f"review:  {ui_command}")
-    if link is not None:
-        lines.append(f"runs:    {link}")
+    if summary.experiment_id is not None:
+        lines.append(f"runs:    {runs_view_url(summary.tracking_uri, summary.experiment_id)}")
     lines += [
         f"export:  python -m astune export --experiment {summary.experiment} "
         f"--tracking-uri {summary.tracking_uri} --format yaml -o best.yaml",

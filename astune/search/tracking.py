@@ -29,6 +29,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
@@ -126,7 +127,11 @@ def open_client(tracking_uri: str) -> MlflowClient:
         return MlflowClient(tracking_uri=tracking_uri)
     import fcntl
 
-    database = tracking_uri[len("sqlite:///") :].partition("?")[0]
+    database = Path(tracking_uri[len("sqlite:///") :].partition("?")[0])
+    try:
+        database.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise TrackingError(f"tracking store {tracking_uri}: {err}") from None
     with open(f"{database}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
