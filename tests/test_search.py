@@ -273,6 +273,78 @@ def test_search_killed_after_its_first_trial_resumes_to_completion(workdir):
     assert "best objective" in resumed.stdout
 
 
+def tiny_argv(name: str, space: Path, *extra: str) -> list[str]:
+    """``astune search`` over a one-trial, one-epoch tiny search."""
+    return [
+        "search",
+        "--dataset",
+        "sst5",
+        "--space",
+        str(space),
+        "--backbone",
+        "minilm",
+        "--num-layers",
+        "1",
+        "--max-train-samples",
+        "64",
+        "--max-eval-samples",
+        "32",
+        "--epochs",
+        "1",
+        "--num-samples",
+        "1",
+        "--name",
+        name,
+        *extra,
+    ]
+
+
+def test_resume_refuses_changed_settings_before_ray_starts(workdir, capsys):
+    from astune.search.runner import prepare_search
+
+    space = write_space(workdir, seed_points=[{"loss": "softmax"}])
+    assert main(tiny_argv("changed", space)) == 0
+    capsys.readouterr()
+
+    def refused(argv: list[str]) -> str:
+        code = main([*argv, "--resume"])
+        err = capsys.readouterr().err
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert not ray.is_initialized()  # refused before Ray started
+        return err
+
+    def changed(flag: str, old: str, new: str) -> None:
+        err = refused(tiny_argv("changed", space, flag, new))
+        assert f"cannot change {flag}" in err and f"with {old}, now {new};" in err, err
+        assert "another --name" in err, err
+
+    changed("--num-samples", "1", "2")  # Ray restores its Tuner with the old num_samples
+    changed("--scheduler", "none", "asha")
+    changed("--losses", "as_softmax,softmax", "softmax")
+    changed("--max-train-samples", "64", "48")
+    changed("--epochs", "1.0", "2.0")
+
+    client = MlflowClient(f"sqlite:///{workdir / 'astune-runs' / 'mlflow.db'}")
+    (parent,) = runs(client, "changed", "search")
+    digest = parent.data.params["space_sha256"]
+    text = space.read_text()
+    tiny = yaml.safe_load(text)  # the same file, edited in place
+    tiny["params"]["lr"]["value"] = 2.0e-3
+    space.write_text(yaml.safe_dump(tiny))
+    err = refused(tiny_argv("changed", space))
+    assert "cannot change the --space contents" in err and f"with {digest}, now " in err, err
+
+    # Flags left out on resume are the search's own, never a change.
+    left_out = SearchSettings(
+        dataset="sst5", name="changed", resume=True, given=frozenset({"dataset", "name", "resume"})
+    )
+    space.write_text(text)
+    prepared = prepare_search(left_out)
+    assert (prepared.settings.backbone, prepared.settings.num_layers) == ("minilm", 1)
+    assert (prepared.settings.max_train_samples, prepared.settings.epochs) == (64, 1.0)
+    assert prepared.space.num_samples == 1 and prepared.space.scheduler["type"] == "none"
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [

@@ -168,6 +168,7 @@ def trial_dirname(trial: Any) -> str:
 
 def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
     """Run the trials under MLflow tracking; the parent run ends with the search's status."""
+    from astune.search.resume import search_params
     from astune.search.scratch import clean_stale_scratch
     from astune.search.tracking import SearchTracker, attach_tracker
 
@@ -178,7 +179,7 @@ def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
         settings.experiment_name,
         dataset=data.spec.name,
         task=data.spec.task,
-        search_params=_search_params(settings, space),
+        search_params=search_params(settings, space),
     )
     tracker.start(resume=settings.resume)
     status = "FAILED"
@@ -210,28 +211,6 @@ def _known_trials(path: str) -> set[str]:
 
 def _unfinished(results: ResultGrid) -> bool:
     return any(r.metrics is None or not (r.metrics.get("done") or r.error) for r in results)
-
-
-def _search_params(settings: SearchSettings, space: SearchSpace) -> dict[str, Any]:
-    return {
-        "dataset": settings.dataset,
-        "space": space.source,
-        "num_samples": space.num_samples,
-        "metric": space.metric,
-        "mode": space.mode,
-        "losses": ",".join(space.losses),
-        "scheduler": space.scheduler["type"],
-        "backbone": settings.backbone,
-        "num_layers": settings.num_layers,
-        "max_train_samples": settings.max_train_samples,
-        "max_eval_samples": settings.max_eval_samples,
-        "max_length": settings.max_length,
-        # as the user gave it (None: ASTUNE_DATA_DIR or the hub), so an export stays portable
-        "data_dir": settings.data_dir,
-        "cpus_per_trial": settings.cpus_per_trial,
-        "gpus_per_trial": settings.gpus_per_trial or 0,
-        "seed": settings.seed,
-    }
 
 
 def best_finished(results: ResultGrid, metric: str, mode: str) -> tuple[Result, float] | None:

@@ -37,6 +37,7 @@ def run_search(settings: SearchSettings) -> SearchSummary:
 def prepare_search(settings: SearchSettings) -> PreparedSearch:
     """Validate the settings, the space, the data and the store (ValueError: bad input)."""
     from astune.search.execution import check_local_gpus
+    from astune.search.resume import as_before, check_unchanged, parent_params
     from astune.search.space import load_space
     from astune.store.uri import check_tracking_uri, resolve_tracking_uri
 
@@ -44,16 +45,19 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     registry_name = _registry_name(settings.dataset)
     if registry_name is not None:
         _check_metric(settings.dataset)
-    check_local_gpus(settings)
-    space = load_space(settings.space, dataset=None if settings.space else registry_name)
-    base = _base_config(settings)
     _check_experiment_path(settings)
     tracking_uri = resolve_tracking_uri(settings.tracking_uri)
     check_tracking_uri(tracking_uri)
+    before = parent_params(settings, tracking_uri)  # {} unless --resume
+    settings = as_before(settings, before).validate()
+    check_local_gpus(settings)
+    space = load_space(settings.space, dataset=None if settings.space else registry_name)
+    base = _base_config(settings)
     train_base = TrainConfig.from_dict(base).validate()
     data = _encode(train_base)
     _check_computed(data.spec.name, data.spec.metric)
     space = _apply_settings(space, settings, data.spec.task)
+    check_unchanged(settings, space, before)
     return PreparedSearch(settings, space, base, train_base, data, tracking_uri)
 
 

@@ -51,6 +51,9 @@ class SearchSettings:
     max_length: int = 128
     reuse_actors: bool = True
     console: bool = True
+    # The fields the user gave (the CLI's flags); None: every field off its default counts.
+    # On --resume the others take the resumed search's values.
+    given: frozenset[str] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def validate(self) -> "SearchSettings":
         for name in (
@@ -121,4 +124,4 @@ def settings_from_args(args: Any) -> SearchSettings:
     """The CLI namespace as settings: flags the user left out keep the defaults."""
     fields = {f.name for f in dataclasses.fields(SearchSettings)}
     values = {k: v for k, v in vars(args).items() if k in fields and v is not None}
-    return SearchSettings(**values)
+    return SearchSettings(**values, given=frozenset(values))

@@ -1,0 +1,133 @@
+"""`--resume` against the search it continues: the parent run's params are what the search was
+started with. A flag left out on resume takes its old value; a flag given with another value is
+refused before Ray starts, since Ray restores its Tuner (num_samples, searcher, scheduler,
+concurrency) as pickled and the trials would mix old and new settings."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from astune.search.settings import SearchError, SearchSettings
+from astune.store.conventions import NOT_APPLICABLE, ROLE_TAG, SEARCH_ID_TAG, quote
+
+if TYPE_CHECKING:
+    from astune.search.space import SearchSpace
+
+SPACE_DIGEST = "space_sha256"  # the resolved space: a file edited in place is a changed space
+# Param keys that come from the space, not from a flag: how a refusal names them.
+_SPACE_KEYS = {"metric": "the space's metric", "mode": "the space's mode"}
+_SPACE_KEYS[SPACE_DIGEST] = "the --space contents (sha256 of the resolved space)"
+
+
+def search_params(settings: SearchSettings, space: SearchSpace) -> dict[str, Any]:
+    """The params of the parent run: every setting that shapes the trials."""
+    return {
+        "dataset": settings.dataset,
+        "space": space.source,
+        "num_samples": space.num_samples,
+        "metric": space.metric,
+        "mode": space.mode,
+        "losses": ",".join(space.losses),
+        "scheduler": space.scheduler["type"],
+        "backbone": settings.backbone,
+        "num_layers": settings.num_layers,
+        "max_train_samples": settings.max_train_samples,
+        "max_eval_samples": settings.max_eval_samples,
+        "max_length": settings.max_length,
+        # as the user gave it (None: ASTUNE_DATA_DIR or the hub), so an export stays portable
+        "data_dir": settings.data_dir,
+        "validation_fraction": settings.validation_fraction,
+        "epochs": settings.epochs,
+        "max_concurrent": settings.max_concurrent,
+        "cpus_per_trial": settings.cpus_per_trial,
+        "gpus_per_trial": settings.gpus_per_trial or 0,
+        "seed": settings.seed,
+        # last: a change that a flag above names is refused by that name first
+        SPACE_DIGEST: space_digest(space),
+    }
+
+
+def space_digest(space: SearchSpace) -> str:
+    """A short sha256 of the resolved space (its contents, not its path)."""
+    text = json.dumps(space.to_dict(), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def parent_params(settings: SearchSettings, tracking_uri: str) -> dict[str, str]:
+    """The params of the newest parent run of the resumed search ({} without --resume or when
+    the store has none: the tracker then starts a new parent)."""
+    if not settings.resume:
+        return {}
+    from astune.store.reader import Store
+
+    store = Store(tracking_uri)
+    if not store.exists:
+        return {}
+    experiment = store.client.get_experiment_by_name(settings.experiment_name)
+    if experiment is None:
+        return {}
+    query = f"tags.`{ROLE_TAG}` = 'search' and tags.`{SEARCH_ID_TAG}` = "
+    runs = store.runs(query + quote(settings.experiment_name), [experiment.experiment_id])
+    return dict(runs[0].data.params) if runs else {}
+
+
+def as_before(settings: SearchSettings, old: Mapping[str, str]) -> SearchSettings:
+    """``settings`` with every flag left out taken from the resumed search's ``old`` params."""
+    given = _given(settings)
+    fields = {f.name: f for f in dataclasses.fields(SearchSettings)}
+    filled = {
+        key: _typed(value, str(fields[key].type))
+        for key, value in old.items()
+        if key in fields and key not in given and not (key == "space" and value == "<memory>")
+    }
+    return dataclasses.replace(settings, **filled)
+
+
+def check_unchanged(settings: SearchSettings, space: SearchSpace, old: Mapping[str, str]) -> None:
+    """Refuse (SearchError) a setting whose value differs from the resumed search's."""
+    new = {k: str(v) for k, v in search_params(settings, space).items()}
+    skip = {"space"} if SPACE_DIGEST in old else set()  # same contents at another path: fine
+    for key, value in new.items():
+        if key in old and key not in skip and _comparable(old[key]) != _comparable(value):
+            what = _SPACE_KEYS.get(key, "--" + key.replace("_", "-"))
+            raise SearchError(
+                f"--resume cannot change {what}: the search {settings.experiment_name!r} ran "
+                f"with {old[key]}, now {value}; resume with the old value, or start a new "
+                "search with another --name."
+            )
+
+
+def _given(settings: SearchSettings) -> set[str]:
+    """The settings the user gave: those the CLI saw, else (API) those off their default."""
+    if settings.given is not None:
+        return set(settings.given)
+    return {
+        f.name
+        for f in dataclasses.fields(SearchSettings)
+        if f.default is dataclasses.MISSING or getattr(settings, f.name) != f.default
+    }
+
+
+def _typed(value: str, annotation: str) -> Any:
+    """A logged param back as the settings field's type (``"None"`` is None)."""
+    if value == NOT_APPLICABLE:
+        return None
+    if annotation.startswith("int"):
+        return int(float(value))
+    if annotation.startswith("float"):
+        return float(value)
+    if annotation.startswith("bool"):
+        return value == "True"
+    return value
+
+
+def _comparable(value: str) -> Any:
+    """Numbers as numbers (``"1"`` and ``"1.0"`` are one GPU), the rest as logged."""
+    try:
+        return float(value)
+    except ValueError:
+        return value
