@@ -181,31 +181,21 @@ def test_asha_stopped_trials_are_pruned_in_optuna_not_complete(workdir):
         assert (reported[trial_id] < max_t) if stopped else (reported[trial_id] == max_t)
 
 
+def search_argv(name: str, space: Path, *extra: str, samples: int = 3) -> list[str]:
+    """``astune search`` arguments of a tiny search (1-layer MiniLM, 64 training samples)."""
+    tiny = ["--backbone", "minilm", "--num-layers", "1", "--max-train-samples", "64"]
+    return [
+        *("search", "--dataset", "sst5", "--space", str(space), *tiny),
+        *("--max-eval-samples", "32", "--num-samples", str(samples), "--name", name, *extra),
+    ]
+
+
 def search_command(name: str, space: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
         "astune",
-        "search",
-        "--dataset",
-        "sst5",
-        "--space",
-        str(space),
-        "--backbone",
-        "minilm",
-        "--num-layers",
-        "1",
-        "--max-train-samples",
-        "64",
-        "--max-eval-samples",
-        "32",
-        "--num-samples",
-        "3",
-        "--max-concurrent",
-        "1",
-        "--name",
-        name,
-        *extra,
+        *search_argv(name, space, "--max-concurrent", "1", *extra),
     ]
 
 
@@ -275,28 +265,7 @@ def test_search_killed_after_its_first_trial_resumes_to_completion(workdir):
 
 def tiny_argv(name: str, space: Path, *extra: str) -> list[str]:
     """``astune search`` over a one-trial, one-epoch tiny search."""
-    return [
-        "search",
-        "--dataset",
-        "sst5",
-        "--space",
-        str(space),
-        "--backbone",
-        "minilm",
-        "--num-layers",
-        "1",
-        "--max-train-samples",
-        "64",
-        "--max-eval-samples",
-        "32",
-        "--epochs",
-        "1",
-        "--num-samples",
-        "1",
-        "--name",
-        name,
-        *extra,
-    ]
+    return search_argv(name, space, "--epochs", "1", *extra, samples=1)
 
 
 def test_resume_refuses_changed_settings_before_ray_starts(workdir, capsys):
