@@ -29,6 +29,10 @@ def _add_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-eval-samples", type=int, default=None)
     parser.add_argument("--epochs", type=float, default=None)
     parser.add_argument("--seed", type=int, default=None)
+    _add_validation_flag(parser)
+
+
+def _add_validation_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--validation-fraction",
         type=float,
@@ -96,6 +100,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_tracking_flag(recommend)
     recommend.add_argument("--dataset", required=True)
     recommend.add_argument("--data-dir", default=None)
+    _add_validation_flag(recommend)
     recommend.add_argument("--write-space", default=None)
 
     report = sub.add_parser("report", help="the paper's analyses for one search, as PNG + markdown")
@@ -241,7 +246,13 @@ def _recommend(args: argparse.Namespace) -> int:
     from astune.recommend import format_recommendation, recommend, write_space
 
     try:
-        rec = recommend(args.dataset, tracking_uri=args.tracking_uri, data_dir=args.data_dir)
+        carve = args.validation_fraction
+        rec = recommend(
+            args.dataset,
+            tracking_uri=args.tracking_uri,
+            data_dir=args.data_dir,
+            probe_options=None if carve is None else {"validation_fraction": carve},
+        )
         space = write_space(rec, args.dataset, args.write_space) if args.write_space else None
     except (ValueError, OSError, MlflowException) as err:  # unknown dataset, bad data or store
         raise CLIError(str(err).splitlines()[0]) from None

@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from astune.config import TRAIN_FIELDS
+
 PROBE_BACKBONE = "minilm"
 PROBE_LAYERS = 2
 PROBE_EVAL_SAMPLES = 256
@@ -73,6 +75,7 @@ def run_probe(
     max_eval_samples: int = PROBE_EVAL_SAMPLES,
     num_layers: int = PROBE_LAYERS,
     seed: int = 0,
+    validation_fraction: float = TRAIN_FIELDS["validation_fraction"].default,
 ) -> ProbeResult:
     """Measure ``dataset`` (a registry name or a folder) with the probe; CPU, seconds.
 
@@ -84,8 +87,12 @@ def run_probe(
     from astune.training import load_encoded
 
     start = time.perf_counter()
-    n_train = max_train_samples or probe_train_samples(_num_labels(dataset, data_dir))
-    data = load_encoded(_config(dataset, data_dir, n_train, max_eval_samples, seed))
+    labels = _num_labels(dataset, data_dir, validation_fraction)
+    n_train = max_train_samples or probe_train_samples(labels)
+    config = _config(dataset, data_dir, n_train, max_eval_samples, seed)
+    # a folder without validation: the share of train carved out as validation
+    config.validation_fraction = validation_fraction
+    data = load_encoded(config.validate())
     spec = data.spec
     torch.manual_seed(seed)
     model = build_model(
@@ -108,14 +115,20 @@ def run_probe(
     )
 
 
-def _num_labels(dataset: str, data_dir: str | None) -> int:
+def _num_labels(dataset: str, data_dir: str | None, validation_fraction: float) -> int:
     """From the registry, or from the user's folder (its rows are read to infer labels)."""
-    from astune.data import REGISTRY, load_dataset_splits
+    from astune.data import load_dataset_splits
+    from astune.data.resolve import resolve_dataset
 
-    if dataset in REGISTRY:
-        return REGISTRY[dataset].num_labels
+    spec = resolve_dataset(dataset).spec
+    if spec is not None:
+        return spec.num_labels
     loaded = load_dataset_splits(
-        dataset, data_dir=data_dir, max_train_samples=1, max_eval_samples=1
+        dataset,
+        data_dir=data_dir,
+        max_train_samples=1,
+        max_eval_samples=1,
+        validation_fraction=validation_fraction,
     )
     return loaded.spec.num_labels
 

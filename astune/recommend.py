@@ -330,10 +330,10 @@ def format_recommendation(rec: Recommendation) -> str:
 def write_space(rec: Recommendation, dataset: str, path: str | Path) -> Path:
     """The dataset's search space with delta narrowed to the recommended range (and r to
     +-0.1 around its recommendation where the space searches it), written as YAML."""
-    from astune.data.registry import REGISTRY
+    from astune.data.resolve import resolve_dataset
     from astune.search.space import load_space
 
-    space = load_space(dataset=dataset if dataset in REGISTRY else None)
+    space = load_space(dataset=resolve_dataset(dataset).registry_name)
     task = rec.difficulty.task
     if task is not None:
         space = space.for_task(task)

@@ -103,6 +103,19 @@ def test_empty_store_and_user_folder_fall_back_to_the_paper_prior(tmp_path, data
     assert not store.exists()  # reading an empty store creates nothing
 
 
+def test_recommend_carves_validation_from_a_folder_without_one(tmp_path, data_dir, capsys):
+    """BANKING77-style data (train + test only): the probe scores a share of train carved out
+    by --validation-fraction (default 0.1), here 0.25 of the 600 training rows; the probe
+    trains on at most 384 of the rest."""
+    folder = _user_dataset(tmp_path / "no_validation", data_dir / "sst5")
+    (folder / "validation.jsonl").unlink()
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    argv = ["recommend", "--dataset", str(folder), "--tracking-uri", store]
+    assert main([*argv, "--validation-fraction", "0.25"]) == 0
+    out = capsys.readouterr().out
+    assert "384 train / 150 validation examples" in out, out
+
+
 def test_unknown_dataset_is_a_one_line_error(capsys):
     rc = main(
         ["recommend", "--dataset", "no_such_dataset", "--tracking-uri", "sqlite:///unused.db"]
