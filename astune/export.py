@@ -76,19 +76,18 @@ def find_best_trial(experiment: str, tracking_uri: str | None = None) -> BestTri
 
 
 def _latest_search(store: Store, experiment: str) -> "Run":
-    found = store.client.get_experiment_by_name(experiment) if store.exists else None
-    if found is None or found.lifecycle_stage != "active":
+    if store.experiment_id(experiment) is None:
         names = store.search_experiment_names() if store.exists else []
         listing = ", ".join(names) if names else "none"
         raise ValueError(
             f"no experiment {experiment!r} in {store.uri}; astune experiments there: {listing}."
         )
-    searches = store.searches([found.experiment_id])
-    if not searches:
+    search = store.latest_search(experiment)
+    if search is None:
         raise ValueError(
             f"experiment {experiment!r} holds no astune search run (tag astune.role=search)."
         )
-    return searches[0]
+    return search
 
 
 def _artifact_config(store: Store, run_id: str) -> dict[str, Any] | None:

@@ -45,6 +45,15 @@ class Position:
     evaluations: int = 0
 
 
+def check_metric_computed(dataset: str, metric: str) -> None:
+    """ValueError (one line) when ``dataset`` is scored with a metric astune does not compute."""
+    if metric not in COMPUTED_METRICS:
+        raise ValueError(
+            f"dataset {dataset!r} is scored with {metric!r}, which astune does not compute yet; "
+            f"computed metrics: {', '.join(COMPUTED_METRICS)}."
+        )
+
+
 class LinearSchedule:
     """Linear warm-up then linear decay of the learning rate, driven by samples seen.
 
@@ -108,11 +117,7 @@ class Run:
         self.config = config.validate()
         self.data = data if data is not None else load_encoded(config)
         self.spec = self.data.spec
-        if self.spec.metric not in COMPUTED_METRICS:
-            raise ValueError(
-                f"dataset {self.spec.name!r} is scored with {self.spec.metric!r}, which astune "
-                f"does not compute yet; computed metrics: {', '.join(COMPUTED_METRICS)}."
-            )
+        check_metric_computed(self.spec.name, self.spec.metric)
         self._fill_paper_defaults()
         self.device = _device(config.device)
         self.autocast = _autocast_dtype(config.precision, self.device)

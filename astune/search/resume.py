@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from astune.search.settings import SearchError, SearchSettings
-from astune.store.conventions import NOT_APPLICABLE, ROLE_TAG, SEARCH_ID_TAG, quote
 
 if TYPE_CHECKING:
     from astune.search.space import SearchSpace
@@ -64,23 +63,19 @@ def parent_params(settings: SearchSettings, tracking_uri: str) -> dict[str, str]
         return {}
     from astune.store.reader import Store
 
-    store = Store(tracking_uri)
-    if not store.exists:
-        return {}
-    experiment = store.client.get_experiment_by_name(settings.experiment_name)
-    if experiment is None:
-        return {}
-    query = f"tags.`{ROLE_TAG}` = 'search' and tags.`{SEARCH_ID_TAG}` = "
-    runs = store.runs(query + quote(settings.experiment_name), [experiment.experiment_id])
-    return dict(runs[0].data.params) if runs else {}
+    search = Store(tracking_uri).latest_search(settings.experiment_name)
+    return {} if search is None else dict(search.data.params)
 
 
 def as_before(settings: SearchSettings, old: Mapping[str, str]) -> SearchSettings:
     """``settings`` with every flag left out taken from the resumed search's ``old`` params."""
+    from astune.store.reader import as_kind, field_kinds
+
     given = _given(settings)
-    fields = {f.name: f for f in dataclasses.fields(SearchSettings)}
+    fields = {f.name for f in dataclasses.fields(SearchSettings)}
+    kinds = field_kinds(SearchSettings)
     filled = {
-        key: _typed(value, str(fields[key].type))
+        key: as_kind(value, kinds.get(key))
         for key, value in old.items()
         if key in fields and key not in given and not (key == "space" and value == "<memory>")
     }
@@ -110,19 +105,6 @@ def _given(settings: SearchSettings) -> set[str]:
         for f in dataclasses.fields(SearchSettings)
         if f.default is dataclasses.MISSING or getattr(settings, f.name) != f.default
     }
-
-
-def _typed(value: str, annotation: str) -> Any:
-    """A logged param back as the settings field's type (``"None"`` is None)."""
-    if value == NOT_APPLICABLE:
-        return None
-    if annotation.startswith("int"):
-        return int(float(value))
-    if annotation.startswith("float"):
-        return float(value)
-    if annotation.startswith("bool"):
-        return value == "True"
-    return value
 
 
 def _comparable(value: str) -> Any:

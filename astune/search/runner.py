@@ -40,11 +40,11 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     from astune.search.resume import as_before, check_unchanged, parent_params
     from astune.search.space import load_space
     from astune.store.uri import check_tracking_uri, resolve_tracking_uri
+    from astune.training import check_metric_computed
 
     settings.validate()
     registry_name = _registry_name(settings.dataset)
-    if registry_name is not None:
-        _check_metric(settings.dataset)
+    _check_metric(settings.dataset)
     _check_experiment_path(settings)
     tracking_uri = resolve_tracking_uri(settings.tracking_uri)
     check_tracking_uri(tracking_uri)
@@ -55,7 +55,7 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     base = _base_config(settings)
     train_base = TrainConfig.from_dict(base).validate()
     data = _encode(train_base)
-    _check_computed(data.spec.name, data.spec.metric)
+    check_metric_computed(data.spec.name, data.spec.metric)  # a user folder's own metric
     space = _apply_settings(space, settings, data.spec.task)
     check_unchanged(settings, space, before)
     return PreparedSearch(settings, space, base, train_base, data, tracking_uri)
@@ -73,23 +73,14 @@ def _registry_name(dataset: str) -> str | None:
 
 
 def _check_metric(dataset: str) -> None:
-    """A registry dataset scored with a metric astune does not compute fails here, not in
-    every trial."""
-    from astune.data.registry import REGISTRY
+    """A registry dataset scored with a metric astune does not compute fails here, before its
+    data is read, not in every trial."""
+    from astune.data.resolve import resolve_dataset
+    from astune.training import check_metric_computed
 
-    spec = REGISTRY.get(dataset)
+    spec = resolve_dataset(dataset).spec
     if spec is not None:
-        _check_computed(spec.name, spec.metric)
-
-
-def _check_computed(name: str, metric: str) -> None:
-    from astune.training import COMPUTED_METRICS
-
-    if metric not in COMPUTED_METRICS:
-        raise SearchError(
-            f"dataset {name!r} is scored with {metric!r}, which astune does not compute yet; "
-            f"computed metrics: {', '.join(COMPUTED_METRICS)}."
-        )
+        check_metric_computed(spec.name, spec.metric)
 
 
 def _base_config(settings: SearchSettings) -> dict[str, Any]:

@@ -90,6 +90,17 @@ class Store:
         """The parent runs of searches, newest first."""
         return self.runs(f"tags.`{ROLE_TAG}` = 'search'", experiment_ids)
 
+    def experiment_id(self, name: str) -> str | None:
+        """The id of the active experiment ``name``; None when the store has none."""
+        found = self.client.get_experiment_by_name(name) if self.exists else None
+        return None if found is None or found.lifecycle_stage != "active" else found.experiment_id
+
+    def latest_search(self, experiment: str) -> "Run | None":
+        """The newest search (parent) run of the active experiment ``experiment``, or None."""
+        experiment_id = self.experiment_id(experiment)
+        searches = [] if experiment_id is None else self.searches([experiment_id])
+        return searches[0] if searches else None
+
     def trials(
         self, parent_run_id: str | None = None, experiment_ids: Iterable[str] | None = None
     ) -> list["Run"]:
@@ -115,30 +126,43 @@ def param(run: "Run", key: str) -> Any:
     return parse_value(run.data.params.get(key), key)
 
 
+def field_kinds(cls: type) -> dict[str, type]:
+    """The scalar type of each field of dataclass ``cls`` whose annotation starts with bool,
+    float, int or str (``"float | None"`` -> float)."""
+    import dataclasses
+
+    kinds = {}
+    for f in dataclasses.fields(cls):
+        head = str(f.type).split(" | ")[0]
+        for kind in (bool, float, int, str):
+            if head == kind.__name__:
+                kinds[f.name] = kind
+    return kinds
+
+
 @functools.cache
 def _schema_kinds() -> dict[str, type]:
     """The scalar type of each TrainConfig field and flat loss parameter."""
-    import dataclasses
-
     from astune.config import TrainConfig
     from astune.losses.catalogue import CATALOGUE
 
     kinds: dict[str, type] = {p.name: p.kind for info in CATALOGUE.values() for p in info.params}
-    for f in dataclasses.fields(TrainConfig):
-        hint = str(f.type)
-        for kind in (bool, float, int, str):  # "float | None" -> float; bool before int
-            if hint.split(" | ")[0] == kind.__name__:
-                kinds[f.name] = kind
-    return kinds
+    return {**kinds, **field_kinds(TrainConfig)}
 
 
 def parse_value(text: str | None, key: str | None = None) -> Any:
     """A logged param as Python: by the config schema's type when ``key`` is a TrainConfig
     field or loss parameter (``"2e-05"`` is a float; YAML 1.1 would keep a string), else
     YAML's reading."""
+    kind = _schema_kinds().get(key) if key is not None else None
+    return as_kind(text, kind)
+
+
+def as_kind(text: str | None, kind: type | None) -> Any:
+    """A logged param read as ``kind`` (bool, int, float, str); YAML's reading when ``kind``
+    is None or the text is not of that kind; None for a missing or ``"None"`` param."""
     if text is None or text == NOT_APPLICABLE:
         return None
-    kind = _schema_kinds().get(key) if key is not None else None
     if kind is bool and text in ("True", "False"):
         return text == "True"
     if kind in (int, float):
