@@ -88,6 +88,7 @@ class BestWeights:
     def __init__(self, filesystem: Any, root: str):
         self.filesystem, self.root = filesystem, root.rstrip("/")
         self.written: list[str] = []  # names put by this process, in order (for tests, logs)
+        self.last_bytes = 0  # the size of the last file put
 
     @classmethod
     def local(cls, folder: str | Path) -> "BestWeights":
@@ -109,6 +110,7 @@ class BestWeights:
             out.write(buffer.getbuffer())
         self.filesystem.move(tmp, self._path(name))
         self.written.append(name)
+        self.last_bytes = buffer.getbuffer().nbytes
         return name
 
     def get(self, name: str) -> dict[str, torch.Tensor]:

@@ -162,6 +162,8 @@ class Run:
         self.best_evaluation: int | None = None
         self._best_stored: tuple[int, str] | None = None  # (evaluation, name) in best_store
         self._last_checkpoint = time.monotonic()
+        # what this run wrote for resuming, over all its attempts: checkpoints and their bytes
+        self.checkpoint_stats = {"checkpoints": 0, "checkpoint_bytes": 0}
         self.train_seconds = 0.0
         self._window = _Window()
         self._window_start = 0  # samples seen when the current window's first micro-batch began
@@ -327,8 +329,12 @@ class Run:
             if self._best_stored is None or self._best_stored[0] != self.best_evaluation:
                 name = self.best_store.put(self.best_weights, self.best_evaluation)
                 self._best_stored = (self.best_evaluation, name)
+                self.checkpoint_stats["checkpoint_bytes"] += self.best_store.last_bytes
             state["best_weights"] = self._best_stored[1]
+        self.checkpoint_stats["checkpoints"] += 1
+        state["checkpoint_stats"] = dict(self.checkpoint_stats)  # counted with this checkpoint
         folder = ckpt.write_checkpoint(self.ckpt_dir, state)
+        self.checkpoint_stats["checkpoint_bytes"] += (folder / ckpt.STATE_FILE).stat().st_size
         self._last_checkpoint = time.monotonic()
         return folder
 
@@ -382,6 +388,8 @@ class Run:
                 self.best_store.put(self.best_weights, self.best_evaluation)
             self._best_stored = (self.best_evaluation, state["best_weights"])
         self.train_seconds = state["train_seconds"]
+        self.checkpoint_stats = dict(state["checkpoint_stats"])
+        self.checkpoint_stats["checkpoint_bytes"] += (Path(folder) / ckpt.STATE_FILE).stat().st_size
         self._last_checkpoint = time.monotonic()
         self.out.mkdir(parents=True, exist_ok=True)
         with open(self.out / "metrics.jsonl", "w") as fh:  # drop evaluations after the checkpoint
@@ -402,6 +410,7 @@ class Run:
                 "optimizer_steps": self.pos.steps,
                 "samples_seen": self.pos.samples,
                 "train_seconds": self.train_seconds,
+                **self.checkpoint_stats,
                 "p_margin_json": json.dumps(self.best_margins),
             }
         )

@@ -232,7 +232,7 @@ def test_checkpoints_store_each_best_once_and_the_test_split_uses_it(tmp_path, d
     left = sorted(p.name for p in (tmp_path / "apart").iterdir())
     assert left == ([] if named[-1] == ckpt.BEST_IS_CURRENT else [named[-1]])
     assert sorted(p.name for p in Path(cfg.output_dir, "checkpoint").iterdir()) == [ckpt.STATE_FILE]
-    assert final["best_evaluation"] == bests[-1]
+    assert final["best_evaluation"] == bests[-1] and final["checkpoints"] == len(records)
 
     state = ckpt.read_checkpoint(Path(cfg.output_dir, "checkpoint"))
     run.model.load_state_dict(ckpt.best_weights_of(state, store, tmp_path))
@@ -287,9 +287,12 @@ def test_the_checkpoint_policy_decides_which_evaluations_write_one(tmp_path, dat
     if every == "end":  # one checkpoint, with the last evaluation: the run's trained state
         assert folders[0] is None and folders[1] == Path(cfg.output_dir, "checkpoint")
         assert ckpt.read_checkpoint(folders[1])["position"]["epoch"] == 2
+        written = sum(p.stat().st_size for p in folders[1].iterdir())  # state (+ best weights)
+        assert (final["checkpoints"], final["checkpoint_bytes"]) == (1, written)
     else:  # a run shorter than the interval writes none; the test split still uses its best
         assert folders == [None, None]
         assert not Path(cfg.output_dir, "checkpoint").exists()
+        assert (final["checkpoints"], final["checkpoint_bytes"]) == (0, 0)
     records = read_metrics(cfg)  # the best is tracked in memory, checkpoint or not
     assert final["best_evaluation"] == best_so_far(records)[-1]
     assert final["val_accuracy"] == max(r["objective"] for r in records)
