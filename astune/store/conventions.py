@@ -50,6 +50,9 @@ RAY_RESULT_KEYS = frozenset(
 )
 LOST_TAG = "astune.lost"
 FINAL_METRICS = ("optimizer_steps", "train_seconds", "best_evaluation")
+SKIPPED_RATIO = "skipped_ratio"
+"""Per evaluation, with AS-Skip: the share of the samples visited since the last evaluation
+that skipped the forward/backward pass."""
 
 
 class TrackingError(ValueError):
