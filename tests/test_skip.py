@@ -272,3 +272,27 @@ def test_resumed_skipping_run_equals_an_uninterrupted_one(tmp_path, data_dir, ss
         return [{k: v for k, v in r.items() if k != "samples_per_second"} for r in rows]
 
     assert timeless(read_metrics(broken)) == timeless(records)
+
+
+@pytest.mark.parametrize(
+    "dataset, loss", [("conll2003", "as_softmax"), ("go_emotions", "multilabel_as_softmax")]
+)
+def test_token_and_multilabel_runs_account_for_every_visited_sample(
+    tmp_path, data_dir, dataset, loss
+):
+    run = config(
+        tmp_path, dataset, data_dir, dataset=dataset, loss=loss, max_train_samples=64,
+        max_eval_samples=32, epochs=2, as_skip=True, skip_keep=0.0, skip_anneal=0.0,
+    )  # fmt: skip
+    fitted = Run(run)
+    final = fitted.train(None, False)
+    records = read_metrics(run)
+    seen, computed = final["samples_seen"], final["samples_computed"]
+    assert seen == 2 * 64 >= computed and records[0]["skipped_ratio"] == 0.0
+    # epoch 2 (keep 0) computes exactly the samples not flagged zero in epoch 1; the others
+    # were last computed in epoch 1 and keep their zero flag
+    skip = fitted.skip
+    assert computed == 64 + int(skip.plan.sum())
+    stale = skip.last_computed < 64
+    assert int(stale.sum()) == seen - computed and bool(skip.zero[stale].all())
+    assert int(skip.last_computed.min()) >= 0  # every sample computed at least once
