@@ -94,6 +94,10 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--lam", type=float, default=None)
     train.add_argument("--max-accum-steps", type=int, default=None)
     train.add_argument("--as-speed", action="store_true", default=None)
+    # AS-Skip (issue 11)
+    train.add_argument("--as-skip", action="store_true", default=None)
+    train.add_argument("--skip-keep", type=float, default=None)
+    train.add_argument("--skip-anneal", type=float, default=None)
     train.add_argument("--lr", type=float, default=None)
     train.add_argument("--batch-size", type=int, default=None)
     train.add_argument("--output-dir", default=None)
@@ -157,6 +161,9 @@ TRAIN_FLAGS = (
     "lam",
     "max_accum_steps",
     "as_speed",
+    "as_skip",
+    "skip_keep",
+    "skip_anneal",
     "lr",
     "batch_size",
     "output_dir",
@@ -193,6 +200,8 @@ def _train(args: argparse.Namespace) -> int:
     keys = [k for k in final if k.startswith(("val_", "test_"))] + [
         "optimizer_steps",
         "train_seconds",
+        "samples_seen",
+        "samples_computed",
     ]
     for key in keys:
         print(

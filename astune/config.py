@@ -45,6 +45,10 @@ _FIELD_SPECS = (
     ParamSpec("as_speed", bool, False),
     ParamSpec("lam", float, 1.0, 0.0, low_open=True),
     ParamSpec("max_accum_steps", int, 4, 1),
+    # AS-Skip (astune/skip.py); defaults from benchmarks/RESULTS.md, "AS-Skip".
+    ParamSpec("as_skip", bool, False),
+    ParamSpec("skip_keep", float, 0.2, 0.0, 1.0),
+    ParamSpec("skip_anneal", float, 0.1, 0.0, 1.0),
     ParamSpec("seed", int, 42, 0),
     ParamSpec("eval_every", int, None, 1),
 )
@@ -87,6 +91,9 @@ class TrainConfig:
     as_speed: bool = _default("as_speed")
     lam: float = _default("lam")
     max_accum_steps: int = _default("max_accum_steps")
+    as_skip: bool = _default("as_skip")
+    skip_keep: float = _default("skip_keep")
+    skip_anneal: float = _default("skip_anneal")
     loss_params: dict[str, float] = field(default_factory=dict)
     seed: int = _default("seed")
     eval_every: int | None = _default("eval_every")
@@ -107,6 +114,10 @@ class TrainConfig:
         if self.as_speed and self.loss not in AS_LOSSES:
             raise ValueError(
                 f"as_speed needs an AS loss ({', '.join(AS_LOSSES)}), but loss is {self.loss!r}."
+            )
+        if self.as_skip and self.loss not in AS_LOSSES:
+            raise ValueError(
+                f"as_skip needs an AS loss ({', '.join(AS_LOSSES)}), but loss is {self.loss!r}."
             )
         info = loss_info(self.loss)  # checks the name
         for key, value in self.loss_params.items():

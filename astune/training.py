@@ -23,8 +23,9 @@ from torch import Tensor, nn
 from astune import checkpointing as ckpt
 from astune.checkpoint_policy import CheckpointPolicy
 from astune.config import TrainConfig
-from astune.losses.as_softmax import DeltaSchedule
+from astune.losses.as_softmax import DeltaSchedule, MaskStats
 from astune.losses.catalogue import AS_LOSSES
+from astune.skip import ASSkip, Visit
 from astune.speed import ASSpeed
 
 if TYPE_CHECKING:
@@ -42,7 +43,8 @@ class Position:
 
     epoch: int = 0
     batch: int = 0  # the next micro-batch of ``epoch``
-    samples: int = 0  # training examples seen
+    samples: int = 0  # training examples seen (visited: AS-Skip's skipped ones count)
+    computed: int = 0  # training examples that went through the model
     steps: int = 0  # optimizer steps taken
     evaluations: int = 0
 
@@ -150,6 +152,18 @@ class Run:
             else None
         )
         self.speed = ASSpeed(config.lam, config.max_accum_steps) if config.as_speed else None
+        self.skip = (
+            ASSkip(
+                self.n_train,
+                config.skip_keep,
+                config.skip_anneal,
+                self.total_samples,
+                config.seed,
+                self.device,
+            )
+            if config.as_skip
+            else None
+        )
         self.pos = Position()
         self.best: float | None = None
         self.best_margins: dict[str, list] | None = None
@@ -188,10 +202,10 @@ class Run:
         bar = _progress(self, progress)
         self._clock = time.perf_counter() - self.train_seconds  # counts training, not evaluation
         while self.pos.samples < self.total_samples:
-            for batch in self._epoch_batches():
-                self._micro_step(batch)
+            for batch, visit in self._epoch_batches():
+                self._micro_step(batch, visit)
                 if bar is not None:
-                    bar.update(len(batch["labels"]))
+                    bar.update(visit.visited)
                 if self._window.batches >= self._accum_steps():
                     self._optimizer_step()
                     if self._eval_due():
@@ -205,13 +219,23 @@ class Run:
             bar.close()
         return self._finish()
 
-    def _epoch_batches(self) -> Iterator[dict[str, Tensor]]:
+    def _epoch_batches(self) -> Iterator[tuple[dict[str, Tensor] | None, Visit]]:
+        """The epoch's micro-batches from ``pos.batch`` on, each with its :class:`Visit`; under
+        AS-Skip they are filled from the planned samples (an empty visit has batch None)."""
         gen = torch.Generator().manual_seed(self.config.seed * 1_000_003 + self.pos.epoch)
         order = torch.randperm(self.n_train, generator=gen)
         size = self.config.batch_size
-        for b in range(self.pos.batch, math.ceil(self.n_train / size)):
-            self.pos.batch = b + 1
-            yield self.data.collate("train", order[b * size : (b + 1) * size])
+        if self.skip is None:
+            for b in range(self.pos.batch, math.ceil(self.n_train / size)):
+                self.pos.batch = b + 1
+                index = order[b * size : (b + 1) * size]
+                yield self.data.collate("train", index), Visit(index, len(index), order[:0])
+            return
+        plan = self.skip.plan_for(self.pos.epoch, order, self.pos.epoch * self.n_train)
+        for visit in self.skip.visits(order, plan, size, self.pos.batch):
+            self.pos.batch += 1
+            batch = self.data.collate("train", visit.index) if len(visit.index) else None
+            yield batch, visit
 
     def _end_epoch(self) -> None:
         if self._window.batches:  # an epoch ends on an optimizer step
@@ -219,23 +243,26 @@ class Run:
         self.pos.epoch += 1
         self.pos.batch = 0
 
-    def _micro_step(self, batch: dict[str, Tensor]) -> None:
-        self.model.train()
-        self.apply_delta()
+    def _micro_step(self, batch: dict[str, Tensor] | None, visit: Visit) -> None:
+        """Forward and backward one micro-batch (none for an empty visit); its counts are
+        summed on the device, read once per optimizer step."""
         if self._window.batches == 0:
             self._window_start = self.pos.samples
-        loss, n_active, n_masked = self.loss_of(*self.forward(batch))
-        value = loss.item()
-        if not math.isfinite(value):
-            raise FloatingPointError(
-                f"loss is {value} at epoch {self.pos.epoch}, batch {self.pos.batch} "
-                f"(lr {self.config.lr}, loss {self.config.loss}); the run stops here."
-            )
-        loss.backward()
-        n = len(batch["labels"])
-        self.pos.samples += n
-        self._window.add(value, n_active, n_masked)
-        self._since_eval.add(value, n_active, n_masked, samples=n)
+        skipped_rows = None if self.skip is None else self.skip.skipped_rows(visit.skipped)
+        if batch is not None:
+            self.model.train()
+            self.apply_delta()
+            loss, counts, stats = self.loss_counts(*self.forward(batch))
+            loss.backward()
+            if self.skip is not None and stats is not None:
+                self.skip.record(visit.index, *stats.rows(), self.pos.samples)
+            self._window.add(loss.detach(), counts, skipped_rows, computed=len(visit.index))
+        elif skipped_rows is not None:
+            self._window.add_skipped(skipped_rows)
+        self.pos.samples += visit.visited
+        self.pos.computed += len(visit.index)
+        self._since_eval.samples += visit.visited
+        self._since_eval.computed += len(visit.index)
 
     def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Logits ``(B, C)`` or ``(B, T, C)`` in float32, and the labels, on the run's device."""
@@ -254,9 +281,30 @@ class Run:
         n_active = len(labels) if labels.is_floating_point() else int((labels != -100).sum())
         return loss, n_active, 0
 
+    def loss_counts(
+        self, logits: Tensor, labels: Tensor
+    ) -> tuple[Tensor, Tensor, MaskStats | None]:
+        """The summed loss, ``[n_active, n_masked]`` rows as a device tensor (no sync), and the
+        loss's ``MaskStats`` (None for a loss without one)."""
+        loss = self.loss_fn(logits, labels)
+        stats = getattr(self.loss_fn, "last_stats", None)
+        if stats is not None:
+            return loss, stats.counts(), stats
+        active = torch.tensor(len(labels)) if labels.is_floating_point() else (labels != -100).sum()
+        return loss, torch.stack([active.to(loss.device), torch.zeros_like(active)]), None
+
     def _optimizer_step(self) -> None:
         window = self._window
-        scale = 1.0 / max(1, window.active)  # the window's loss, normalised by its samples
+        window.settle()  # the one device sync of the step
+        if not math.isfinite(window.loss):
+            raise FloatingPointError(
+                f"loss is {window.loss} at epoch {self.pos.epoch}, optimizer step "
+                f"{self.pos.steps + 1} (lr {self.config.lr}, loss {self.config.loss}); "
+                "the run stops here."
+            )
+        # The window's loss, normalised by the rows computed: a skipped sample would have added
+        # exactly 0 to the sum, and the update keeps the scale of a full batch of computed rows.
+        scale = 1.0 / max(1, window.active)
         for p in self.model.parameters():
             if p.grad is not None:
                 p.grad.mul_(scale)
@@ -268,7 +316,10 @@ class Run:
         self.optimizer.zero_grad(set_to_none=True)
         self.pos.steps += 1
         if self.speed is not None:
-            self.speed.update(window.active, window.masked)
+            # AS-Skip's skipped rows had zero loss when last computed: they count as masked, so
+            # AS-Speed still sees the share of the data that has no gradient.
+            self.speed.update(window.active + window.skipped, window.masked + window.skipped)
+        self._since_eval.merge(window)
         self._window = _Window()
 
     def _accum_steps(self) -> int:
@@ -344,7 +395,9 @@ class Run:
             "objective": primary,
             "val_loss": val_loss,
             "train_loss": window.loss / max(1, window.active),
-            "masked_ratio": window.masked / max(1, window.active),
+            # AS-Skip's skipped rows count as masked (see _optimizer_step)
+            "masked_ratio": (window.masked + window.skipped)
+            / max(1, window.active + window.skipped),
             "accum_steps": self._accum_steps(),
             "delta_now": self.delta_now(),
             "lr_now": self.config.lr * self.lr_schedule.factor(self.pos.samples),
@@ -352,8 +405,17 @@ class Run:
             "epoch": self.pos.samples / self.n_train,
             "step": self.pos.steps,
             "samples_seen": self.pos.samples,
+            "samples_computed": self.pos.computed,
             "evaluation": self.pos.evaluations,
-        }
+        } | self._skip_record()
+
+    def _skip_record(self) -> dict[str, float]:
+        """``skipped_ratio``: the share of the samples visited since the last evaluation that
+        AS-Skip left out; only with AS-Skip."""
+        if self.skip is None:
+            return {}
+        window = self._since_eval
+        return {"skipped_ratio": 1.0 - window.computed / max(1, window.samples)}
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -362,6 +424,7 @@ class Run:
             "optimizer": self.optimizer.state_dict(),
             "lr_schedule": self.lr_schedule.state_dict(),
             "speed": None if self.speed is None else self.speed.state_dict(),
+            "skip": None if self.skip is None else self.skip.state_dict(),
             "position": vars(self.pos).copy(),
             "best": self.best,
             "best_evaluation": self.best_evaluation,
@@ -378,6 +441,8 @@ class Run:
         self.optimizer.load_state_dict(state["optimizer"])
         if self.speed is not None and state["speed"] is not None:
             self.speed.load_state_dict(state["speed"])
+        if self.skip is not None and state.get("skip") is not None:
+            self.skip.load_state_dict(state["skip"])
         self.pos = Position(**state["position"])
         self.best, self.history = state["best"], state["history"]
         self.best_margins = state["best_margins"]
@@ -409,6 +474,7 @@ class Run:
                 "best_objective": best["objective"],
                 "optimizer_steps": self.pos.steps,
                 "samples_seen": self.pos.samples,
+                "samples_computed": self.pos.computed,
                 "train_seconds": self.train_seconds,
                 **self.checkpoint_stats,
                 "p_margin_json": json.dumps(self.best_margins),
@@ -420,20 +486,52 @@ class Run:
 
 @dataclass
 class _Window:
-    """Sums over micro-batches: of an accumulation window, or since the last evaluation."""
+    """Sums over micro-batches: of an accumulation window, or since the last evaluation.
+
+    An accumulation window sums on the device (``pending``: loss, active, masked and skipped
+    rows) and reads them once, in :meth:`settle`; ``samples`` (visited) and ``computed`` are
+    host counts, kept per visit by the loop.
+    """
 
     batches: int = 0
     loss: float = 0.0
     active: int = 0
     masked: int = 0
+    skipped: int = 0  # rows of AS-Skip's skipped samples (counted as masked by AS-Speed)
     samples: int = 0
+    computed: int = 0
+    pending: Tensor | None = None  # float64 (4,) on the run's device
 
-    def add(self, loss: float, active: int, masked: int, samples: int = 0) -> None:
+    def add(self, loss: Tensor, counts: Tensor, skipped: Tensor | None, computed: int) -> None:
+        """Fold in one micro-batch: summed ``loss`` (0-dim), ``counts`` ``[active, masked]``."""
+        zero = torch.zeros((), dtype=counts.dtype, device=counts.device)
+        skipped = zero if skipped is None else skipped
+        values = torch.stack([loss.double(), *counts.double(), skipped.double()])
+        self.pending = values if self.pending is None else self.pending + values
         self.batches += 1
-        self.loss += loss
-        self.active += active
-        self.masked += masked
-        self.samples += samples
+
+    def add_skipped(self, skipped: Tensor) -> None:
+        """Fold in the skipped rows of a visit that computed nothing."""
+        values = torch.zeros(4, dtype=torch.float64, device=skipped.device)
+        values[3] = skipped
+        self.pending = values if self.pending is None else self.pending + values
+
+    def settle(self) -> None:
+        """Read the device sums into the host fields (one sync)."""
+        if self.pending is not None:
+            loss, active, masked, skipped = self.pending.tolist()
+            self.loss += loss
+            self.active += round(active)
+            self.masked += round(masked)
+            self.skipped += round(skipped)
+            self.pending = None
+
+    def merge(self, other: "_Window") -> None:
+        """Add a settled window's row sums (samples are counted per visit)."""
+        self.loss += other.loss
+        self.active += other.active
+        self.masked += other.masked
+        self.skipped += other.skipped
 
 
 MARGIN_EDGES = torch.linspace(-1.0, 1.0, 41)

@@ -7,6 +7,12 @@ diverge):
   - ``softmax``     loss "softmax"
   - ``as_softmax``  loss "as_softmax" with ``--delta``
   - ``as_speed``    as_softmax plus AS-Speed (``--lam``, ``--max-accum-steps``)
+  - ``as_skip``     as_softmax plus AS-Skip (``--skip-keep``, ``--skip-anneal``)
+  - ``as_speed_skip`` both
+
+``--seeds N`` trains every variant with N seeds (``--seed``, ``--seed`` + 1, ...; the data subset
+stays the one drawn with ``--seed``) and adds the mean and 95% t-interval over seeds of each
+variant's training-time ratio to softmax (paired within a seed) and of its test accuracy.
 
 Two schedules. ``interleaved`` (the default) trains the three in lock-step in one process: each
 runs the library's own loop (``Run.train``) in a thread, and a baton lets one compute at a time,
@@ -69,9 +75,12 @@ from typing import Any
 import torch
 
 from astune.config import TrainConfig
+from astune.skip import Visit
 from astune.training import Run, load_encoded
 
-VARIANTS = ("softmax", "as_softmax", "as_speed")
+VARIANTS = ("softmax", "as_softmax", "as_speed", "as_skip", "as_speed_skip")
+SKIP_VARIANTS = ("as_skip", "as_speed_skip")
+SPEED_VARIANTS = ("as_speed", "as_speed_skip")
 DEFAULT_PLOT = Path(__file__).resolve().parent / "as_speed_masked.png"
 
 
@@ -107,6 +116,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--delta", type=float, default=0.3, help="AS-Softmax delta (paper SST-5: 0.3)")
     p.add_argument("--lam", type=float, default=1.5, help="AS-Speed lambda (paper SST-5: 1.5)")
     p.add_argument("--max-accum-steps", type=int, default=4, help="AS-Speed cap (paper SST-5: 4)")
+    p.add_argument("--skip-keep", type=float, default=None, help="AS-Skip re-check share")
+    p.add_argument("--skip-anneal", type=float, default=None, help="AS-Skip full-data tail")
+    p.add_argument(
+        "--seeds", type=int, default=1, help="seeds per variant (mean and 95%% interval if > 1)"
+    )
+    p.add_argument(
+        "--skip-plot", default="", help="PNG of the share of samples computed over training"
+    )
     p.add_argument(
         "--eval-every",
         type=int,
@@ -173,6 +190,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error(f"--{name.replace('_', '-')} must be >= 0 (0: all), got {getattr(args, name)}")
     if args.repeats < 1:
         p.error(f"--repeats must be >= 1, got {args.repeats}")
+    if args.seeds < 1:
+        p.error(f"--seeds must be >= 1, got {args.seeds}")
+    if args.seeds > 1 and args.repeats > 1:
+        p.error("--seeds and --repeats are exclusive: each seed is one repeat")
+    args.repeats = max(args.repeats, args.seeds)
     if args.probe_rounds < 0:
         p.error(f"--probe-rounds must be >= 0, got {args.probe_rounds}")
     if args.threads is not None and args.threads < 1:
@@ -214,12 +236,17 @@ def variant_config(
         config.loss = "softmax"
     else:
         config.loss, config.delta = "as_softmax", args.delta
-        if variant == "as_speed":
+        if variant in SPEED_VARIANTS:
             config.as_speed, config.lam, config.max_accum_steps = (
                 True,
                 args.lam,
                 args.max_accum_steps,
             )
+        if variant in SKIP_VARIANTS:
+            config.as_skip = True
+            for name in ("skip_keep", "skip_anneal"):
+                if getattr(args, name) is not None:
+                    setattr(config, name, getattr(args, name))
     return config.validate()
 
 
@@ -253,23 +280,31 @@ class Timed:
             run._finish,
         )
 
-        def timed_micro(batch):
+        def timed_micro(batch, visit):
             if before_micro is not None:
                 before_micro()  # interleaved schedule: hand the turn to the next run, wait for ours
-            window = run._window
-            position, active, masked = window.batches, window.active, window.masked
+            position = run._window.batches
             accum = run._accum_steps()
+            if self.cuda:
+                torch.cuda.synchronize()
             start = time.perf_counter()
-            micro(batch)  # reads loss.item(): synchronises a GPU
+            micro(batch, visit)
+            if self.cuda:
+                torch.cuda.synchronize()
             seconds = time.perf_counter() - start
+            stats = getattr(run.loss_fn, "last_stats", None) if batch is not None else None
+            n = 0 if batch is None else len(visit.index)
+            # counts read after the clock stopped: the loop itself syncs once per optimizer step
             self.micro.append(
                 {
                     "samples": run.pos.samples,
                     "seconds": seconds,
                     "position": position,
                     "accum": accum,
-                    "active": run._window.active - active,
-                    "masked": run._window.masked - masked,
+                    "active": stats.n_active if stats is not None else n,
+                    "masked": stats.n_masked if stats is not None else 0,
+                    "visited": visit.visited,
+                    "computed": n,
                 }
             )
 
@@ -448,7 +483,9 @@ def collect(
         "other_s": train_only - micro_s - step_s,
         "optimizer_steps": final["optimizer_steps"],
         "micro_batches": len(timed.micro),
-        "samples_fwd_bwd": final["samples_seen"],
+        "samples_fwd_bwd": final["samples_computed"],
+        "samples_seen": final["samples_seen"],
+        "seed": run.config.seed,
         "samples_with_grad": active - masked,
         "masked_ratio": masked / max(1, active),
         "masked_ratio_last_epoch": sum(m["masked"] for m in last_epoch)
@@ -461,7 +498,10 @@ def collect(
         "val_accuracy": final.get("val_accuracy"),
         "test_accuracy": final.get("test_accuracy"),
         "best_evaluation": final.get("best_evaluation"),
-        "curve": [{k: m[k] for k in ("samples", "active", "masked", "accum")} for m in timed.micro],
+        "curve": [
+            {k: m[k] for k in ("samples", "active", "masked", "accum", "visited", "computed")}
+            for m in timed.micro
+        ],
         "metrics_jsonl": [
             {
                 k: r.get(k)
@@ -522,9 +562,9 @@ def cost_probe(config: TrainConfig, data: Any, rounds: int) -> dict[str, float]:
             for i in (2 * r, 2 * r + 1)
         ]
         t0 = time.perf_counter()
-        run._micro_step(batches[0])
+        run._micro_step(batches[0], _visit(batches[0]))
         t1 = time.perf_counter()
-        run._micro_step(batches[1])
+        run._micro_step(batches[1], _visit(batches[1]))
         t2 = time.perf_counter()
         run._optimizer_step()
         sync()
@@ -536,6 +576,10 @@ def cost_probe(config: TrainConfig, data: Any, rounds: int) -> dict[str, float]:
     del run
     gc.collect()
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _visit(batch: dict[str, torch.Tensor]) -> Visit:
+    return Visit(batch["index"], len(batch["index"]), batch["index"][:0])
 
 
 # -- report -----------------------------------------------------------------------------------
@@ -788,6 +832,103 @@ def plot(path: str, results: dict[str, list[dict[str, Any]]], args) -> None:
     plt.close(fig)
 
 
+def mean_interval(values: list[float]) -> tuple[float, float]:
+    """Mean and half-width of its 95% t-interval (0 for a single value)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, 0.0
+    from scipy.stats import t
+
+    half = t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, half
+
+
+def seed_table(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per variant over seeds: the training-time ratio to softmax (paired by seed), test
+    accuracy and the share of samples computed, each as (mean, 95% half-width)."""
+    base = results.get("softmax")
+    table = {}
+    for variant, runs in results.items():
+        row = {
+            "seeds": [r["seed"] for r in runs],
+            "test_accuracy": mean_interval([r["test_accuracy"] for r in runs]),
+            "computed_share": mean_interval(
+                [r["samples_fwd_bwd"] / r["samples_seen"] for r in runs]
+            ),
+            "train_s": mean_interval([r["train_s"] for r in runs]),
+        }
+        if base is not None:
+            row["time_ratio"] = mean_interval(
+                [r["train_s"] / b["train_s"] for r, b in zip(runs, base)]
+            )
+            row["steps_ratio"] = mean_interval(
+                [r["optimizer_steps"] / b["optimizer_steps"] for r, b in zip(runs, base)]
+            )
+        table[variant] = row
+    return table
+
+
+def print_seed_table(table: dict[str, dict[str, Any]], args) -> None:
+    n = len(next(iter(table.values()))["seeds"])
+    print(f"\nOver {n} seed(s): mean +- 95% t-interval (ratios paired with softmax's, by seed)\n")
+    print("| variant | train s | time x softmax | steps x softmax | samples computed | test acc |")
+    print("|---|---|---|---|---|---|")
+    pm = lambda x, spec: f"{format(x[0], spec)} +- {format(x[1], spec)}"  # noqa: E731
+    for v, r in table.items():
+        ratio = r.get("time_ratio")
+        steps = r.get("steps_ratio")
+        print(
+            f"| {v} | {pm(r['train_s'], '.1f')} | {'-' if ratio is None else pm(ratio, '.3f')} | "
+            f"{'-' if steps is None else pm(steps, '.3f')} | {pm(r['computed_share'], '.1%')} | "
+            f"{pm(r['test_accuracy'], '.4f')} |"
+        )
+
+
+def plot_computed(path: str, results: dict[str, list[dict[str, Any]]], args) -> None:
+    """Share of the visited samples that went through the model, per tenth of an epoch, for
+    each skipping variant and seed; AS-Softmax's masked ratio for reference."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    colors = {"as_skip": "tab:green", "as_speed_skip": "tab:red", "as_softmax": "tab:blue"}
+    for variant in ("as_softmax", *SKIP_VARIANTS):
+        for k, run in enumerate(results.get(variant, [])):
+            curve, n_train = run["curve"], run["n_train"]
+            edge, step, xs, ys, num, den = 0, max(1, n_train // 10), [], [], 0, 0
+            for m in curve:
+                if variant == "as_softmax":
+                    num, den = num + m["masked"], den + m["active"]
+                else:
+                    num, den = num + m.get("computed", 0), den + m.get("visited", 0)
+                if m["samples"] >= edge + step or m is curve[-1]:
+                    xs.append(m["samples"] / n_train)
+                    ys.append(num / max(1, den))
+                    edge, num, den = m["samples"], 0, 0
+            label = (
+                None
+                if k
+                else f"{variant}: masked ratio" if variant == "as_softmax"
+                else f"{variant}: samples computed / visited"
+            )
+            ax.plot(xs, ys, color=colors[variant], alpha=0.8, linewidth=1, label=label)
+    ax.set_xlabel("epochs (training samples seen / training set size)")
+    ax.set_ylabel("share")
+    ax.set_ylim(0, 1.05)
+    ax.legend(loc="lower left", fontsize=8)
+    ax.set_title(
+        f"AS-Skip on {args.dataset}: one line per seed; delta={args.delta:g}, "
+        f"keep={args.skip_keep}, anneal={args.skip_anneal}",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def machine_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name()
@@ -816,9 +957,14 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
         threads=report["threads"],
         torch_version=report["torch"],
     )
+    if "seeds" in report:
+        print_seed_table(report["seeds"], saved)
     if args.plot:
         plot(args.plot, report["runs"], saved)
         print(f"\nplot: {args.plot}")
+    if args.skip_plot:
+        plot_computed(args.skip_plot, report["runs"], saved)
+        print(f"skip plot: {args.skip_plot}")
     return report
 
 
@@ -857,6 +1003,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         k = rep % len(args.variants)
         order = args.variants[k:] + args.variants[:k]
         configs = {v: variant_config(base, v, args, out / f"r{rep}" / v) for v in order}
+        if args.seeds > 1:  # one seed per repeat: model head, batch order, dropout, re-checks
+            for config in configs.values():
+                config.seed = args.seed + rep
         if args.schedule == "interleaved":
             done = train_interleaved(configs, data, args.keep_checkpoints)
         else:
@@ -878,9 +1027,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary = summarize(results)
     model = model_ratios(summary, probe)
     print_report(args, machine_name(device), summary, probe, model, tokenize_s)
+    seeds = seed_table(results)
+    print_seed_table(seeds, args)
     if args.plot:
         plot(args.plot, results, args)
         print(f"\nplot: {args.plot}")
+    if args.skip_plot:
+        plot_computed(args.skip_plot, results, args)
+        print(f"skip plot: {args.skip_plot}")
     report = {
         "args": vars(args),
         "machine": machine_name(device),
@@ -890,6 +1044,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "probe": probe,
         "model": model,
         "summary": summary,
+        "seeds": seeds,
         "runs": results,
     }
     if args.json == "-":

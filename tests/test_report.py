@@ -211,6 +211,12 @@ def test_masked_ratio_one_line_per_as_trial_one_point_per_evaluation(search):
         assert [x for x, _ in points] == pytest.approx(evaluations(client, rid, "samples_seen"))
     best = max(best_objective(client, rid) for rid in as_runs)
     assert best_objective(client, data["best"]) == best
+    skipping = {rid for rid, r in as_runs.items() if r.data.params.get("as_skip") == "True"}
+    assert skipping and set(data["skipped"]) == skipping  # the seed point runs AS-Skip
+    for rid in skipping:
+        skipped = evaluations(client, rid, "skipped_ratio")
+        assert [y for _, y in data["skipped"][rid]] == pytest.approx(skipped)
+        assert all(0.0 <= y <= 1.0 for y in skipped)
 
 
 def test_p_margin_histograms_are_normalised_best_trials(search):

@@ -594,3 +594,52 @@ def test_narrowed_and_dump_round_trip(tmp_path: Path) -> None:
     again = load_space(written)
     assert again.to_dict() == narrow.to_dict()
     assert again.source == str(written)
+
+
+# ------------------------------------------------------------------------------- AS-Skip
+SKIP_SPACE = """
+extends: default
+losses: [softmax, as_softmax]
+speed_params:
+  as_skip: {type: categorical, choices: [true, false]}
+  skip_keep: {type: float, low: 0.1, high: 0.5}
+  skip_anneal: {type: fixed, value: 0.2}
+"""
+
+
+def test_as_skip_and_its_parameters_are_sampled_only_for_an_as_loss_with_as_skip(
+    tmp_path: Path,
+) -> None:
+    space = load_space(write(tmp_path, SKIP_SPACE, "skip.yaml"))
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    seen = set()
+    for _ in range(30):
+        config = config_of(space, study.ask())
+        skip = config.get("as_skip", False)
+        assert skip is False or config["loss"] == "as_softmax"
+        assert ("skip_keep" in config) == ("skip_anneal" in config) == skip
+        if skip:
+            assert 0.1 <= config["skip_keep"] <= 0.5 and config["skip_anneal"] == 0.2
+        seen.add((config["loss"], skip))
+    assert {("as_softmax", True), ("as_softmax", False), ("softmax", False)} <= seen
+
+
+@pytest.mark.parametrize(
+    "text, where, problem",
+    [
+        ("speed_params:\n  skip_keep: 0.3", "speed_params.skip_keep", "only when as_skip"),
+        ("speed_params:\n  skip_keep: {type: float, low: 0.0, high: 1.5}", "skip_keep", "1.0"),
+        (
+            "speed_params:\n  as_skip: {type: categorical, choices: [true, false]}\n"
+            "  skip_keep: {type: float, low: 0.1, high: 0.5}\n"
+            "seed_points:\n  - {loss: as_softmax, as_speed: false, skip_keep: 0.2}",
+            "seed_points[0].skip_keep",
+            "add as_skip: true",
+        ),
+    ],
+)
+def test_bad_skip_params_name_where_and_why(tmp_path: Path, text: str, where: str, problem: str):
+    body = "extends: default\nlosses: [as_softmax]\n" + text
+    with pytest.raises(SpaceError) as err:
+        load_space(write(tmp_path, body + "\n"))
+    assert where in str(err.value) and problem in str(err.value)

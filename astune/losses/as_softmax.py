@@ -51,6 +51,18 @@ class MaskStats:
     def n_masked(self) -> int:
         return 0 if self._fully_masked is None else int(self._fully_masked().sum())
 
+    def rows(self) -> tuple[Tensor, Tensor]:
+        """Per-row bools ``(active, masked)``, flat ``(M,)``, on the loss's device (no sync)."""
+        active = ~self._inactive.reshape(-1)
+        if self._fully_masked is None:
+            return active, torch.zeros_like(active)
+        return active, self._fully_masked().reshape(-1)
+
+    def counts(self) -> Tensor:
+        """``[n_active, n_masked]`` as a 0-sync int64 device tensor ``(2,)``."""
+        active, masked = self.rows()
+        return torch.stack([active.sum(), masked.sum()])
+
     def __repr__(self) -> str:
         return f"MaskStats(n_active={self.n_active}, n_masked={self.n_masked})"
 

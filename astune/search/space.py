@@ -39,6 +39,7 @@ from astune.search.space_params import (
     DOMAINS,
     LOSS_KEY_NAMES,
     LOSS_KEYS,
+    SKIP_PARAMS,
     SPEED_PARAMS,
     TRAIN_PARAMS,
     Invalid,
@@ -157,6 +158,12 @@ class SearchSpace:
         for name in ("lam", "max_accum_steps"):
             if switch.contains(True) and name not in self.speed_params:
                 raise self._error(f"speed_params.{name}", "missing; as_speed can be true")
+        skip = self.speed_params.get("as_skip")
+        for name in SKIP_PARAMS:
+            if name in self.speed_params and (skip is None or not skip.contains(True)):
+                raise self._error(
+                    f"speed_params.{name}", "is sampled only when as_skip can be true"
+                )
 
     def _check_shared_names(self) -> None:
         """Losses searched together share one Optuna parameter per name, hence one spec."""
@@ -200,14 +207,21 @@ class SearchSpace:
                     f"{where}.{key}",
                     f"{key} is sampled only when as_speed is true; add as_speed: true to the point",
                 )
+        for key in SKIP_PARAMS:
+            if key in point and point.get("as_skip") is not True:
+                raise self._error(
+                    f"{where}.{key}",
+                    f"{key} is sampled only when as_skip is true; add as_skip: true to the point",
+                )
         return out
 
     def _point_params(self, loss: str) -> dict[str, Param]:
         out = {**self.params, **self.loss_params.get(loss, {})}
         if loss in AS_LOSSES:
             out.update(self.speed_params)
-        else:  # the config of a non-AS loss says as_speed: false
+        else:  # the config of a non-AS loss says as_speed: false (and as_skip: false)
             out["as_speed"] = Param("fixed", value=False)
+            out["as_skip"] = Param("fixed", value=False)
         return out
 
     def _not_in_point(self, key: str, loss: str) -> str:
@@ -248,6 +262,11 @@ class SearchSpace:
         elif _sample(trial, "as_speed", self.speed_params["as_speed"], constants):
             for name in ("lam", "max_accum_steps"):
                 _sample(trial, name, self.speed_params[name], constants)
+        skip = self.speed_params.get("as_skip")
+        if loss in AS_LOSSES and skip is not None and _sample(trial, "as_skip", skip, constants):
+            for name in SKIP_PARAMS:
+                if name in self.speed_params:
+                    _sample(trial, name, self.speed_params[name], constants)
         return constants
 
     def param(self, name: str, loss: str = "as_softmax") -> Param:

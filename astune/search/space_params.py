@@ -33,8 +33,11 @@ TRAIN_PARAMS = (
     "dropout",
 )
 """The keys of a space's ``params`` section (TrainConfig fields)."""
-SPEED_PARAMS = ("as_speed", "lam", "max_accum_steps")
-"""The keys of ``speed_params`` (AS-Speed, AS losses only)."""
+SPEED_PARAMS = ("as_speed", "lam", "max_accum_steps", "as_skip", "skip_keep", "skip_anneal")
+"""The keys of ``speed_params`` (AS-Speed and AS-Skip, AS losses only)."""
+SKIP_PARAMS = ("skip_keep", "skip_anneal")
+"""AS-Skip's parameters: optional in a space (else the config's defaults), sampled only when
+``as_skip`` is true."""
 LOSS_KEYS: Mapping[str, tuple[str, ...]] = {n: i.config_keys for n, i in CATALOGUE.items()}
 """Loss name -> its ``loss_params`` keys: its parameters, plus ``warmup_ratio`` for an AS loss."""
 LOSS_KEY_NAMES = frozenset(k for keys in LOSS_KEYS.values() for k in keys)

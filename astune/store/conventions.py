@@ -58,6 +58,9 @@ FINAL_METRICS = (
     "checkpoints",  # resume checkpoints the trial wrote (astune.checkpoint_policy)
     "checkpoint_bytes",  # their bytes, best weights included: what went to the storage path
 )
+SKIPPED_RATIO = "skipped_ratio"
+"""Per evaluation, with AS-Skip: the share of the samples visited since the last evaluation
+that skipped the forward/backward pass."""
 
 
 class TrackingError(ValueError):

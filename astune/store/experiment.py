@@ -24,6 +24,7 @@ from astune.store.conventions import (
     DATASET_TAG,
     NOT_APPLICABLE,
     ROLE_TAG,
+    SKIPPED_RATIO,
     STOPPED_EARLY_TAG,
     TASK_TAG,
 )
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 # Metrics only a trial's last report logs ("final": its flag in earlier versions).
 FINAL_KEYS = ("final", "best_objective", "best_evaluation", "test_loss")
-HISTORY_KEYS = ("objective", "val_loss", "masked_ratio", "samples_seen")
+HISTORY_KEYS = ("objective", "val_loss", "masked_ratio", SKIPPED_RATIO, "samples_seen")
 TRIAL_COLUMNS = (
     "run_id",
     "name",

@@ -1,0 +1,172 @@
+"""AS-Skip: leave out of the forward/backward pass the samples that have no gradient.
+
+A sample whose AS-Softmax loss was exactly zero when last computed (every active row fully
+masked) contributed an exactly zero gradient. AS-Skip plans each epoch over the epoch's sample
+order: such samples are skipped, except a seeded random fraction ``keep`` re-checked each time
+(the model moves, so a masked sample can become active again), and every sample is used in the
+last ``anneal`` fraction of training. The micro-batches are filled from the kept samples, so
+they stay full; the skipped ones still count as visited, so the learning-rate schedule, the delta
+warm-up and the epochs advance over them.
+
+The per-sample state lives on the run's device as tensors, so recording a micro-batch never
+synchronises a GPU; it is saved in checkpoints (``state_dict``), which makes a resume exact.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from astune._checks import check_int, check_range
+
+PLAN_SEED_STRIDE = 7_919
+"""Mixes the epoch into the seed of the re-check draws (a prime, so epochs do not collide)."""
+
+
+@dataclass
+class Visit:
+    """One micro-batch of a skipping epoch.
+
+    ``index``: the dataset indices computed, ``(B,)``; ``visited``: order positions the batch
+    covers (computed plus skipped, the schedule's progress in samples); ``skipped``: the dataset
+    indices skipped in that span, ``(S,)``.
+    """
+
+    index: Tensor
+    visited: int
+    skipped: Tensor
+
+
+class ASSkip:
+    """Per-sample skip state and the seeded policy of which samples an epoch computes.
+
+    Args:
+        n_samples: training examples (dataset indices ``0 .. n_samples - 1``).
+        keep: the fraction of zero-loss samples re-checked each time they come up, in [0, 1].
+        anneal: the last fraction of training (in samples seen) that uses every sample, in [0, 1].
+        total_samples: the samples the whole run visits (epochs x n_samples).
+        seed: the seed of the re-check draws.
+        device: where the state lives (the model's device).
+    """
+
+    def __init__(
+        self,
+        n_samples: int,
+        keep: float,
+        anneal: float,
+        total_samples: int,
+        seed: int,
+        device: torch.device | str = "cpu",
+    ):
+        self.n = check_int("n_samples", n_samples, 1)
+        self.keep = check_range("skip_keep", keep, 0.0, 1.0)
+        self.anneal = check_range("skip_anneal", anneal, 0.0, 1.0)
+        self.total = check_int("total_samples", total_samples, 1)
+        self.seed = check_int("seed", seed, 0)
+        self.device = torch.device(device)
+        self.zero = torch.zeros(self.n, dtype=torch.bool, device=self.device)
+        """Whether the sample's loss was exactly zero when last computed."""
+        self.last_computed = torch.full((self.n,), -1, dtype=torch.long, device=self.device)
+        """Samples seen when the sample was last computed; -1: never."""
+        self.rows = torch.zeros(self.n, dtype=torch.long, device=self.device)
+        """Active rows (tokens at token level) of the sample when last computed."""
+        self.plan: Tensor | None = None  # bool (n,), in the epoch's order: computed or skipped
+        self.plan_epoch = -1
+
+    # -- the policy ---------------------------------------------------------------------------
+    def anneal_start(self) -> int:
+        """Samples seen from which every sample is used."""
+        return math.floor((1.0 - self.anneal) * self.total)
+
+    def plan_for(self, epoch: int, order: Tensor, start: int) -> Tensor:
+        """Which positions of ``order`` (a permutation, ``(n,)``) the epoch computes, bool.
+
+        ``start``: samples seen when the epoch began. Kept: samples not known to have zero
+        loss, a ``keep`` share of the others (drawn with a generator seeded by seed and epoch),
+        and every position at or past :meth:`anneal_start`. Planned once per epoch and stored,
+        so a run resumed mid-epoch continues the same plan.
+        """
+        if self.plan_epoch == epoch and self.plan is not None:
+            return self.plan
+        gen = torch.Generator().manual_seed(self.seed * PLAN_SEED_STRIDE + epoch)
+        recheck = torch.rand(self.n, generator=gen) < self.keep
+        late = torch.arange(start, start + self.n) >= self.anneal_start()
+        zero = self.zero.cpu()[order]  # one sync per epoch
+        self.plan, self.plan_epoch = ~zero | recheck | late, epoch
+        return self.plan
+
+    def visits(self, order: Tensor, plan: Tensor, batch_size: int, first: int) -> Iterator[Visit]:
+        """The epoch's micro-batches from micro-batch ``first`` on: ``batch_size`` planned samples
+        each (the last may be short). Each covers the order positions since the previous one;
+        the last also covers the skipped positions after it. An epoch that computes nothing
+        yields one empty visit covering every position."""
+        kept_at = torch.nonzero(plan).flatten()
+        if len(kept_at) == 0:
+            if first == 0:
+                yield Visit(order[:0], len(order), order)
+            return
+        n_batches = math.ceil(len(kept_at) / batch_size)
+        for b in range(first, n_batches):
+            at = kept_at[b * batch_size : (b + 1) * batch_size]
+            lo = 0 if b == 0 else int(kept_at[b * batch_size - 1]) + 1
+            hi = len(order) if b == n_batches - 1 else int(at[-1]) + 1
+            span = torch.arange(lo, hi)
+            skipped = order[span[~plan[lo:hi]]]
+            yield Visit(order[at], hi - lo, skipped)
+
+    # -- recording ------------------------------------------------------------------------------
+    def record(self, index: Tensor, active: Tensor, masked: Tensor, samples_seen: int) -> None:
+        """Fold in one computed micro-batch, without a device sync.
+
+        ``index``: dataset indices ``(B,)``; ``active``/``masked``: bool rows of the loss
+        (``(B,)`` or ``(B * T,)`` at token level). A sample is zero when every active row of it
+        is masked (a sentence with no active token has zero loss too).
+        """
+        index = index.to(self.device)
+        active = active.reshape(len(index), -1)
+        masked = masked.reshape(len(index), -1)
+        self.zero[index] = (masked | ~active).all(dim=1)
+        self.rows[index] = active.sum(dim=1)
+        self.last_computed[index] = samples_seen
+
+    def skipped_rows(self, skipped: Tensor) -> Tensor:
+        """Active rows of ``skipped`` samples when last computed, a 0-dim device tensor."""
+        return self.rows[skipped.to(self.device)].sum()
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "keep": self.keep,
+            "anneal": self.anneal,
+            "total": self.total,
+            "seed": self.seed,
+            "zero": self.zero.cpu(),
+            "last_computed": self.last_computed.cpu(),
+            "rows": self.rows.cpu(),
+            "plan": None if self.plan is None else self.plan.cpu(),
+            "plan_epoch": self.plan_epoch,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if len(state["zero"]) != self.n:
+            raise ValueError(
+                f"AS-Skip state holds {len(state['zero'])} samples, but the run has {self.n}; "
+                "resume with the same training data."
+            )
+        self.keep = check_range("skip_keep", state["keep"], 0.0, 1.0)
+        self.anneal = check_range("skip_anneal", state["anneal"], 0.0, 1.0)
+        self.total = check_int("total_samples", state["total"], 1)
+        self.seed = check_int("seed", state["seed"], 0)
+        self.zero = state["zero"].to(self.device, dtype=torch.bool)
+        self.last_computed = state["last_computed"].to(self.device, dtype=torch.long)
+        self.rows = state["rows"].to(self.device, dtype=torch.long)
+        self.plan = None if state["plan"] is None else state["plan"].to(dtype=torch.bool)
+        self.plan_epoch = int(state["plan_epoch"])
+
+    def __repr__(self) -> str:
+        return f"ASSkip(n={self.n}, keep={self.keep}, anneal={self.anneal}, seed={self.seed})"

@@ -1,0 +1,298 @@
+"""AS-Skip: the policy on real AS-Softmax losses, and training runs on a slice of SST-5."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from astune.config import TrainConfig
+from astune.losses import ASSoftmaxLoss
+from astune.losses.multilabel import multilabel_as_softmax_with_stats
+from astune.skip import ASSkip
+from astune.speed import ASSpeed
+from astune.training import Run, fit, load_encoded
+
+BASE = dict(backbone="minilm", num_layers=1, max_length=32, seed=7, weight_decay=0.0)
+# lr and delta chosen so that a 192-sample slice masks 20-50% of its samples within 4-5 epochs
+MASKING = dict(dataset="sst5", lr=3e-3, batch_size=16, loss="as_softmax", delta=0.02)
+
+
+def config(tmp_path: Path, name: str, data_dir: Path, **overrides) -> TrainConfig:
+    values = dict(BASE, data_dir=str(data_dir), output_dir=str(tmp_path / name), **MASKING)
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+@pytest.fixture(scope="module")
+def sst5(data_dir):
+    return load_encoded(
+        TrainConfig(
+            dataset="sst5",
+            data_dir=str(data_dir),
+            max_train_samples=192,
+            max_eval_samples=64,
+            **BASE,
+        )
+    )
+
+
+def read_metrics(run: TrainConfig) -> list[dict]:
+    text = Path(run.output_dir, "metrics.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+# -- the policy ---------------------------------------------------------------------------------
+def reference_visits(order, plan, size):
+    """Plain-Python reference: full batches of planned samples; each covers the order positions
+    since the previous batch, the last one up to the end."""
+    kept = [i for i, p in enumerate(plan) if p]
+    out = []
+    for b in range(0, len(kept), size):
+        lo = 0 if b == 0 else kept[b - 1] + 1
+        hi = len(order) if b + size >= len(kept) else kept[b + size - 1] + 1
+        chunk = kept[b : b + size]
+        skipped = [order[i] for i in range(lo, hi) if not plan[i]]
+        out.append(([order[i] for i in chunk], hi - lo, skipped))
+    return out
+
+
+@pytest.mark.parametrize("size", [1, 3, 4, 16])
+def test_visits_fill_full_batches_and_cover_every_position(size):
+    gen = torch.Generator().manual_seed(0)
+    order = torch.randperm(23, generator=gen)
+    plan = torch.rand(23, generator=gen) < 0.6
+    skip = ASSkip(23, 0.0, 0.0, 23, seed=1)
+    got = [
+        (v.index.tolist(), v.visited, v.skipped.tolist()) for v in skip.visits(order, plan, size, 0)
+    ]
+    assert got == reference_visits(order.tolist(), plan.tolist(), size)
+    assert sum(v for _, v, _ in got) == 23
+    assert all(len(i) == size for i, _, _ in got[:-1])
+
+
+def test_an_epoch_that_computes_nothing_still_visits_every_sample():
+    skip = ASSkip(5, 0.0, 0.0, 50, seed=0)
+    order = torch.arange(5)
+    (visit,) = skip.visits(order, torch.zeros(5, dtype=torch.bool), 2, 0)
+    assert visit.visited == 5 and len(visit.index) == 0
+    assert visit.skipped.tolist() == [0, 1, 2, 3, 4]
+    assert list(skip.visits(order, torch.zeros(5, dtype=torch.bool), 2, 1)) == []
+
+
+def test_zero_loss_samples_are_skipped_rechecked_and_come_back_when_active_again():
+    loss_fn = ASSoftmaxLoss(delta=0.3, reduction="sum")
+    skip = ASSkip(4, keep=0.0, anneal=0.0, total_samples=400, seed=3)
+    labels = torch.tensor([0, 1, 2, 0])
+    confident = torch.tensor([[9.0, 0, 0], [0, 0, 0], [0, 0, 9.0], [0, 0, 0]])
+    loss = loss_fn(confident, labels)
+    skip.record(torch.arange(4), *loss_fn.last_stats.rows(), samples_seen=0)
+    # rows 0 and 2 are fully masked: loss exactly 0, skipped by a keep-0 plan
+    assert skip.zero.tolist() == [True, False, True, False] and loss > 0
+    order = torch.tensor([3, 2, 1, 0])
+    assert skip.plan_for(0, order, 0).tolist() == [True, False, True, False]
+    # a keep-1 epoch re-checks them; sample 2 is no longer confident, so it comes back
+    skip.keep = 1.0
+    assert skip.plan_for(1, order, 4).all()
+    moved = torch.tensor([[9.0, 0, 0], [0, 0, 0], [0, 9.0, 0], [0, 0, 0]])
+    loss_fn(moved, labels)
+    skip.record(torch.arange(4), *loss_fn.last_stats.rows(), samples_seen=4)
+    skip.keep = 0.0
+    assert skip.zero.tolist() == [True, False, False, False]
+    assert skip.plan_for(2, order, 8).tolist() == [True, True, True, False]  # 2 is back
+
+
+def test_recheck_draws_are_seeded_and_take_about_keep_of_the_zero_samples():
+    skip = ASSkip(4000, keep=0.25, anneal=0.0, total_samples=40_000, seed=5)
+    skip.zero[:] = True
+    order = torch.arange(4000)
+    share = skip.plan_for(0, order, 0).float().mean().item()
+    assert abs(share - 0.25) < 0.03
+    again = ASSkip(4000, keep=0.25, anneal=0.0, total_samples=40_000, seed=5)
+    again.zero[:] = True
+    assert torch.equal(again.plan_for(0, order, 0), skip.plan)
+    assert not torch.equal(again.plan_for(1, order, 4000), skip.plan)
+
+
+def test_the_last_anneal_share_of_training_uses_every_sample():
+    skip = ASSkip(10, keep=0.0, anneal=0.25, total_samples=40, seed=0)
+    skip.zero[:] = True
+    assert skip.anneal_start() == 30
+    assert not skip.plan_for(2, torch.arange(10), 20).any()
+    assert skip.plan_for(3, torch.arange(10), 30).all()
+
+
+def test_token_level_sentence_is_zero_only_when_every_token_is_masked():
+    loss_fn = ASSoftmaxLoss(delta=0.3, reduction="sum")
+    sure, unsure = [9.0, 0.0], [0.0, 0.0]
+    logits = torch.tensor([[sure, sure, sure], [sure, unsure, sure], [sure, unsure, unsure]])
+    labels = torch.tensor([[0, 0, -100], [0, 0, 0], [0, -100, -100]])
+    loss_fn(logits, labels)
+    skip = ASSkip(3, 0.0, 0.0, 30, seed=0)
+    skip.record(torch.arange(3), *loss_fn.last_stats.rows(), samples_seen=0)
+    # sentence 2: its one active token is masked; the unsure tokens are padding (-100)
+    assert skip.zero.tolist() == [True, False, True]
+    assert skip.rows.tolist() == [2, 3, 1]
+    assert skip.skipped_rows(torch.tensor([0, 2])).item() == 3
+
+
+def test_multilabel_row_is_zero_only_when_every_class_is_masked():
+    logits = torch.tensor([[9.0, -9.0, -9.0], [0.0, 0.0, -9.0]])
+    targets = torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    loss, stats = multilabel_as_softmax_with_stats(logits, targets, 0.3, reduction="none")
+    skip = ASSkip(2, 0.0, 0.0, 20, seed=0)
+    skip.record(torch.arange(2), *stats.rows(), samples_seen=0)
+    assert skip.zero.tolist() == [bool(loss[0] == 0), bool(loss[1] == 0)] == [True, False]
+
+
+def test_skip_state_round_trips_and_refuses_other_data():
+    skip = ASSkip(6, 0.3, 0.1, 60, seed=2)
+    skip.zero[[1, 4]] = True
+    skip.plan_for(0, torch.arange(6), 0)
+    other = ASSkip(6, 0.0, 0.0, 60, seed=0)
+    other.load_state_dict(skip.state_dict())
+    assert torch.equal(other.zero, skip.zero) and torch.equal(other.plan, skip.plan)
+    assert (other.keep, other.anneal, other.seed) == (0.3, 0.1, 2)
+    with pytest.raises(ValueError, match="holds 6 samples, but the run has 7"):
+        ASSkip(7, 0.3, 0.1, 70, seed=2).load_state_dict(skip.state_dict())
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(loss="softmax", as_skip=True), "as_skip needs an AS loss"),
+        (dict(as_skip=True, skip_keep=1.5), r"skip_keep must be in \[0.0, 1.0\], but got 1.5"),
+        (dict(as_skip=True, skip_anneal=-0.1), r"skip_anneal must be in \[0.0, 1.0\]"),
+    ],
+)
+def test_bad_skip_settings_fail_with_one_line(overrides, message):
+    with pytest.raises(ValueError, match=message) as err:
+        TrainConfig(**{**MASKING, **overrides}).validate()
+    assert "\n" not in str(err.value)
+
+
+def test_cli_refuses_as_skip_with_a_loss_that_is_not_an_as_loss(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "astune", "train", "--dataset", "sst5", "--loss", "softmax"]
+        + ["--as-skip", "--output-dir", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert "as_skip needs an AS loss" in proc.stderr and "'softmax'" in proc.stderr
+
+
+# -- training runs --------------------------------------------------------------------------
+def test_keeping_every_sample_equals_plain_as_softmax_exactly(tmp_path, data_dir, sst5):
+    common = dict(epochs=4, eval_every=6, as_speed=True, lam=1.0, max_accum_steps=3)
+    plain = config(tmp_path, "plain", data_dir, **common)
+    kept = config(tmp_path, "kept", data_dir, as_skip=True, skip_keep=1.0, **common)
+    expected, got = fit(plain, data=sst5), fit(kept, data=sst5)
+    a, b = read_metrics(plain), read_metrics(kept)
+    drop = {"samples_per_second", "skipped_ratio"}
+    assert [{k: v for k, v in r.items() if k not in drop} for r in b] == [
+        {k: v for k, v in r.items() if k != "samples_per_second"} for r in a
+    ]
+    assert all(r["skipped_ratio"] == 0.0 for r in b)
+    assert max(r["masked_ratio"] for r in a) > 0.1  # masking happened, yet nothing was skipped
+    for key in ("test_accuracy", "test_loss", "optimizer_steps", "samples_computed"):
+        assert got[key] == expected[key], key
+
+
+def test_skipped_samples_come_back_when_active_and_as_speed_counts_skipped_as_masked(
+    tmp_path, data_dir, sst5, monkeypatch
+):
+    calls: list[tuple[int, int]] = []
+    history: dict[int, list[bool]] = {}
+    update, record = ASSpeed.update, ASSkip.record
+
+    def spy_update(self, n_active, n_masked):
+        calls.append((n_active, n_masked))
+        return update(self, n_active, n_masked)
+
+    def spy_record(self, index, active, masked, samples_seen):
+        record(self, index, active, masked, samples_seen)
+        for i in index.tolist():
+            history.setdefault(i, []).append(bool(self.zero[i]))
+
+    monkeypatch.setattr(ASSpeed, "update", spy_update)
+    monkeypatch.setattr(ASSkip, "record", spy_record)
+    run = config(
+        tmp_path, "skip", data_dir, epochs=5, as_skip=True, skip_keep=0.3, skip_anneal=0.0,
+        as_speed=True, lam=1.0, max_accum_steps=4,
+    )  # fmt: skip
+    final = fit(run, data=sst5)
+    records = read_metrics(run)
+    seen, computed = final["samples_seen"], final["samples_computed"]
+    assert seen == 5 * 192 and computed < seen
+    assert records[-1]["samples_computed"] == computed
+    assert max(r["skipped_ratio"] for r in records) > 0.05
+    # a sample whose loss was zero was re-checked, found active again and computed as such
+    came_back = [i for i, z in history.items() if any(a and not b for a, b in zip(z, z[1:]))]
+    assert came_back, "no zero-loss sample was re-checked and found active again"
+    # single-label: one row per sample, so AS-Speed saw every visited sample, and every skipped
+    # one counted as masked
+    assert sum(a for a, _ in calls) == seen
+    assert sum(m for _, m in calls) >= seen - computed
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_resumed_skipping_run_equals_an_uninterrupted_one(tmp_path, data_dir, sst5):
+    common = dict(epochs=4, eval_every=5, as_skip=True, skip_keep=0.3, as_speed=True, dropout=0.1)
+    straight = config(tmp_path, "straight", data_dir, **common)
+    expected = fit(straight, data=sst5)
+    records = read_metrics(straight)
+    # stop at an evaluation inside an epoch after skipping started, so the plan is mid-way
+    stop_at = next(r["evaluation"] for r in records if r["skipped_ratio"] > 0 and r["epoch"] % 1)
+    broken = config(tmp_path, "broken", data_dir, **common)
+
+    def stop(record, folder):
+        if record["evaluation"] == stop_at:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        fit(broken, data=sst5, callback=stop)
+    folder = Path(broken.output_dir) / "checkpoint"
+    restored = Run(broken, sst5)
+    restored.restore(folder)
+    assert restored.skip is not None and restored.skip.plan_epoch == restored.pos.epoch
+    assert restored.pos.batch > 0 and bool(restored.skip.zero.any())  # mid-epoch, mid-plan
+    resumed = fit(broken, data=sst5, resume_from=folder)
+    for key in ("val_accuracy", "test_loss", "optimizer_steps", "samples_computed"):
+        assert resumed[key] == expected[key], key
+
+    def timeless(rows):
+        return [{k: v for k, v in r.items() if k != "samples_per_second"} for r in rows]
+
+    assert timeless(read_metrics(broken)) == timeless(records)
+
+
+@pytest.mark.parametrize(
+    "dataset, loss", [("conll2003", "as_softmax"), ("go_emotions", "multilabel_as_softmax")]
+)
+def test_token_and_multilabel_runs_account_for_every_visited_sample(
+    tmp_path, data_dir, dataset, loss
+):
+    run = config(
+        tmp_path, dataset, data_dir, dataset=dataset, loss=loss, max_train_samples=64,
+        max_eval_samples=32, epochs=2, as_skip=True, skip_keep=0.0, skip_anneal=0.0,
+    )  # fmt: skip
+    fitted = Run(run)
+    final = fitted.train(None, False)
+    records = read_metrics(run)
+    seen, computed = final["samples_seen"], final["samples_computed"]
+    assert seen == 2 * 64 >= computed and records[0]["skipped_ratio"] == 0.0
+    # epoch 2 (keep 0) computes exactly the samples not flagged zero in epoch 1; the others
+    # were last computed in epoch 1 and keep their zero flag
+    skip = fitted.skip
+    assert computed == 64 + int(skip.plan.sum())
+    stale = skip.last_computed < 64
+    assert int(stale.sum()) == seen - computed and bool(skip.zero[stale].all())
+    assert int(skip.last_computed.min()) >= 0  # every sample computed at least once
