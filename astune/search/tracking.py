@@ -154,7 +154,11 @@ class SearchTracker:
 
     Created on the driver. Picklable (Ray pickles the callbacks, which hold the tracker, into
     the experiment folder): the client is rebuilt from ``tracking_uri`` after unpickling.
+    Its child runs carry the role ``child_role`` (``trial``; :mod:`astune.search.confirm`
+    tracks confirm runs with a subclass).
     """
+
+    child_role = "trial"
 
     def __init__(
         self,
@@ -305,7 +309,7 @@ class SearchTracker:
         runs = self.client.search_runs(
             [self.experiment_id],
             filter_string=f"tags.`{TRIAL_ID_TAG}` = {quote(trial_id)} and "
-            f"tags.`{PARENT_TAG}` = {quote(self._require_parent())}",
+            f"tags.`{PARENT_TAG}` = {quote(self._require_parent())} and {self._role_filter()}",
             max_results=1,
             order_by=["attributes.start_time DESC"],
         )
@@ -315,7 +319,7 @@ class SearchTracker:
         self, trial_id: str, config: Mapping[str, Any], name: str | None = None
     ) -> str:
         """Create the child run of a trial, or reopen the one a resumed search left."""
-        params = trial_params(config)
+        params, extra_tags = self.child_params(config)
         run_id = self.find_trial_run(trial_id)
         if run_id is not None:
             run = self.client.get_run(run_id)
@@ -325,10 +329,15 @@ class SearchTracker:
             self._reopen(run_id, run.data.params, params)
             return run_id
         parent = self._require_parent()
-        tags = {**self._base_tags("trial"), TRIAL_ID_TAG: trial_id, PARENT_TAG: parent}
+        tags = {**self._base_tags(self.child_role), TRIAL_ID_TAG: trial_id, PARENT_TAG: parent}
+        tags.update(extra_tags)
         run = self.client.create_run(self.experiment_id, run_name=name or trial_id, tags=tags)
         self._log(run.info.run_id, params=params)
         return run.info.run_id
+
+    def child_params(self, config: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+        """The params and the extra tags of a child run of ``config``."""
+        return trial_params(config), {}
 
     def log_result(self, run_id: str, result: Mapping[str, Any]) -> int:
         """Log a Tune result's metrics in one batch; return how many were logged."""
@@ -369,7 +378,7 @@ class SearchTracker:
         runs = self.client.search_runs(
             [self.experiment_id],
             filter_string=f"tags.`{PARENT_TAG}` = {quote(self._require_parent())} and "
-            "attributes.status = 'RUNNING'",
+            f"attributes.status = 'RUNNING' and {self._role_filter()}",
             max_results=10000,
         )
         return [run.info.run_id for run in runs]
@@ -395,9 +404,13 @@ class SearchTracker:
         """All child runs of this parent (``mlflow.entities.Run``)."""
         return self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.`{PARENT_TAG}` = {quote(self._require_parent())}",
+            filter_string=f"tags.`{PARENT_TAG}` = {quote(self._require_parent())} and "
+            f"{self._role_filter()}",
             max_results=10000,
         )
+
+    def _role_filter(self) -> str:
+        return f"tags.`{ROLE_TAG}` = {quote(self.child_role)}"
 
     def _log(
         self,

@@ -49,6 +49,11 @@ RAY_RESULT_KEYS = frozenset(
     }
 )
 LOST_TAG = "astune.lost"
+# Confirm runs (`astune confirm`): children of the search's parent run with role "confirm", the
+# trial run they re-run in CONFIRMS_TAG ("baseline" for the baseline loss's runs).
+CONFIRM_ROLE = "confirm"
+CONFIRMS_TAG = "astune.confirms"
+CONFIRM_BASELINE = "baseline"
 FINAL_METRICS = ("optimizer_steps", "train_seconds", "best_evaluation")
 
 
