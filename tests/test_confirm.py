@@ -213,3 +213,17 @@ def test_bad_confirm_requests_fail_in_one_line_before_ray_starts(confirmed, caps
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert not ray.is_initialized()
+
+
+def test_the_search_study_is_in_an_optuna_storage_beside_the_mlflow_store(confirmed):
+    import optuna
+
+    parent = _parent(confirmed.client)
+    url = parent.data.tags["astune.optuna_storage"]
+    assert url == f"sqlite:///{confirmed.root / 'optuna.db'}"
+    study = optuna.load_study(study_name=parent.data.tags["astune.optuna_study"], storage=url)
+    trials = sorted(_children(confirmed.client, "trial"), key=lambda r: r.info.start_time)
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * len(trials)
+    logged = sorted(r.data.metrics["best_objective"] for r in trials)
+    assert sorted(t.value for t in study.trials) == pytest.approx(logged)
+    assert study.trials[0].params["delta"] == pytest.approx(0.3)  # the space's seed point

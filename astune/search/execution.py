@@ -70,20 +70,28 @@ def check_resources(settings: SearchSettings) -> None:
             )
 
 
-def _searcher(space: SearchSpace, settings: SearchSettings) -> Any:
+def _searcher(space: SearchSpace, settings: SearchSettings, tracker: SearchTracker) -> Any:
     import optuna
     from ray.tune.search import ConcurrencyLimiter
 
+    from astune.search import optuna_storage
     from astune.search.searcher import PruneAwareOptunaSearch
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    url = optuna_storage.storage_url(tracker.tracking_uri)
+    name = optuna_storage.study_name(settings.experiment_name, tracker._require_parent())
     search = PruneAwareOptunaSearch(
         space=space.define_by_run,
         metric=space.metric,
         mode=space.mode,
         points_to_evaluate=space.seed_points or None,
         sampler=optuna.samplers.TPESampler(seed=settings.seed),
+        storage=optuna_storage.open_storage(url),
+        study_name=name,
     )
+    tags = {optuna_storage.STORAGE_TAG: url, optuna_storage.STUDY_TAG: name}
+    for key, value in tags.items():
+        tracker.client.set_tag(tracker._require_parent(), key, value)
     limit = settings.max_concurrent or _fitting_trials(settings)
     return ConcurrencyLimiter(search, max_concurrent=limit)
 
@@ -152,7 +160,7 @@ def _tuner(
         verbose=0,
     )
     tune_config = tune.TuneConfig(
-        search_alg=_searcher(space, settings),
+        search_alg=_searcher(space, settings, tracker),
         scheduler=_scheduler(space, max_t),
         num_samples=space.num_samples,
         reuse_actors=settings.reuse_actors,
