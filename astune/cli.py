@@ -120,9 +120,9 @@ def _add_confirm_parser(sub: argparse._SubParsersAction) -> None:
     )
     _add_tracking_flag(confirm)
     confirm.add_argument("--experiment", required=True)
-    confirm.add_argument("--top", type=int, default=2, help="the K best finished trials")
-    confirm.add_argument("--seeds", type=int, default=3, help="N seeds per config (N >= 2)")
-    confirm.add_argument("--baseline", default="softmax", help="the baseline loss")
+    confirm.add_argument("--top", type=int, default=None, help="the K best trials (default 2)")
+    confirm.add_argument("--seeds", type=int, default=None, help="N >= 2 seeds (default 3)")
+    confirm.add_argument("--baseline", default=None, help="the baseline loss (default softmax)")
     confirm.add_argument("--max-concurrent", type=int, default=None)
     confirm.add_argument("--cpus-per-trial", type=float, default=None)
     confirm.add_argument("--gpus-per-trial", type=float, default=None)
@@ -138,7 +138,8 @@ def _confirm(args: argparse.Namespace) -> int:
     names = ("experiment", "top", "seeds", "baseline", "tracking_uri", "max_concurrent")
     names += ("cpus_per_trial", "gpus_per_trial", "address", "storage_path")
     try:
-        prepared = prepare_confirm(ConfirmSettings(**{k: getattr(args, k) for k in names}))
+        given = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
+        prepared = prepare_confirm(ConfirmSettings(**given))
     except (ValueError, OSError, MlflowException) as err:  # bad input found before Ray starts
         raise CLIError(str(err).splitlines()[0]) from None
     summary = execute_confirm(prepared)  # a failure from here on is a failed confirm (exit 1)

@@ -227,3 +227,22 @@ def test_the_search_study_is_in_an_optuna_storage_beside_the_mlflow_store(confir
     logged = sorted(r.data.metrics["best_objective"] for r in trials)
     assert sorted(t.value for t in study.trials) == pytest.approx(logged)
     assert study.trials[0].params["delta"] == pytest.approx(0.3)  # the space's seed point
+
+
+def test_report_shows_the_confirm_table_of_the_parent_run(confirmed, tmp_path):
+    from astune.analysis.report import write_report
+
+    report = write_report(
+        "cf", output_dir=tmp_path, tracking_uri=confirmed.uri, log_to_parent=False
+    )
+    section = report.path.read_text().split("## Confirmed over seeds")[1].split("\n## ")[0]
+    client = confirmed.client
+    path = client.download_artifacts(_parent(client).info.run_id, "confirm.md", tmp_path)
+
+    def rows(text: str) -> list[str]:  # the table's body: one row per config
+        return [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][
+            1:
+        ]
+
+    assert rows(section) == rows(Path(path).read_text())
+    assert len(rows(section)) == 2 and "(baseline)" in rows(section)[1]
