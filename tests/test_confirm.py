@@ -224,9 +224,11 @@ def test_the_search_study_is_in_an_optuna_storage_beside_the_mlflow_store(confir
     study = optuna.load_study(study_name=parent.data.tags["astune.optuna_study"], storage=url)
     trials = sorted(_children(confirmed.client, "trial"), key=lambda r: r.info.start_time)
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * len(trials)
-    logged = sorted(r.data.metrics["best_objective"] for r in trials)
-    assert sorted(t.value for t in study.trials) == pytest.approx(logged)
-    assert study.trials[0].params["delta"] == pytest.approx(0.3)  # the space's seed point
+    for run, trial in zip(trials, study.trials):
+        assert trial.value == pytest.approx(run.data.metrics["best_objective"])
+        for key, value in trial.params.items():  # the params the trials varied, as logged
+            logged = run.data.params[key]
+            assert str(value) == logged or float(value) == pytest.approx(float(logged))
 
 
 def test_report_shows_the_confirm_table_of_the_parent_run(confirmed, tmp_path):

@@ -9,20 +9,16 @@ trial) drop out of the importances over all trials; the AS-Softmax trials get th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from astune.analysis.plots import new_figure, save
 from astune.analysis.study import StudyResult
 from astune.losses.catalogue import AS_LOSSES
 from astune.store.experiment import ExperimentRuns
-from astune.store.reader import parse_value
-
-if TYPE_CHECKING:
-    import optuna
+from astune.store.optuna_trials import distributions, frozen_trial
 
 IMAGE = "param_importance.png"
 SEED = 0  # fANOVA's forest is random: a fixed seed gives one answer per search
-_SKIPPED = {"seed", "dataset", "data_dir", "backbone", "device", "output_dir", "precision"}
 
 
 def param_importance(runs: ExperimentRuns, out_dir: Path) -> StudyResult:
@@ -68,21 +64,12 @@ def importances_of(
 
     if len(trials) < 2:
         return None
-    distributions = _distributions([p for p, _ in trials])
-    if not distributions:
+    dists = distributions([p for p, _ in trials])
+    if not dists:
         return None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="minimize" if mode == "min" else "maximize")
-    for params, value in trials:
-        values = {k: _value(params, k) for k in distributions}
-        present = {k: v for k, v in values.items() if v is not None}
-        study.add_trial(
-            optuna.trial.create_trial(
-                params=present,
-                distributions={k: distributions[k] for k in present},
-                value=value,
-            )
-        )
+    study.add_trials([frozen_trial(params, dists, value) for params, value in trials])
     try:
         found = optuna.importance.get_param_importances(
             study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=SEED)
@@ -90,37 +77,6 @@ def importances_of(
     except (ValueError, RuntimeError):  # no parameter common to every trial
         return None
     return {k: float(v) for k, v in found.items()} or None
-
-
-def _value(params: dict[str, str], key: str) -> Any:
-    """A logged param as Python (by the config schema), booleans as text (a category)."""
-    value = parse_value(params.get(key), key)
-    return str(value) if isinstance(value, bool) else value
-
-
-def _distributions(
-    all_params: list[dict[str, str]],
-) -> dict[str, "optuna.distributions.BaseDistribution"]:
-    """A distribution per param that takes more than one value over the trials."""
-    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
-
-    keys = {k for params in all_params for k in params if k not in _SKIPPED}
-    out: dict[str, Any] = {}
-    for key in sorted(keys):
-        values = [_value(p, key) for p in all_params]
-        seen = sorted({v for v in values if v is not None}, key=str)
-        if len(seen) < 2:
-            continue
-        if all(isinstance(v, (int, float)) for v in seen):
-            low, high = min(seen), max(seen)
-            if all(isinstance(v, int) for v in seen):
-                out[key] = IntDistribution(int(low), int(high))
-            else:
-                log = low > 0 and high / low >= 10  # a learning rate spans decades
-                out[key] = FloatDistribution(float(low), float(high), log=log)
-        else:
-            out[key] = CategoricalDistribution([str(v) for v in seen])
-    return out
 
 
 def _table(data: dict[str, dict[str, float]]) -> str:

@@ -70,28 +70,20 @@ def check_resources(settings: SearchSettings) -> None:
             )
 
 
-def _searcher(space: SearchSpace, settings: SearchSettings, tracker: SearchTracker) -> Any:
+def _searcher(space: SearchSpace, settings: SearchSettings) -> Any:
     import optuna
     from ray.tune.search import ConcurrencyLimiter
 
-    from astune.search import optuna_storage
     from astune.search.searcher import PruneAwareOptunaSearch
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    url = optuna_storage.storage_url(tracker.tracking_uri)
-    name = optuna_storage.study_name(settings.experiment_name, tracker._require_parent())
     search = PruneAwareOptunaSearch(
         space=space.define_by_run,
         metric=space.metric,
         mode=space.mode,
         points_to_evaluate=space.seed_points or None,
         sampler=optuna.samplers.TPESampler(seed=settings.seed),
-        storage=optuna_storage.open_storage(url),
-        study_name=name,
     )
-    tags = {optuna_storage.STORAGE_TAG: url, optuna_storage.STUDY_TAG: name}
-    for key, value in tags.items():
-        tracker.client.set_tag(tracker._require_parent(), key, value)
     limit = settings.max_concurrent or _fitting_trials(settings)
     return ConcurrencyLimiter(search, max_concurrent=limit)
 
@@ -160,7 +152,7 @@ def _tuner(
         verbose=0,
     )
     tune_config = tune.TuneConfig(
-        search_alg=_searcher(space, settings, tracker),
+        search_alg=_searcher(space, settings),
         scheduler=_scheduler(space, max_t),
         num_samples=space.num_samples,
         reuse_actors=settings.reuse_actors,
@@ -176,6 +168,7 @@ def trial_dirname(trial: Any) -> str:
 
 def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
     """Run the trials under MLflow tracking; the parent run ends with the search's status."""
+    from astune.search.optuna_storage import write_study
     from astune.search.resume import search_params
     from astune.search.scratch import clean_stale_scratch
     from astune.search.tracking import SearchTracker, attach_tracker
@@ -208,6 +201,7 @@ def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
         raise
     finally:
         tracker.finish(status)
+        write_study(tracker, space.mode)  # Optuna's tools read the search from here
         clean_stale_scratch()  # this node's folders of trials killed with SIGKILL
 
 
