@@ -59,6 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--json", default=str(HERE / "paper_claims_cpu.json"))
     p.add_argument("--plot", default=str(HERE / "paper_claims.png"))
+    p.add_argument("--from-json", default=None, help="summarize the runs of an earlier --json")
     args = p.parse_args(argv)
     if args.seeds < 2:
         p.error(f"--seeds must be at least 2 (an interval needs two runs), but got {args.seeds}")
@@ -155,11 +156,24 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         rows = {}
         for variant in VARIANTS:
             values = [run[quantity] for run in runs[variant]]
-            interval = t_interval(values)
+            interval = _interval_of([v for v in values if math.isfinite(v)])
             row = {"mean": interval.mean, "low": interval.low, "high": interval.high}
+            row["n"] = interval.n
             if variant != "softmax":
                 base = [run[quantity] for run in runs["softmax"]]
-                diff = paired_difference(values, base)
+                # r is undefined for a run whose metric never moved: pair the seeds that have it
+                pairs = [(a, b) for a, b in zip(values, base) if math.isfinite(a + b)]
+                diff = (
+                    paired_difference([a for a, _ in pairs], [b for _, b in pairs])
+                    if pairs
+                    else None
+                )
+                if diff is None:
+                    row.update(
+                        diff_mean=math.nan, diff_low=math.nan, diff_high=math.nan, p=math.nan
+                    )
+                    rows[variant] = row
+                    continue
                 row.update(
                     diff_mean=diff.interval.mean,
                     diff_low=diff.interval.low,
@@ -169,6 +183,12 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
             rows[variant] = row
         out[quantity] = rows
     return out
+
+
+def _interval_of(values: list[float]) -> Any:
+    from astune.confirm.stats import Interval
+
+    return t_interval(values) if values else Interval(math.nan, math.nan, math.nan, 0)
 
 
 def verdict(low: float, high: float, claimed_sign: int) -> str:
@@ -226,8 +246,8 @@ def markdown(result: dict[str, Any], summary: dict[str, Any]) -> str:
     lines = [
         f"#### {name} ({n} seeds; test {metric})",
         "",
-        f"| variant | test {metric} (mean +- 95% CI) | paper | train seconds | r(val loss, val "
-        f"{metric}) |",
+        f"| variant | test {metric} (mean +- 95% CI) | paper (%, full data) | train seconds "
+        f"| r(val loss, val {metric}) |",
         "|---|---|---|---|---|",
     ]
     for variant in VARIANTS:
@@ -247,7 +267,7 @@ def markdown(result: dict[str, Any], summary: dict[str, Any]) -> str:
 
 def _interval(row: dict[str, float], digits: int) -> str:
     half = (row["high"] - row["low"]) / 2
-    return f"{row['mean']:.{digits}f} +- {half:.{digits}f}"
+    return f"{row['mean']:.{digits}f} +- {half:.{digits}f} (n={row['n']})"
 
 
 def plot(results: list[dict[str, Any]], path: str) -> None:
@@ -282,11 +302,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()
-    results = []
-    for name in [n.strip() for n in args.datasets.split(",") if n.strip()]:
-        results.append(run_dataset(name, args))
-    cpu = platform.processor() or platform.machine()
-    machine = f"{cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+    if args.from_json:
+        earlier = json.loads(Path(args.from_json).read_text())
+        results, machine = earlier["results"], earlier["machine"]
+        args.__dict__.update(
+            earlier["args"], from_json=args.from_json, json=args.json, plot=args.plot
+        )
+    else:
+        results = [run_dataset(n.strip(), args) for n in args.datasets.split(",") if n.strip()]
+        cpu = platform.processor() or platform.machine()
+        machine = f"{cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}"
     print(f"\nmachine: {machine}; wall {time.perf_counter() - started:.0f} s")
     report = []
     for result in results:
