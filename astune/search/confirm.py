@@ -218,7 +218,7 @@ def _fit(prepared: PreparedConfirm, points: list[dict[str, Any]]) -> None:
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
     from astune.search.console import ConsoleCallback
-    from astune.search.execution import _fitting_trials, trial_dirname
+    from astune.search.execution import fitting_trials, trial_dirname
     from astune.search.scratch import clean_stale_scratch
     from astune.search.tracking import MLflowTrialCallback
 
@@ -239,7 +239,7 @@ def _fit(prepared: PreparedConfirm, points: list[dict[str, Any]]) -> None:
         tune.with_parameters(confirm_trial, data=prepared.data, base=prepared.train_base),
         resources,
     )
-    limit = search.max_concurrent or _fitting_trials(search)
+    limit = search.max_concurrent or fitting_trials(search)
     tuner = tune.Tuner(
         trainable,
         # Every key of every point must exist in the space for Ray to take the points as given.

@@ -84,11 +84,11 @@ def _searcher(space: SearchSpace, settings: SearchSettings) -> Any:
         points_to_evaluate=space.seed_points or None,
         sampler=optuna.samplers.TPESampler(seed=settings.seed),
     )
-    limit = settings.max_concurrent or _fitting_trials(settings)
+    limit = settings.max_concurrent or fitting_trials(settings)
     return ConcurrencyLimiter(search, max_concurrent=limit)
 
 
-def _fitting_trials(settings: SearchSettings) -> int:
+def fitting_trials(settings: SearchSettings) -> int:
     import ray
 
     total = ray.cluster_resources()
