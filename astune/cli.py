@@ -126,9 +126,43 @@ def _build_parser() -> argparse.ArgumentParser:
     report.add_argument("--experiment", required=True)
     report.add_argument("--output-dir", default=None)
 
+    _add_confirm_parser(sub)
     sub.add_parser("datasets", help="list the dataset registry")
     sub.add_parser("backbones", help="list the backbone aliases")
     return parser
+
+
+def _add_confirm_parser(sub: argparse._SubParsersAction) -> None:
+    confirm = sub.add_parser(
+        "confirm", help="re-run a search's best configs and a baseline over seeds"
+    )
+    _add_tracking_flag(confirm)
+    confirm.add_argument("--experiment", required=True)
+    confirm.add_argument("--top", type=int, default=None, help="the K best trials (default 2)")
+    confirm.add_argument("--seeds", type=int, default=None, help="N >= 2 seeds (default 3)")
+    confirm.add_argument("--baseline", default=None, help="the baseline loss (default softmax)")
+    confirm.add_argument("--max-concurrent", type=int, default=None)
+    confirm.add_argument("--cpus-per-trial", type=float, default=None)
+    confirm.add_argument("--gpus-per-trial", type=float, default=None)
+    confirm.add_argument("--address", default=None)
+    confirm.add_argument("--storage-path", default=None)
+
+
+def _confirm(args: argparse.Namespace) -> int:
+    from mlflow.exceptions import MlflowException
+
+    from astune.search.confirm import ConfirmSettings, execute_confirm, prepare_confirm
+
+    names = ("experiment", "top", "seeds", "baseline", "tracking_uri", "max_concurrent")
+    names += ("cpus_per_trial", "gpus_per_trial", "address", "storage_path")
+    try:
+        given = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
+        prepared = prepare_confirm(ConfirmSettings(**given))
+    except (ValueError, OSError, MlflowException) as err:  # bad input found before Ray starts
+        raise CLIError(str(err).splitlines()[0]) from None
+    summary = execute_confirm(prepared)  # a failure from here on is a failed confirm (exit 1)
+    print(summary.format())
+    return 0 if summary.rows else 1
 
 
 def _datasets(args: argparse.Namespace) -> int:
@@ -295,6 +329,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": _export,
     "recommend": _recommend,
     "report": _report,
+    "confirm": _confirm,
     "datasets": _datasets,
     "backbones": _backbones,
 }

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune.store.best import BestTrial
+from astune.store.confirmed import confirmed_configs, confirmed_winner
 from astune.store.reader import (
     Store,
     best_evaluation_metrics,
@@ -43,7 +44,7 @@ def find_best_trial(experiment: str, tracking_uri: str | None = None) -> BestTri
             in it, or no finished trial with an ``objective``.
     """
     store = Store(tracking_uri)
-    parent = _latest_search(store, experiment)
+    parent = store.require_search(experiment)
     trials = finished_trials(store.trials(parent.info.run_id, [parent.info.experiment_id]))
     if not trials:
         raise ValueError(
@@ -53,13 +54,21 @@ def find_best_trial(experiment: str, tracking_uri: str | None = None) -> BestTri
     artifact = _artifact_config(store, parent.info.run_id)
     # Finished trials only: the artifact may name a trial that errored after a good evaluation.
     sign = -1.0 if param(parent, "mode") == "min" else 1.0
-    best = max(
-        trials, key=lambda r: (sign * objective(r), artifact is not None and _agrees(r, artifact))
-    )
+    confirmed = confirmed_winner(confirmed_configs(store, parent), "min" if sign < 0 else "max")
+    if confirmed is None:
+        best = max(
+            trials,
+            key=lambda r: (sign * objective(r), artifact is not None and _agrees(r, artifact)),
+        )
+    else:  # the confirmed trial, else (the baseline) one of its confirm runs
+        best = {r.info.run_id: r for r in trials}.get(confirmed.confirms, confirmed.run)
     if artifact is not None and _agrees(best, artifact):
         config, source = artifact, ARTIFACT
     else:
         config, source = _config_from_params(parent, best, artifact), "trial params"
+    if confirmed is not None:
+        config["seed"] = param(parent, "seed") if param(parent, "seed") is not None else 0
+        source += f", confirmed winner of `astune confirm` over {len(confirmed.seeds)} seeds"
     config = _portable(config, parent)
     metric, value = _best_metric(store, best) if best else (None, None)
     return BestTrial(
@@ -67,27 +76,13 @@ def find_best_trial(experiment: str, tracking_uri: str | None = None) -> BestTri
         tracking_uri=store.uri,
         parent_run_id=parent.info.run_id,
         run_id=best.info.run_id if best else None,
-        objective=objective(best) if best else parent.data.metrics.get("best_objective"),
+        objective=confirmed.mean if confirmed else objective(best),
         metric=metric,
         value=value,
         config=config,
         source=source,
+        confirmed_seeds=len(confirmed.seeds) if confirmed else None,
     )
-
-
-def _latest_search(store: Store, experiment: str) -> "Run":
-    if store.experiment_id(experiment) is None:
-        names = store.search_experiment_names() if store.exists else []
-        listing = ", ".join(names) if names else "none"
-        raise ValueError(
-            f"no experiment {experiment!r} in {store.uri}; astune experiments there: {listing}."
-        )
-    search = store.latest_search(experiment)
-    if search is None:
-        raise ValueError(
-            f"experiment {experiment!r} holds no astune search run (tag astune.role=search)."
-        )
-    return search
 
 
 def _artifact_config(store: Store, run_id: str) -> dict[str, Any] | None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune.difficulty import Difficulty, dataset_name, measure_difficulty
+from astune.store.confirmed import confirmed_configs, confirmed_winner
 from astune.store.conventions import BEST_TAG_PREFIX, PARENT_TAG
 from astune.store.reader import AS_LOSSES, Store, dataset_of, finished_trials, objective, param
 
@@ -71,6 +72,7 @@ class HistoryPoint:
     warmup_ratio: float
     objective: float
     n_trials: int
+    confirmed_seeds: int = 0  # > 0: delta, r and objective are `astune confirm`'s winner's
 
     @property
     def weight(self) -> float:
@@ -95,7 +97,7 @@ def history_points(
         if difficulty.value is None:
             notes.append(f"search {name!r} left out: difficulty of {dataset_of(parent)!r} unknown")
             continue
-        best = max(trials, key=objective)
+        best, value, seeds = _best_as_trial(store, parent, trials)
         points.append(
             HistoryPoint(
                 experiment=name,
@@ -103,11 +105,24 @@ def history_points(
                 difficulty=difficulty.value,
                 delta=float(param(best, "delta")),
                 warmup_ratio=float(param(best, "warmup_ratio") or 0.0),
-                objective=objective(best),
+                objective=value,
                 n_trials=len(trials),
+                confirmed_seeds=seeds,
             )
         )
     return points, notes
+
+
+def _best_as_trial(store: Store, parent: "Run", trials: list["Run"]) -> tuple["Run", float, int]:
+    """The search's best AS trial, its objective and seeds: by confirmed mean where
+    `astune confirm` re-ran AS trials of the search, else by single-run objective."""
+    by_id = {t.info.run_id: t for t in trials}
+    confirmed = [c for c in confirmed_configs(store, parent) if c.confirms in by_id]
+    winner = confirmed_winner(confirmed, "min" if param(parent, "mode") == "min" else "max")
+    if winner is not None:
+        return by_id[winner.confirms], winner.mean, len(winner.seeds)
+    best = max(trials, key=objective)
+    return best, objective(best), 0
 
 
 @dataclass
@@ -318,7 +333,8 @@ def format_recommendation(rec: Recommendation) -> str:
     )
     lines += [
         f"  {p.experiment}: {p.dataset}, difficulty {p.difficulty:.2f}, best delta "
-        f"{p.delta:.2f}, r {p.warmup_ratio:.2f} ({p.n_trials} AS trials)"
+        f"{p.delta:.2f}, r {p.warmup_ratio:.2f} ({p.n_trials} AS trials"
+        + (f"; confirmed over {p.confirmed_seeds} seeds)" if p.confirmed_seeds else ")")
         for p in rec.points
     ]
     lines += [f"  note: {n}" for n in rec.notes]

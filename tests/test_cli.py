@@ -41,7 +41,8 @@ def test_help_lists_every_subcommand(capsys):
         main(["--help"])
     out = capsys.readouterr().out
     assert exit_info.value.code == 0
-    for command in ("search", "train", "export", "recommend", "report", "datasets", "backbones"):
+    commands = ("search", "train", "export", "recommend", "report", "confirm", "datasets")
+    for command in (*commands, "backbones"):
         assert command in out
 
 

@@ -46,7 +46,7 @@ FLOORS = (
     ("astune.search",),
     ("astune.cli", "astune.__main__"),
 )
-READERS = ("astune.export", "astune.recommend", "astune.analysis", "astune.store")
+READERS = ("astune.export", "astune.recommend", "astune.analysis", "astune.store", "astune.confirm")
 
 
 def _module_name(path: Path) -> str:

@@ -327,3 +327,57 @@ def test_a_malformed_p_margin_artifact_is_refused(payload):
         read_histogram(payload)
     edges, counts = read_histogram({"edges": [-1, 0, 1], "counts": [3, 1]})
     assert edges.tolist() == [-1, 0, 1] and counts.tolist() == [3, 1]
+
+
+# ------------------------------------------------------------------- parameter importances
+def _reference_importances(runs: list, client: MlflowClient) -> dict[str, float]:
+    """Optuna's fANOVA (seed 0) on the params every run has and that take several values."""
+    import optuna
+
+    skipped = {"seed", "dataset", "data_dir", "backbone", "device", "output_dir", "precision"}
+    common = set.intersection(*(set(r.data.params) for r in runs)) - skipped
+    common = {k for k in common if all(r.data.params[k] != "None" for r in runs)}
+    varied = sorted(k for k in common if len({r.data.params[k] for r in runs}) > 1)
+    distributions = {}
+    for key in varied:
+        texts = sorted({r.data.params[key] for r in runs})
+        try:
+            numbers = [float(t) for t in texts]
+        except ValueError:
+            distributions[key] = optuna.distributions.CategoricalDistribution(texts)
+            continue
+        log = min(numbers) > 0 and max(numbers) / min(numbers) >= 10
+        distributions[key] = optuna.distributions.FloatDistribution(
+            min(numbers), max(numbers), log=log
+        )
+    study = optuna.create_study(direction="maximize")
+    for run in runs:
+        params = {
+            k: run.data.params[k]
+            if isinstance(d, optuna.distributions.CategoricalDistribution)
+            else float(run.data.params[k])
+            for k, d in distributions.items()
+        }
+        value = best_objective(client, run.info.run_id)
+        study.add_trial(
+            optuna.trial.create_trial(params=params, distributions=distributions, value=value)
+        )
+    evaluator = optuna.importance.FanovaImportanceEvaluator(seed=0)
+    return optuna.importance.get_param_importances(study, evaluator=evaluator)
+
+
+def test_param_importances_equal_optunas_fanova_on_the_logged_trials(search):
+    study = search["report"].studies["param_importance"]
+    client = search["client"]
+    groups = {
+        "all trials": trial_runs(client),
+        "AS-Softmax trials": trial_runs(client, "as_softmax"),
+    }
+    assert study.data, study.notes  # the search's objectives differ: something is explained
+    for name, importances in study.data.items():
+        expected = _reference_importances(groups[name], client)
+        assert list(importances) == list(expected)
+        assert list(importances.values()) == pytest.approx(list(expected.values()), abs=1e-9)
+        assert sum(importances.values()) == pytest.approx(1.0)
+    assert "Parameter importances (Optuna fANOVA)" in search["report"].path.read_text()
+    assert (search["report"].output_dir / "param_importance.png").read_bytes()[:8] == PNG_SIGNATURE

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from astune.analysis.correlation import loss_metric_correlation
 from astune.analysis.delta_sensitivity import delta_sensitivity
+from astune.analysis.importance import param_importance
 from astune.analysis.masked_ratio import masked_ratio
 from astune.analysis.p_margin import p_margin
 from astune.analysis.study import StudyResult
@@ -25,6 +26,7 @@ STUDIES: dict[str, Study] = {
     "loss_metric_correlation": loss_metric_correlation,
     "masked_ratio": masked_ratio,
     "p_margin": p_margin,
+    "param_importance": param_importance,
 }
 REPORT_FILE = "report.md"
 ARTIFACT_PATH = "report"
@@ -109,6 +111,9 @@ def _log(runs: ExperimentRuns, report: Report) -> None:
 def render_markdown(runs: ExperimentRuns, studies: dict[str, StudyResult]) -> str:
     """The report: a summary of the search, then a section per study."""
     parts = [_header(runs), _trials_table(runs)]
+    confirmed = _confirm_table(runs)
+    if confirmed:
+        parts.append(confirmed)
     parts += [_section(i, study) for i, study in enumerate(studies.values(), start=1)]
     return "\n\n".join(parts) + "\n"
 
@@ -157,6 +162,26 @@ def _trials_table(runs: ExperimentRuns) -> str:
     if runs.trials.empty:
         lines.append("| (no trial runs) | 0 | 0 | - | - |")
     return "\n".join(lines)
+
+
+def _confirm_table(runs: ExperimentRuns) -> str | None:
+    """The `astune confirm` table of the newest search run, when a confirm ran."""
+    from astune.confirm.table import markdown, summarize
+    from astune.store.confirmed import confirmed_configs
+    from astune.store.reader import Store
+
+    if runs.parent_run_id is None:
+        return None
+    parent = runs.client.get_run(runs.parent_run_id)
+    configs = confirmed_configs(Store(runs.tracking_uri), parent)
+    if not configs:
+        return None
+    return (
+        "## Confirmed over seeds\n\n"
+        "`astune confirm` re-ran these configs with fresh seeds (mean +- 95% t interval; the "
+        "difference to the baseline is paired by seed, with the paired t-test's p-value).\n\n"
+        + markdown(summarize(configs)).rstrip()
+    )
 
 
 def _section(number: int, study: StudyResult) -> str:

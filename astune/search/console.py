@@ -12,6 +12,7 @@ from typing import Any
 
 from ray.tune import Callback
 
+from astune.search.optuna_storage import dashboard_command, storage_url
 from astune.search.settings import SearchSummary
 from astune.store.links import runs_view_url
 
@@ -155,5 +156,6 @@ def format_summary(summary: SearchSummary, ui_command: str) -> str:
         f"--tracking-uri {summary.tracking_uri} --format yaml -o best.yaml",
         f"resume:  python -m astune search --dataset ... --name {summary.experiment} --resume",
         f"trials:  {summary.experiment_path}",
+        f"optuna:  {dashboard_command(storage_url(summary.tracking_uri))}",
     ]
     return "\n".join(lines)

@@ -84,11 +84,11 @@ def _searcher(space: SearchSpace, settings: SearchSettings) -> Any:
         points_to_evaluate=space.seed_points or None,
         sampler=optuna.samplers.TPESampler(seed=settings.seed),
     )
-    limit = settings.max_concurrent or _fitting_trials(settings)
+    limit = settings.max_concurrent or fitting_trials(settings)
     return ConcurrencyLimiter(search, max_concurrent=limit)
 
 
-def _fitting_trials(settings: SearchSettings) -> int:
+def fitting_trials(settings: SearchSettings) -> int:
     import ray
 
     total = ray.cluster_resources()
@@ -168,6 +168,7 @@ def trial_dirname(trial: Any) -> str:
 
 def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
     """Run the trials under MLflow tracking; the parent run ends with the search's status."""
+    from astune.search.optuna_storage import write_study
     from astune.search.resume import search_params
     from astune.search.scratch import clean_stale_scratch
     from astune.search.tracking import SearchTracker, attach_tracker
@@ -200,6 +201,7 @@ def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
         raise
     finally:
         tracker.finish(status)
+        write_study(tracker, space.mode)  # Optuna's tools read the search from here
         clean_stale_scratch()  # this node's folders of trials killed with SIGKILL
 
 

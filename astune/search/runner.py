@@ -52,9 +52,9 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     settings = as_before(settings, before).validate()
     check_local_gpus(settings)
     space = load_space(settings.space, dataset=None if settings.space else registry_name)
-    base = _base_config(settings)
+    base = base_config(settings)
     train_base = TrainConfig.from_dict(base).validate()
-    data = _encode(train_base)
+    data = encode(train_base)
     check_metric_computed(data.spec.name, data.spec.metric)  # a user folder's own metric
     space = _apply_settings(space, settings, data.spec.task)
     check_unchanged(settings, space, before)
@@ -83,7 +83,7 @@ def _check_metric(dataset: str) -> None:
         check_metric_computed(spec.name, spec.metric)
 
 
-def _base_config(settings: SearchSettings) -> dict[str, Any]:
+def base_config(settings: SearchSettings) -> dict[str, Any]:
     """The config keys every trial shares (validated now, with a typical loss)."""
     data_dir = settings.data_dir or os.environ.get("ASTUNE_DATA_DIR")
     from astune.data.resolve import resolve_dataset
@@ -129,7 +129,7 @@ def _check_experiment_path(settings: SearchSettings) -> None:
         )
 
 
-def _encode(base: TrainConfig) -> EncodedData:
+def encode(base: TrainConfig) -> EncodedData:
     from astune.training import load_encoded
 
     return load_encoded(base)

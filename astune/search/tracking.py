@@ -156,7 +156,11 @@ class SearchTracker:
 
     Created on the driver. Picklable (Ray pickles the callbacks, which hold the tracker, into
     the experiment folder): the client is rebuilt from ``tracking_uri`` after unpickling.
+    Its child runs carry the role ``child_role`` (``trial``; :mod:`astune.search.confirm`
+    tracks confirm runs with a subclass).
     """
+
+    child_role = "trial"
 
     def __init__(
         self,
@@ -307,7 +311,7 @@ class SearchTracker:
         runs = self.client.search_runs(
             [self.experiment_id],
             filter_string=f"tags.`{TRIAL_ID_TAG}` = {quote(trial_id)} and "
-            f"tags.`{PARENT_TAG}` = {quote(self._require_parent())}",
+            f"tags.`{PARENT_TAG}` = {quote(self._require_parent())} and {self._role_filter()}",
             max_results=1,
             order_by=["attributes.start_time DESC"],
         )
@@ -317,7 +321,7 @@ class SearchTracker:
         self, trial_id: str, config: Mapping[str, Any], name: str | None = None
     ) -> str:
         """Create the child run of a trial, or reopen the one a resumed search left."""
-        params = trial_params(config)
+        params, extra_tags = self.child_params(config)
         run_id = self.find_trial_run(trial_id)
         if run_id is not None:
             run = self.client.get_run(run_id)
@@ -327,7 +331,8 @@ class SearchTracker:
             self._reopen(run_id, run.data.params, params)
             return run_id
         parent = self._require_parent()
-        tags = {**self._base_tags("trial"), TRIAL_ID_TAG: trial_id, PARENT_TAG: parent}
+        tags = {**self._base_tags(self.child_role), TRIAL_ID_TAG: trial_id, PARENT_TAG: parent}
+        tags.update(extra_tags)
         run = self.client.create_run(self.experiment_id, run_name=name or trial_id, tags=tags)
         self._log(run.info.run_id, params=params)
         return run.info.run_id
@@ -337,6 +342,10 @@ class SearchTracker:
         an older checkpoint (or from scratch) repeats evaluations MLflow already holds."""
         history = self.client.get_metric_history(run_id, "objective")
         return max((m.step for m in history), default=-1)
+
+    def child_params(self, config: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+        """The params and the extra tags of a child run of ``config``."""
+        return trial_params(config), {}
 
     def log_result(self, run_id: str, result: Mapping[str, Any], after: int = -1) -> int:
         """Log a Tune result's metrics in one batch unless its step is ``after`` or earlier
@@ -383,7 +392,7 @@ class SearchTracker:
         runs = self.client.search_runs(
             [self.experiment_id],
             filter_string=f"tags.`{PARENT_TAG}` = {quote(self._require_parent())} and "
-            "attributes.status = 'RUNNING'",
+            f"attributes.status = 'RUNNING' and {self._role_filter()}",
             max_results=10000,
         )
         return [run.info.run_id for run in runs]
@@ -409,9 +418,13 @@ class SearchTracker:
         """All child runs of this parent (``mlflow.entities.Run``)."""
         return self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.`{PARENT_TAG}` = {quote(self._require_parent())}",
+            filter_string=f"tags.`{PARENT_TAG}` = {quote(self._require_parent())} and "
+            f"{self._role_filter()}",
             max_results=10000,
         )
+
+    def _role_filter(self) -> str:
+        return f"tags.`{ROLE_TAG}` = {quote(self.child_role)}"
 
     def _log(
         self,

@@ -20,13 +20,18 @@ class BestTrial:
     value: float | None  # that metric of the best evaluation of the trial
     config: dict[str, Any]
     source: str  # where the config came from: the artifact or the trial's params
+    confirmed_seeds: int | None = None  # set when `astune confirm` chose it: objective is a mean
 
     def describe(self) -> str:
         """One line naming the search, the run and its score."""
         score = "objective unknown"
         if self.objective is not None:
             score = f"objective = {self.objective:.6g}"
+        if self.confirmed_seeds and self.objective is not None:
+            score = f"confirmed winner, mean objective = {self.objective:.6g} over "
+            score += f"{self.confirmed_seeds} seeds"
         if self.metric and self.value is not None:
             score += f", {self.metric} = {self.value:.6g}"
-        run = f"trial run {self.run_id}" if self.run_id else "no matching trial run"
+        kind = "run" if self.confirmed_seeds else "trial run"  # the baseline's is a confirm run
+        run = f"{kind} {self.run_id}" if self.run_id else "no matching trial run"
         return f"search {self.experiment!r}: {run} (parent run {self.parent_run_id}), {score}"

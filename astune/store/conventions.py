@@ -61,6 +61,11 @@ FINAL_METRICS = (
 SKIPPED_RATIO = "skipped_ratio"
 """Per evaluation, with AS-Skip: the share of the samples visited since the last evaluation
 that skipped the forward/backward pass."""
+# Confirm runs (`astune confirm`): children of the search's parent run with role "confirm", the
+# trial run they re-run in CONFIRMS_TAG ("baseline" for the baseline loss's runs).
+CONFIRM_ROLE = "confirm"
+CONFIRMS_TAG = "astune.confirms"
+CONFIRM_BASELINE = "baseline"
 
 
 class TrackingError(ValueError):

@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune.losses.catalogue import AS_LOSSES, SOFTMAX_LOSSES
-from astune.store.conventions import DATASET_TAG, NOT_APPLICABLE, PARENT_TAG, ROLE_TAG, quote
+from astune.store.conventions import (
+    CONFIRM_ROLE,
+    DATASET_TAG,
+    NOT_APPLICABLE,
+    PARENT_TAG,
+    ROLE_TAG,
+    quote,
+)
 from astune.store.uri import check_tracking_uri, resolve_tracking_uri
 
 if TYPE_CHECKING:
@@ -101,6 +108,22 @@ class Store:
         searches = [] if experiment_id is None else self.searches([experiment_id])
         return searches[0] if searches else None
 
+    def require_search(self, experiment: str) -> "Run":
+        """The newest search run of ``experiment``; a one-line ValueError when the store has no
+        such experiment (listing the astune experiments it has) or it holds no search."""
+        if self.experiment_id(experiment) is None:
+            names = self.search_experiment_names() if self.exists else []
+            raise ValueError(
+                f"no experiment {experiment!r} in {self.uri}; astune experiments there: "
+                f"{', '.join(names) if names else 'none'}."
+            )
+        search = self.latest_search(experiment)
+        if search is None:
+            raise ValueError(
+                f"experiment {experiment!r} holds no astune search run (tag {ROLE_TAG}=search)."
+            )
+        return search
+
     def trials(
         self, parent_run_id: str | None = None, experiment_ids: Iterable[str] | None = None
     ) -> list["Run"]:
@@ -108,6 +131,14 @@ class Store:
         query = f"tags.`{ROLE_TAG}` = 'trial'"
         if parent_run_id is not None:
             query += f" and tags.`{PARENT_TAG}` = {quote(parent_run_id)}"
+        return self.runs(query, experiment_ids)
+
+    def confirm_runs(
+        self, parent_run_id: str, experiment_ids: Iterable[str] | None = None
+    ) -> list["Run"]:
+        """The confirm runs (tag ``astune.role=confirm``) under one search's parent run."""
+        query = f"tags.`{ROLE_TAG}` = {quote(CONFIRM_ROLE)} and "
+        query += f"tags.`{PARENT_TAG}` = {quote(parent_run_id)}"
         return self.runs(query, experiment_ids)
 
     def dataset_trials(self, dataset: str) -> list["Run"]:

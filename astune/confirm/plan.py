@@ -1,0 +1,146 @@
+"""Which configs `astune confirm` re-runs: the K best finished trials of a search and the
+baseline (the best trial's config with the baseline loss), each over the same N seeds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from astune._checks import check_int
+from astune.losses.catalogue import AS_LOSSES, LOSS_PARAM_NAMES, family_loss, loss_info
+from astune.search.space_params import SPEED_PARAMS
+from astune.store.confirmed import config_label
+from astune.store.conventions import CONFIRM_BASELINE, STOPPED_EARLY_TAG, TASK_TAG
+from astune.store.reader import Store, finished_trials, objective, param
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+
+CONFIRMS_KEY = "confirms"  # the Ray config key naming what a confirm run re-runs
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A config to re-run: the trial run it comes from (or the baseline) and its trial config
+    (the keys the search proposed, seed left out)."""
+
+    confirms: str
+    label: str
+    config: dict[str, Any]
+    objective: float | None  # the search's single-run objective (None for the baseline)
+
+
+@dataclass
+class ConfirmPlan:
+    """Every (candidate, seed) run a confirm asks for, under the search's parent run."""
+
+    experiment: str
+    store: Store
+    parent: "Run"
+    mode: str
+    candidates: list[Candidate]
+    seeds: list[int]
+
+    def points(self, done: set[tuple[str, int]] = frozenset()) -> list[dict[str, Any]]:
+        """The Ray configs of the runs not in ``done`` ((confirms, seed) pairs), seed-major
+        so that an interrupted confirm has whole seeds of every candidate."""
+        return [
+            {**c.config, "seed": seed, CONFIRMS_KEY: c.confirms}
+            for seed in self.seeds
+            for c in self.candidates
+            if (c.confirms, seed) not in done
+        ]
+
+
+def plan_confirm(
+    experiment: str,
+    *,
+    top: int = 1,
+    seeds: int = 3,
+    baseline: str = "softmax",
+    tracking_uri: str | None = None,
+) -> ConfirmPlan:
+    """The plan for ``astune confirm``; ValueError (one line) on bad input: an unknown
+    experiment, ``top`` above the finished trials, ``seeds < 2``, an AS or unknown baseline."""
+    check_int("top", top, 1)
+    check_int("seeds", seeds, 2)
+    info = loss_info(baseline)
+    if info.name in AS_LOSSES:
+        raise ValueError(
+            f"baseline must be a loss that is not an AS loss ({', '.join(AS_LOSSES)}), "
+            f"but got {baseline!r}."
+        )
+    store = Store(tracking_uri)
+    parent = store.require_search(experiment)
+    trials = ranked_trials(store, parent)
+    if top > len(trials):
+        raise ValueError(
+            f"top must be at most {len(trials)} (the finished trials of search {experiment!r}), "
+            f"but got {top}."
+        )
+    chosen = [_candidate(run) for run in trials[:top]]
+    base = _baseline(chosen[0].config, baseline, parent.data.tags.get(TASK_TAG))
+    if not any(_same_config(c.config, base.config) for c in chosen):
+        chosen.append(base)
+    else:  # the best trials include the baseline's config: it is the baseline
+        chosen = [_as_baseline(c) if _same_config(c.config, base.config) else c for c in chosen]
+    first = param(parent, "seed") or 0
+    return ConfirmPlan(
+        experiment=experiment,
+        store=store,
+        parent=parent,
+        mode="min" if param(parent, "mode") == "min" else "max",
+        candidates=chosen,
+        seeds=list(range(first + 1, first + 1 + seeds)),  # not the search's: no selection bias
+    )
+
+
+def ranked_trials(store: Store, parent: "Run") -> list["Run"]:
+    """The search's trials that ran to the end (FINISHED, an objective, not stopped early),
+    best objective first."""
+    runs = finished_trials(store.trials(parent.info.run_id, [parent.info.experiment_id]))
+    runs = [r for r in runs if r.data.tags.get(STOPPED_EARLY_TAG) != "true"]
+    sign = 1.0 if param(parent, "mode") == "min" else -1.0
+    return sorted(runs, key=lambda r: (sign * objective(r), r.info.start_time or 0))
+
+
+def trial_config(run: "Run") -> dict[str, Any]:
+    """The trial config a run logged: its accepted keys that apply, seed left out."""
+    from astune.config import TrainConfig
+
+    accepted = TrainConfig.accepted_keys() - {"seed"}
+    values = {key: param(run, key) for key in run.data.params if key in accepted}
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _candidate(run: "Run") -> Candidate:
+    return Candidate(run.info.run_id, config_label(run), trial_config(run), objective(run))
+
+
+def _baseline(config: dict[str, Any], baseline: str, task: str | None) -> Candidate:
+    """``config`` with the baseline loss: the AS loss's keys, AS-Speed's and other losses'
+    parameters left out, the baseline's defaults in."""
+    loss = family_loss(baseline, task) if task else baseline
+    info = loss_info(loss)
+    if task and task not in info.tasks:
+        raise ValueError(
+            f"baseline {baseline!r} does not serve the search's task {task!r}; accepted: "
+            f"losses for {', '.join(info.tasks)}."
+        )
+    dropped = set(SPEED_PARAMS) | set(LOSS_PARAM_NAMES)
+    for name in AS_LOSSES:
+        dropped |= set(loss_info(name).config_keys)
+    kept = {k: v for k, v in config.items() if k not in dropped}
+    kept.update(loss=loss, **info.defaults())
+    return Candidate(CONFIRM_BASELINE, loss, kept, None)
+
+
+def _same_config(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two trial configs train the same way (keys left out take their defaults)."""
+    from astune.config import TrainConfig
+
+    return TrainConfig.from_dict(a) == TrainConfig.from_dict(b)
+
+
+def _as_baseline(candidate: Candidate) -> Candidate:
+    return Candidate(CONFIRM_BASELINE, candidate.label, candidate.config, candidate.objective)

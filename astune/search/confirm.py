@@ -1,0 +1,299 @@
+"""`astune confirm`: re-run a search's best configs and the baseline over seeds with Ray Tune.
+
+The runs reuse the search's trainable, resources and MLflow tracking, with no scheduler (no
+early stopping). Each run is a child of the search's parent run with ``astune.role=confirm``;
+the table (:mod:`astune.confirm.table`) goes on the parent as ``confirm.csv``, ``confirm.md``
+and ``confirm.png``. Resuming is by MLflow: a (config, seed) pair with a FINISHED run is not
+run again, and what an interrupted confirm left unfinished is deleted and run anew.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from astune._checks import check_int, check_range
+from astune.confirm.plan import CONFIRMS_KEY, ConfirmPlan, plan_confirm
+from astune.confirm.table import ConfirmRow, format_table, markdown, plot, summarize, write_csv
+from astune.search.settings import SearchSettings
+from astune.search.tracking import SearchTracker
+from astune.store.confirmed import confirmed_configs, confirmed_winner
+from astune.store.conventions import CONFIRM_ROLE, CONFIRMS_TAG, DATASET_TAG, TASK_TAG
+from astune.store.reader import param
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+
+    from astune.config import TrainConfig
+    from astune.data.encoding import EncodedData
+
+ARTIFACTS = ("confirm.csv", "confirm.md", "confirm.png")
+
+
+@dataclass
+class ConfirmSettings:
+    """What `astune confirm` was asked for; resources left None take the search's values."""
+
+    experiment: str
+    top: int = 2
+    seeds: int = 3
+    baseline: str = "softmax"
+    tracking_uri: str | None = None
+    max_concurrent: int | None = None
+    cpus_per_trial: float | None = None
+    gpus_per_trial: float | None = None
+    address: str | None = None
+    storage_path: str | None = None
+    console: bool = True
+
+    def validate(self) -> "ConfirmSettings":
+        check_int("top", self.top, 1)
+        check_int("seeds", self.seeds, 2)
+        if self.max_concurrent is not None:
+            check_int("max_concurrent", self.max_concurrent, 1)
+        if self.cpus_per_trial is not None:
+            check_range("cpus_per_trial", self.cpus_per_trial, 0.0, None, low_open=True)
+        if self.gpus_per_trial is not None:
+            check_range("gpus_per_trial", self.gpus_per_trial, 0.0)
+        return self
+
+
+@dataclass
+class PreparedConfirm:
+    """A confirm checked and ready for Ray: the plan, the search's settings and data, and the
+    (config, seed) pairs that already have a finished run."""
+
+    settings: ConfirmSettings
+    plan: ConfirmPlan
+    search: SearchSettings
+    train_base: TrainConfig
+    data: EncodedData
+    done: set[tuple[str, int]]
+
+
+@dataclass
+class ConfirmSummary:
+    """What a confirm hands back: the table rows, the winner and where the results are."""
+
+    experiment: str
+    tracking_uri: str
+    parent_run_id: str
+    rows: list[ConfirmRow]
+    metric: str
+    ran: int  # runs started now
+    reused: int  # (config, seed) pairs finished before
+    winner: str | None  # label of the best confirmed mean
+
+    def format(self) -> str:
+        lines = [
+            f"confirm of search {self.experiment!r}: {self.ran} runs now, {self.reused} reused",
+            format_table(self.rows, self.metric),
+        ]
+        if self.winner:
+            lines.append(f"confirmed winner (best mean): {self.winner}")
+        lines.append(
+            f"export:  python -m astune export --experiment {self.experiment} "
+            f"--tracking-uri {self.tracking_uri} --format yaml -o best.yaml"
+            "   (prefers the confirmed winner)"
+        )
+        return "\n".join(lines)
+
+
+class ConfirmTracker(SearchTracker):
+    """Confirm runs as children of an existing search run; the parent is left as it was."""
+
+    child_role = CONFIRM_ROLE
+
+    def attach(self, parent: "Run") -> None:
+        self.experiment_id = parent.info.experiment_id
+        self.parent_run_id = parent.info.run_id
+
+    def child_params(self, config: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+        config = dict(config)
+        confirms = str(config.pop(CONFIRMS_KEY))
+        params, tags = super().child_params(config)
+        return params, {**tags, CONFIRMS_TAG: confirms}
+
+    def finish(self, status: str = "FINISHED") -> None:
+        """Confirm runs still open end KILLED; the search's parent run keeps its status."""
+        if self.parent_run_id is not None:
+            for run_id in self.open_trial_runs():
+                self.client.set_terminated(run_id, "KILLED")
+
+
+def confirm_trial(config: dict[str, Any], *, data: EncodedData, base: TrainConfig) -> None:
+    """The search's trainable, on the config without the name of what it confirms."""
+    from astune.search.trainable import train_trial
+
+    train_trial({k: v for k, v in config.items() if k != CONFIRMS_KEY}, data=data, base=base)
+
+
+def run_confirm(settings: ConfirmSettings) -> ConfirmSummary:
+    """Plan, run and summarize a confirm; bad input fails before Ray starts."""
+    return execute_confirm(prepare_confirm(settings))
+
+
+def prepare_confirm(settings: ConfirmSettings) -> PreparedConfirm:
+    """Validate the request against the store and rebuild the search's data (ValueError)."""
+    from astune.config import TrainConfig
+    from astune.search.execution import check_local_gpus
+    from astune.search.runner import base_config, encode
+
+    settings.validate()
+    plan = plan_confirm(
+        settings.experiment,
+        top=settings.top,
+        seeds=settings.seeds,
+        baseline=settings.baseline,
+        tracking_uri=settings.tracking_uri,
+    )
+    search = search_settings(settings, plan.parent.data.params)
+    check_local_gpus(search)
+    train_base = TrainConfig.from_dict(base_config(search)).validate()
+    data = encode(train_base)
+    return PreparedConfirm(settings, plan, search, train_base, data, finished_pairs(plan))
+
+
+def search_settings(settings: ConfirmSettings, params: Mapping[str, str]) -> SearchSettings:
+    """The search's settings from its parent run's params, with the resources and places this
+    confirm was given."""
+    from astune.search.resume import as_before
+
+    given = {
+        k: v
+        for k, v in dataclasses.asdict(settings).items()
+        if k in {f.name for f in dataclasses.fields(SearchSettings)} and v is not None
+    }
+    given.pop("tracking_uri", None)  # resolved once, by the plan's store
+    own = SearchSettings(dataset=params.get("dataset", ""), **given)
+    own.given = frozenset({*given, "dataset", "console", "resume", "name"})
+    return as_before(own, params).validate()
+
+
+def finished_pairs(plan: ConfirmPlan) -> set[tuple[str, int]]:
+    """The (confirms, seed) pairs of the plan with a FINISHED run; the plan's other runs (left
+    RUNNING, KILLED or FAILED by an interrupted confirm) are deleted, to be run anew."""
+    store, parent = plan.store, plan.parent
+    wanted = {(c.confirms, seed) for c in plan.candidates for seed in plan.seeds}
+    done, stale = set(), []
+    for run in store.confirm_runs(parent.info.run_id, [parent.info.experiment_id]):
+        pair = (run.data.tags.get(CONFIRMS_TAG, ""), param(run, "seed"))
+        finished = run.info.status == "FINISHED" and "best_objective" in run.data.metrics
+        if finished:
+            done.add(pair)
+        elif pair in wanted:
+            stale.append(run)
+    for run in stale:
+        if (run.data.tags.get(CONFIRMS_TAG, ""), param(run, "seed")) not in done:
+            store.client.delete_run(run.info.run_id)
+    return done & wanted
+
+
+def execute_confirm(prepared: PreparedConfirm) -> ConfirmSummary:
+    """Run the missing (config, seed) pairs, then log and return the table."""
+    import ray
+
+    from astune.search import execution
+
+    points = prepared.plan.points(prepared.done)
+    if points:
+        started_here = execution.init_ray(prepared.search)
+        try:
+            execution.check_resources(prepared.search)
+            _fit(prepared, points)
+        finally:
+            if started_here:
+                ray.shutdown()
+    return _summarize(prepared, ran=len(points))
+
+
+def _fit(prepared: PreparedConfirm, points: list[dict[str, Any]]) -> None:
+    from ray import tune
+    from ray.tune.schedulers import FIFOScheduler
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    from astune.search.console import ConsoleCallback
+    from astune.search.execution import fitting_trials, trial_dirname
+    from astune.search.scratch import clean_stale_scratch
+    from astune.search.tracking import MLflowTrialCallback
+
+    search, parent = prepared.search, prepared.plan.parent
+    tracker = ConfirmTracker(
+        prepared.plan.store.uri,
+        prepared.plan.experiment,
+        dataset=parent.data.tags.get(DATASET_TAG, ""),
+        task=parent.data.tags.get(TASK_TAG, ""),
+        search_params={},
+    )
+    tracker.attach(parent)
+    callbacks: list[Any] = [MLflowTrialCallback(tracker)]
+    if search.console:
+        callbacks.append(ConsoleCallback("objective", len(points)))
+    resources = {"cpu": search.cpus_per_trial, "gpu": search.gpus_per_trial or 0}
+    trainable = tune.with_resources(
+        tune.with_parameters(confirm_trial, data=prepared.data, base=prepared.train_base),
+        resources,
+    )
+    limit = search.max_concurrent or fitting_trials(search)
+    tuner = tune.Tuner(
+        trainable,
+        # Every key of every point must exist in the space for Ray to take the points as given.
+        param_space={key: None for point in points for key in point},
+        tune_config=tune.TuneConfig(
+            search_alg=BasicVariantGenerator(points_to_evaluate=points, max_concurrent=limit),
+            scheduler=FIFOScheduler(),  # no early stopping: every seed runs to the end
+            num_samples=len(points),
+            reuse_actors=search.reuse_actors,
+            trial_dirname_creator=trial_dirname,
+        ),
+        run_config=tune.RunConfig(
+            name=f"{prepared.plan.experiment}-confirm-{time.strftime('%Y%m%d-%H%M%S')}",
+            storage_path=search.experiment_path().rsplit("/", 1)[0],
+            callbacks=callbacks,
+            failure_config=tune.FailureConfig(max_failures=search.max_failures),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            verbose=0,
+        ),
+    )
+    try:
+        tuner.fit()
+    finally:
+        tracker.finish()
+        clean_stale_scratch()
+
+
+def _summarize(prepared: PreparedConfirm, ran: int) -> ConfirmSummary:
+    plan = prepared.plan
+    wanted = {c.confirms for c in plan.candidates}
+    configs = [c for c in confirmed_configs(plan.store, plan.parent) if c.confirms in wanted]
+    rows = summarize(configs)
+    metric = f"val_{prepared.data.spec.metric}"
+    if rows:
+        log_confirm_artifacts(plan, rows, metric)
+    winner = confirmed_winner(configs, plan.mode)
+    return ConfirmSummary(
+        experiment=plan.experiment,
+        tracking_uri=plan.store.uri,
+        parent_run_id=plan.parent.info.run_id,
+        rows=rows,
+        metric=metric,
+        ran=ran,
+        reused=len(prepared.done),
+        winner=winner.label if winner else None,
+    )
+
+
+def log_confirm_artifacts(plan: ConfirmPlan, rows: list[ConfirmRow], metric: str) -> None:
+    """``confirm.csv``, ``confirm.md`` and ``confirm.png`` on the search's parent run."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder)
+        write_csv(rows, out / "confirm.csv")
+        (out / "confirm.md").write_text(markdown(rows, metric))
+        plot(rows, out / "confirm.png", metric)
+        for name in ARTIFACTS:
+            plan.store.client.log_artifact(plan.parent.info.run_id, str(out / name))

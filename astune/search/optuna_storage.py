@@ -1,0 +1,118 @@
+"""The search's Optuna study in an RDB (SQLite) storage beside the MLflow store, so that
+Optuna's own tools open it: ``optuna-dashboard sqlite:///<folder>/optuna.db``.
+
+The searcher itself keeps its study in memory: Ray pickles it into the experiment's snapshots,
+and a resumed search restores it as it was at the snapshot, in step with the trials Ray
+restores. A live RDB study would run ahead of that snapshot (a trial it holds as finished
+comes back running) and Optuna refuses the update. So the RDB study is written from the
+search's MLflow trial runs whenever the search ends (finished, failed or interrupted), and
+rewritten by a resumed search.
+
+A local SQLite MLflow store gets ``optuna.db`` in its folder; any other tracking URI (a server)
+gets ``./astune-runs/optuna.db`` on the driver, where the searcher runs. Each search has its own
+study, named after its experiment and parent run, so that a new search under an old name does
+not load the old trials.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from astune.store.conventions import STOPPED_EARLY_TAG, TrackingError
+from astune.store.optuna_trials import distributions, frozen_trial
+from astune.store.reader import objective
+
+if TYPE_CHECKING:
+    import optuna
+    from mlflow.entities import Run
+
+    from astune.search.tracking import SearchTracker
+
+logger = logging.getLogger(__name__)
+
+OPTUNA_DB = "optuna.db"
+STORAGE_TAG = "astune.optuna_storage"
+STUDY_TAG = "astune.optuna_study"
+
+
+def storage_url(tracking_uri: str) -> str:
+    """``sqlite:///<absolute folder>/optuna.db`` for the store at ``tracking_uri``."""
+    if tracking_uri.startswith("sqlite:///"):
+        folder = Path(tracking_uri[len("sqlite:///") :].partition("?")[0]).parent
+    else:
+        folder = Path("astune-runs")
+    return f"sqlite:///{folder.resolve() / OPTUNA_DB}"
+
+
+def study_name(experiment: str, parent_run_id: str) -> str:
+    return f"{experiment}-{parent_run_id[:8]}"
+
+
+def open_storage(url: str) -> "optuna.storages.RDBStorage":
+    """The RDB storage at ``url``; its schema is created under a file lock (two searches
+    starting at once would both create the tables). One-line TrackingError if it fails."""
+    import fcntl
+
+    import optuna
+
+    database = Path(url[len("sqlite:///") :])
+    try:
+        database.parent.mkdir(parents=True, exist_ok=True)
+        with open(f"{database}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                return optuna.storages.RDBStorage(url)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+    except Exception as err:
+        lines = str(err).strip().splitlines()
+        raise TrackingError(
+            f"Optuna storage {url} cannot be opened: {type(err).__name__}: "
+            f"{lines[0] if lines else ''}"
+        ) from None
+
+
+def dashboard_command(url: str) -> str:
+    return f"optuna-dashboard {url}"
+
+
+def write_study(tracker: "SearchTracker", mode: str) -> str | None:
+    """(Re)write the search's study from its trial runs; return the storage URL, or None when
+    it could not be written (a warning: the search's results are in MLflow all the same)."""
+    import optuna
+
+    if tracker.parent_run_id is None:
+        return None
+    url = storage_url(tracker.tracking_uri)
+    name = study_name(tracker.experiment_name, tracker.parent_run_id)
+    try:
+        storage = open_storage(url)
+        if name in {s.study_name for s in optuna.get_all_study_summaries(storage)}:
+            optuna.delete_study(study_name=name, storage=storage)
+        direction = "minimize" if mode == "min" else "maximize"
+        study = optuna.create_study(storage=storage, study_name=name, direction=direction)
+        runs = sorted(tracker.trial_runs(), key=lambda r: r.info.start_time or 0)
+        dists = distributions([r.data.params for r in runs])
+        states = [(run, _state(run)) for run in runs]
+        study.add_trials(
+            [frozen_trial(r.data.params, dists, objective(r), s) for r, s in states if s]
+        )
+        for key, value in ((STORAGE_TAG, url), (STUDY_TAG, name)):
+            tracker.client.set_tag(tracker.parent_run_id, key, value)
+    except Exception as err:
+        lines = str(err).strip().splitlines()
+        logger.warning("Optuna study not written to %s: %s", url, lines[0] if lines else err)
+        return None
+    return url
+
+
+def _state(run: "Run") -> str | None:
+    """The Optuna state of a trial run: COMPLETE (ran to the end), PRUNED (stopped early),
+    FAIL (failed or killed); None while it runs."""
+    status = run.info.status
+    if status == "FINISHED":
+        stopped = run.data.tags.get(STOPPED_EARLY_TAG) == "true"
+        return "PRUNED" if stopped or objective(run) is None else "COMPLETE"
+    return "FAIL" if status in ("FAILED", "KILLED") else None

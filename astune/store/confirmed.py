@@ -1,0 +1,81 @@
+"""The confirm runs of a search, grouped by the config they re-run: what `export`, `recommend`,
+`report` and `confirm` itself read back (MLflow only, no Ray, no statistics)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from astune.store.conventions import CONFIRM_BASELINE, CONFIRMS_TAG
+from astune.store.reader import Store, param
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+
+TIME_METRIC = "train_seconds"
+
+
+@dataclass
+class ConfirmedConfig:
+    """One config re-run over seeds: its FINISHED confirm runs' best objective and training
+    time (seconds) per seed, and the newest run (its params are the config)."""
+
+    confirms: str  # the trial run id it re-runs, or CONFIRM_BASELINE
+    label: str
+    run: "Run"
+    objectives: dict[int, float] = field(default_factory=dict)
+    train_seconds: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.confirms == CONFIRM_BASELINE
+
+    @property
+    def seeds(self) -> list[int]:
+        return sorted(self.objectives)
+
+    @property
+    def mean(self) -> float:
+        """The mean best objective over the seeds."""
+        return math.fsum(self.objectives.values()) / len(self.objectives)
+
+
+def config_label(run: "Run") -> str:
+    """A short name of a run's config: ``as_softmax delta=0.3 as_speed``."""
+    parts = [str(param(run, "loss"))]
+    delta = param(run, "delta")
+    if delta is not None:
+        parts.append(f"delta={delta:g}")
+    if param(run, "as_speed") is True:
+        parts.append("as_speed")
+    return " ".join(parts)
+
+
+def confirmed_configs(store: Store, parent: "Run") -> list[ConfirmedConfig]:
+    """The configs confirmed under the search ``parent``, in the order first confirmed (the
+    baseline last); only FINISHED runs with a finite ``best_objective`` count, and of two runs
+    of one config and seed the newest."""
+    runs = store.confirm_runs(parent.info.run_id, [parent.info.experiment_id])
+    groups: dict[str, ConfirmedConfig] = {}
+    for run in sorted(runs, key=lambda r: r.info.start_time or 0):
+        value = run.data.metrics.get("best_objective")
+        seed = param(run, "seed")
+        if run.info.status != "FINISHED" or value is None or not math.isfinite(value):
+            continue
+        confirms = run.data.tags.get(CONFIRMS_TAG, "")
+        group = groups.setdefault(confirms, ConfirmedConfig(confirms, config_label(run), run))
+        group.run = run
+        group.objectives[int(seed)] = value
+        group.train_seconds[int(seed)] = run.data.metrics.get(TIME_METRIC, math.nan)
+    ordered = [g for g in groups.values() if not g.is_baseline]
+    return ordered + [g for g in groups.values() if g.is_baseline]
+
+
+def confirmed_winner(configs: list[ConfirmedConfig], mode: str = "max") -> ConfirmedConfig | None:
+    """The config with the best mean objective over at least two seeds (``mode``: max or min)."""
+    candidates = [c for c in configs if len(c.objectives) >= 2]
+    if not candidates:
+        return None
+    sign = -1.0 if mode == "min" else 1.0
+    return max(candidates, key=lambda c: sign * c.mean)

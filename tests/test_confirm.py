@@ -1,0 +1,250 @@
+"""`astune confirm` on a real small search (real Ray, Optuna, MLflow, 1-layer MiniLM): its runs,
+seeds and artifacts, its intervals and paired test against scipy on the logged values, resuming,
+bad input, and `export` preferring the confirmed winner."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+from scipy import stats
+
+from astune.cli import main
+
+SPACE = Path(__file__).parent / "spaces" / "confirm.yaml"
+TINY = ("--backbone", "minilm", "--num-layers", "1", "--max-train-samples", "192")
+
+
+@dataclass
+class Confirmed:
+    root: Path
+    uri: str
+    out: str  # what `astune confirm` printed
+    client: MlflowClient
+
+
+def _run_main(argv: list[str]) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(argv)
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def confirmed(tmp_path_factory, data_dir) -> Confirmed:
+    """A 2-trial AS-Softmax search, then `confirm --top 1 --seeds 2`, in one Ray session."""
+    import ray
+
+    from astune.search.execution import init_ray
+    from astune.search.settings import SearchSettings
+
+    root = tmp_path_factory.mktemp("confirm")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    cwd = os.getcwd()
+    os.chdir(root)
+    init_ray(SearchSettings(dataset="sst5"))  # both commands join it: one Ray start, not two
+    try:
+        search = ["search", "--dataset", "sst5", "--space", str(SPACE), *TINY, "--name", "cf"]
+        search += ["--max-eval-samples", "64"]
+        search += ["--max-concurrent", "1", "--tracking-uri", uri, "--data-dir", str(data_dir)]
+        code, _ = _run_main(search)
+        assert code == 0
+        args = ["confirm", "--experiment", "cf", "--top", "1", "--seeds", "2"]
+        code, out = _run_main([*args, "--tracking-uri", uri])
+        assert code == 0, out
+    finally:
+        ray.shutdown()
+        os.chdir(cwd)
+    return Confirmed(root, uri, out, MlflowClient(tracking_uri=uri))
+
+
+def _parent(client: MlflowClient, name: str = "cf"):
+    experiment = client.get_experiment_by_name(name)
+    (parent,) = client.search_runs(
+        [experiment.experiment_id], filter_string="tags.`astune.role` = 'search'"
+    )
+    return parent
+
+
+def _children(client: MlflowClient, role: str, name: str = "cf") -> list:
+    experiment = client.get_experiment_by_name(name)
+    return client.search_runs(
+        [experiment.experiment_id], filter_string=f"tags.`astune.role` = '{role}'"
+    )
+
+
+def test_confirm_runs_the_best_trial_and_the_baseline_over_the_same_seeds(confirmed):
+    client = confirmed.client
+    parent = _parent(client)
+    trials = [t for t in _children(client, "trial") if t.info.status == "FINISHED"]
+    top = max(t.data.metrics["best_objective"] for t in trials)
+    runs = _children(client, "confirm")
+    assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}
+    by_config: dict[str, list] = {}
+    for run in runs:
+        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        by_config.setdefault(run.data.tags["astune.confirms"], []).append(run)
+    (confirms,) = set(by_config) - {"baseline"}
+    (best,) = [t for t in trials if t.info.run_id == confirms]
+    assert best.data.metrics["best_objective"] == top and "baseline" in by_config
+    for group in by_config.values():  # seeds: not the search's (0), the same for both configs
+        assert sorted(int(r.data.params["seed"]) for r in group) == [1, 2]
+    trial_run = by_config[best.info.run_id][0]
+    for key in ("loss", "delta", "as_speed", "lam", "max_accum_steps", "lr", "batch_size"):
+        assert trial_run.data.params[key] == best.data.params[key]
+    baseline = by_config["baseline"][0]
+    assert baseline.data.params["loss"] == "softmax"
+    assert baseline.data.params["delta"] == "None"  # the baseline has no AS parameters
+    for key in ("lr", "batch_size", "epochs"):  # read back as numbers: "2" and "2.0" agree
+        assert float(baseline.data.params[key]) == float(best.data.params[key])
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"confirm.csv", "confirm.md", "confirm.png"} <= artifacts
+    assert parent.info.status == "FINISHED"  # the search's run keeps its status
+
+
+def _logged(client: MlflowClient) -> dict[str, dict[int, tuple[float, float]]]:
+    """confirms -> seed -> (best_objective, train_seconds), as logged."""
+    out: dict[str, dict[int, tuple[float, float]]] = {}
+    for run in _children(client, "confirm"):
+        metrics = run.data.metrics
+        values = (metrics["best_objective"], metrics["train_seconds"])
+        out.setdefault(run.data.tags["astune.confirms"], {})[int(run.data.params["seed"])] = values
+    return out
+
+
+def _scipy_interval(values: list[float]) -> tuple[float, float, float]:
+    """scipy's 95% t interval; for values without spread (scipy: nan) the point itself."""
+    n = len(values)
+    mean = sum(values) / n
+    if stats.sem(values) == 0:
+        return mean, mean, mean
+    low, high = stats.t.interval(0.95, n - 1, loc=mean, scale=stats.sem(values))
+    return mean, low, high
+
+
+def test_intervals_and_paired_test_equal_scipy_on_the_logged_values(confirmed):
+    client = confirmed.client
+    logged = _logged(client)
+    path = client.download_artifacts(_parent(client).info.run_id, "confirm.csv", confirmed.root)
+    rows = {row["confirms"]: row for row in csv.DictReader(open(path))}
+    assert set(rows) == set(logged)
+    base = logged["baseline"]
+    for confirms, by_seed in logged.items():
+        row, seeds = rows[confirms], sorted(by_seed)
+        for i, column in enumerate(("objective", "train_seconds")):
+            values = [by_seed[s][i] for s in seeds]
+            mean, low, high = _scipy_interval(values)
+            got = [float(row[f"{column}_{k}"]) for k in ("mean", "low", "high")]
+            assert got == pytest.approx([mean, low, high], rel=1e-9, abs=1e-12)
+            printed = f"{mean:.{4 if i == 0 else 1}f} +- {(high - low) / 2:.{4 if i == 0 else 1}f}"
+            assert printed in confirmed.out
+        if confirms == "baseline":
+            assert row["p_value"] == row["diff_mean"] == ""  # nothing to compare it with
+            continue
+        ours = [by_seed[s][0] for s in seeds]
+        theirs = [base[s][0] for s in seeds]
+        diffs = [a - b for a, b in zip(ours, theirs)]
+        mean, low, high = _scipy_interval(diffs)
+        got = [float(row[k]) for k in ("diff_mean", "diff_low", "diff_high")]
+        assert got == pytest.approx([mean, low, high], rel=1e-9, abs=1e-12)
+        p_value = stats.ttest_rel(ours, theirs).pvalue
+        expected = 1.0 if all(d == 0 for d in diffs) else p_value  # scipy: nan for no spread
+        assert float(row["p_value"]) == pytest.approx(expected, rel=1e-9, nan_ok=True)
+        assert f"p={expected:.3g}" in confirmed.out
+
+
+def test_export_names_the_confirmed_winner(confirmed):
+    from astune.export import find_best_trial
+
+    logged = _logged(confirmed.client)
+    means = {k: sum(v[0] for v in by_seed.values()) / 2 for k, by_seed in logged.items()}
+    winner = max(means, key=lambda k: (means[k], k != "baseline"))
+    best = find_best_trial("cf", confirmed.uri)
+    assert best.confirmed_seeds == 2
+    assert best.objective == pytest.approx(means[winner])
+    assert "confirmed winner" in best.describe() and "confirmed winner" in best.source
+    if winner != "baseline":
+        assert best.run_id == winner
+    assert best.config["seed"] == 0  # the search's seed, not a confirm seed
+
+
+def test_a_second_confirm_reuses_finished_runs_and_replaces_unfinished_ones(confirmed):
+    client = confirmed.client
+    parent = _parent(client)
+    stale = client.create_run(  # what an interrupted confirm leaves: a RUNNING run of seed 3
+        parent.info.experiment_id,
+        tags={
+            "astune.role": "confirm",
+            "astune.confirms": "baseline",
+            "mlflow.parentRunId": parent.info.run_id,
+        },
+    )
+    client.log_param(stale.info.run_id, "seed", "3")
+    args = ["confirm", "--experiment", "cf", "--top", "1", "--seeds", "3"]
+    code, out = _run_main([*args, "--tracking-uri", confirmed.uri])
+    assert code == 0, out
+    assert "2 runs now, 4 reused" in out
+    runs = _children(client, "confirm")
+    assert len(runs) == 6 and {r.info.status for r in runs} == {"FINISHED"}
+    assert stale.info.run_id not in {r.info.run_id for r in runs}
+    assert client.get_run(stale.info.run_id).info.lifecycle_stage == "deleted"
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--experiment", "nope"], "no experiment 'nope'"),
+        (["--experiment", "cf", "--top", "3"], "top must be at most 2"),
+        (["--experiment", "cf", "--seeds", "1"], "seeds must be an integer in [2, inf), but got 1"),
+        (["--experiment", "cf", "--baseline", "as_softmax"], "baseline must be a loss that is not"),
+        (["--experiment", "cf", "--baseline", "nope"], "loss must be one of"),
+    ],
+)
+def test_bad_confirm_requests_fail_in_one_line_before_ray_starts(confirmed, capsys, extra, message):
+    import ray
+
+    assert main(["confirm", *extra, "--tracking-uri", confirmed.uri]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not ray.is_initialized()
+
+
+def test_the_search_study_is_in_an_optuna_storage_beside_the_mlflow_store(confirmed):
+    import optuna
+
+    parent = _parent(confirmed.client)
+    url = parent.data.tags["astune.optuna_storage"]
+    assert url == f"sqlite:///{confirmed.root / 'optuna.db'}"
+    study = optuna.load_study(study_name=parent.data.tags["astune.optuna_study"], storage=url)
+    trials = sorted(_children(confirmed.client, "trial"), key=lambda r: r.info.start_time)
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * len(trials)
+    for run, trial in zip(trials, study.trials):
+        assert trial.value == pytest.approx(run.data.metrics["best_objective"])
+        for key, value in trial.params.items():  # the params the trials varied, as logged
+            logged = run.data.params[key]
+            assert str(value) == logged or float(value) == pytest.approx(float(logged))
+
+
+def test_report_shows_the_confirm_table_of_the_parent_run(confirmed, tmp_path):
+    from astune.analysis.report import write_report
+
+    report = write_report(
+        "cf", output_dir=tmp_path, tracking_uri=confirmed.uri, log_to_parent=False
+    )
+    section = report.path.read_text().split("## Confirmed over seeds")[1].split("\n## ")[0]
+    client = confirmed.client
+    path = client.download_artifacts(_parent(client).info.run_id, "confirm.md", tmp_path)
+
+    def rows(text: str) -> list[str]:  # the table's body: one row per config
+        return [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][
+            1:
+        ]
+
+    assert rows(section) == rows(Path(path).read_text())
+    assert len(rows(section)) == 2 and "(baseline)" in rows(section)[1]

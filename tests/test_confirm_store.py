@@ -1,0 +1,122 @@
+"""Readers of confirm runs on a real SQLite MLflow store written here with MlflowClient: a
+search whose single-run best (delta 0.3) loses to another trial (delta 0.2) once confirmed
+over seeds. `export` and `recommend` must follow the confirmed means."""
+
+from __future__ import annotations
+
+import pytest
+from mlflow import MlflowClient
+
+from astune.store.reader import Store
+
+# trial -> (delta, single-run objective, confirmed objective per seed 1 and 2)
+TRIALS = {"lucky": (0.3, 0.50, (0.30, 0.34)), "steady": (0.2, 0.45, (0.40, 0.42))}
+BASELINE = (0.35, 0.37)
+
+
+def _run(client, experiment_id, tags, params, metrics, status="FINISHED"):
+    run = client.create_run(experiment_id, tags=tags)
+    for key, value in params.items():
+        client.log_param(run.info.run_id, key, str(value))
+    for key, value in metrics.items():
+        client.log_metric(run.info.run_id, key, value)
+    client.set_terminated(run.info.run_id, status)
+    return run.info.run_id
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> tuple[str, dict[str, str]]:
+    """The store's URI and trial name -> run id (read-only for the tests)."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('hand') / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("hand")
+    shared = {"dataset": "sst5", "backbone": "minilm", "num_layers": 1, "seed": 0}
+    parent = _run(
+        client,
+        exp,
+        {"astune.role": "search", "astune.dataset": "sst5"},
+        {**shared, "mode": "max", "max_train_samples": 64},
+        {},
+    )
+    child = {"mlflow.parentRunId": parent, "astune.dataset": "sst5", "astune.task": "single_label"}
+    ids = {}
+    for name, (delta, single, per_seed) in TRIALS.items():
+        params = {"loss": "as_softmax", "delta": delta, "lr": 0.001, "seed": 0}
+        ids[name] = _run(
+            client,
+            exp,
+            {**child, "astune.role": "trial"},
+            params,
+            {"best_objective": single, "val_accuracy": single},
+        )
+        for seed, value in zip((1, 2), per_seed):
+            tags = {**child, "astune.role": "confirm", "astune.confirms": ids[name]}
+            _run(
+                client,
+                exp,
+                tags,
+                {**params, "seed": seed},
+                {"best_objective": value, "train_seconds": 3.0, "val_accuracy": value},
+            )
+    for seed, value in zip((1, 2), BASELINE):
+        tags = {**child, "astune.role": "confirm", "astune.confirms": "baseline"}
+        _run(
+            client,
+            exp,
+            tags,
+            {"loss": "softmax", "delta": "None", "lr": 0.001, "seed": seed},
+            {"best_objective": value, "train_seconds": 2.0, "val_accuracy": value},
+        )
+    return uri, ids
+
+
+def test_export_picks_the_confirmed_winner_over_the_single_run_best(store):
+    from astune.export import find_best_trial, render
+
+    uri, ids = store
+    best = find_best_trial("hand", uri)
+    assert best.run_id == ids["steady"]
+    assert best.objective == pytest.approx(0.41)  # its confirmed mean, not its single run
+    assert best.confirmed_seeds == 2 and best.config["delta"] == 0.2
+    assert best.config["seed"] == 0  # the search's seed, not a confirm seed
+    assert "confirmed winner" in render(best, "yaml").splitlines()[0]
+
+
+def test_recommend_history_uses_the_confirmed_mean(store):
+    from astune.difficulty import Difficulty
+    from astune.recommend import history_points
+
+    uri, _ = store
+    points, _ = history_points(Store(uri), lambda name, run: Difficulty(name, None, 0.5, 0.1))
+    (point,) = points
+    assert point.delta == 0.2 and point.objective == pytest.approx(0.41)
+    assert point.confirmed_seeds == 2
+
+
+def test_confirmed_configs_group_runs_by_config_and_seed(store):
+    from astune.store.confirmed import confirmed_configs, confirmed_winner
+
+    uri, ids = store
+    s = Store(uri)
+    configs = confirmed_configs(s, s.require_search("hand"))
+    assert [c.confirms for c in configs] == [ids["lucky"], ids["steady"], "baseline"]
+    assert (
+        configs[1].objectives == {1: 0.40, 2: 0.42} and configs[1].label == "as_softmax delta=0.2"
+    )
+    assert confirmed_winner(configs).confirms == ids["steady"]
+    assert confirmed_winner(configs, "min").confirms == ids["lucky"]
+
+
+def test_plan_takes_the_best_trials_and_refuses_bad_requests(store):
+    from astune.confirm.plan import plan_confirm
+
+    uri, ids = store
+    plan = plan_confirm("hand", top=2, seeds=3, tracking_uri=uri)
+    assert [c.confirms for c in plan.candidates] == [ids["lucky"], ids["steady"], "baseline"]
+    assert plan.candidates[-1].config == {"loss": "softmax", "lr": 0.001}
+    assert plan.seeds == [1, 2, 3]
+    assert len(plan.points()) == 9 and len(plan.points({(ids["lucky"], 1)})) == 8
+    with pytest.raises(ValueError, match=r"top must be at most 2 .*but got 3\.$"):
+        plan_confirm("hand", top=3, tracking_uri=uri)
+    with pytest.raises(ValueError, match="no experiment 'other'.*astune experiments there: hand"):
+        plan_confirm("other", tracking_uri=uri)
