@@ -81,6 +81,7 @@ def trial_runs(client: MlflowClient, loss: str | None = None) -> list:
         "tags.`astune.role` = 'trial' and attributes.status = 'FINISHED'",
         max_results=100,
     )
+    found = sorted(found, key=lambda r: (r.info.start_time, r.info.run_id))  # as they started
     return [r for r in found if loss is None or r.data.params["loss"] == loss]
 
 

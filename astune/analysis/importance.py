@@ -31,7 +31,12 @@ def param_importance(runs: ExperimentRuns, out_dir: Path) -> StudyResult:
         "that not every trial has (a loss's own) are ranked within the AS-Softmax trials.",
     )
     done = runs.finished()
-    trials = [(runs.client.get_run(r).data.params, v) for r, v in _values(done)]
+    # fANOVA's forest depends on the order of its trials: the order the search started them
+    fetched = sorted(
+        ((runs.client.get_run(r), v) for r, v in _values(done)),
+        key=lambda rv: (rv[0].info.start_time, rv[0].info.run_id),
+    )
+    trials = [(run.data.params, v) for run, v in fetched]
     groups = {"all trials": trials}
     as_trials = [(p, v) for p, v in trials if p.get("loss") in AS_LOSSES]
     if 0 < len(as_trials) < len(trials):
