@@ -22,11 +22,11 @@ from torch import Tensor, nn
 from astune import checkpointing as ckpt
 from astune.config import TrainConfig
 from astune.losses.as_softmax import DeltaSchedule
-from astune.losses.catalogue import AS_LOSSES
+from astune.losses.catalogue import AS_LOSSES, MEDIA_TASKS
 from astune.speed import ASSpeed
 
 if TYPE_CHECKING:
-    from astune.data.encoding import EncodedData
+    from astune.data.media_encoding import TrainData
 
 Callback = Callable[[dict[str, Any], Path], None]
 FUSED_CPU_ADAMW_TORCH = (2, 4)
@@ -79,7 +79,7 @@ class LinearSchedule:
 def fit(
     config: TrainConfig,
     *,
-    data: EncodedData | None = None,
+    data: TrainData | None = None,
     callback: Callback | None = None,
     resume_from: str | Path | None = None,
     progress: bool = False,
@@ -110,7 +110,7 @@ def fit(
 class Run:
     """The state of one training run and the steps that move it forward."""
 
-    def __init__(self, config: TrainConfig, data: EncodedData | None = None):
+    def __init__(self, config: TrainConfig, data: TrainData | None = None):
         from astune.backbones import build_model
         from astune.losses.registry import build_loss
 
@@ -444,10 +444,13 @@ def evaluate(run: Run, split: str) -> tuple[dict[str, float], float, dict[str, l
     return metrics, total_loss / max(1, total_active), margin_histogram(torch.cat(margins))
 
 
-def load_encoded(config: TrainConfig) -> EncodedData:
-    """Load and tokenize the run's dataset (a search driver does this once for all trials)."""
-    from astune.backbones import load_tokenizer
+def load_encoded(config: TrainConfig) -> TrainData:
+    """Load and tokenize the run's dataset (a search driver does this once for all trials);
+    image and audio datasets keep their file paths, decoded per batch by the backbone's
+    processor."""
+    from astune.backbones import load_processor, load_tokenizer
     from astune.data import encode_splits, load_dataset_splits
+    from astune.data.media_encoding import encode_media
 
     loaded = load_dataset_splits(
         config.dataset,
@@ -457,12 +460,15 @@ def load_encoded(config: TrainConfig) -> EncodedData:
         seed=config.seed,
         validation_fraction=config.validation_fraction,
     )
+    if loaded.spec.task in MEDIA_TASKS:
+        return encode_media(loaded, load_processor(config.backbone, loaded.spec.task))
     return encode_splits(loaded, load_tokenizer(config.backbone), max_length=config.max_length)
 
 
 def _model_inputs(batch: dict[str, Tensor], device: torch.device) -> dict[str, Tensor]:
-    keys = ("input_ids", "attention_mask", "token_type_ids")
-    return {k: batch[k].to(device) for k in keys if k in batch}
+    from astune.data.encoding import MODEL_KEYS
+
+    return {k: batch[k].to(device) for k in MODEL_KEYS if k in batch}
 
 
 def _adamw(model: nn.Module, config: TrainConfig) -> torch.optim.AdamW:
