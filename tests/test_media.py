@@ -23,9 +23,10 @@ from scipy.signal import resample_poly
 from astune.backbones import build_model, load_processor
 from astune.cli import main
 from astune.config import TrainConfig
-from astune.data import load_dataset_splits
+from astune.data import REGISTRY, load_dataset_splits
 from astune.data.media_encoding import MediaData, encode_media
 from astune.search.runner import SearchSettings, run_search
+from astune.search.space import load_space
 from astune.training import fit, load_encoded
 
 CHANCE = 0.25  # four balanced classes in both datasets
@@ -195,6 +196,17 @@ def test_a_search_of_two_trials_tracks_both(
     for trial in trials:
         assert 0.0 <= trial.data.metrics["val_accuracy"] <= 1.0
         assert "test_accuracy" in trial.data.metrics
+
+
+@pytest.mark.parametrize("dataset, task", [("wikiart", "image"), ("chest_falsetto", "audio")])
+def test_the_registry_spaces_seed_delta_0_3_first(dataset, task):
+    space = load_space(dataset=dataset).for_task(task)
+    assert Path(space.source).name == f"{dataset}.yaml"
+    first = space.seed_points[0]
+    assert (first["loss"], first["delta"], first["warmup_ratio"]) == ("as_softmax", 0.3, 0.0)
+    spec = REGISTRY[dataset]
+    assert spec.task == task and spec.metric == "accuracy" and spec.as_softmax is not None
+    assert spec.as_softmax > spec.softmax  # the paper's table: AS-Softmax above softmax
 
 
 # --- bad input: one line each, before training ------------------------------------------------
