@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import soundfile
 import torch
+import yaml
 from media_data import DIGITS, EXTRACTOR_RATE, FILE_RATE, WORDS
 from mlflow import MlflowClient
 from PIL import Image
@@ -196,6 +197,14 @@ def test_a_search_of_two_trials_tracks_both(
     for trial in trials:
         assert 0.0 <= trial.data.metrics["val_accuracy"] <= 1.0
         assert "test_accuracy" in trial.data.metrics
+
+    uri, exported = summary.tracking_uri, tmp_path / "best.yaml"
+    common = ["--experiment", f"media-{which}", "--tracking-uri", uri]
+    assert main(["export", *common, "--format", "yaml", "-o", str(exported)]) == 0
+    config = TrainConfig.from_dict(yaml.safe_load(exported.read_text())).validate()
+    assert (config.dataset, config.backbone) == (str(dataset), str(backbone))
+    assert main(["report", *common, "--output-dir", str(tmp_path / "report")]) == 0
+    assert (tmp_path / "report" / "report.md").is_file()
 
 
 @pytest.mark.parametrize("dataset, task", [("wikiart", "image"), ("chest_falsetto", "audio")])
