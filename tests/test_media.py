@@ -26,6 +26,8 @@ from astune.cli import main
 from astune.config import TrainConfig
 from astune.data import REGISTRY, load_dataset_splits
 from astune.data.media_encoding import MediaData, encode_media
+from astune.losses.catalogue import AS_LOSSES, loss_names
+from astune.probe import run_probe
 from astune.search.runner import SearchSettings, run_search
 from astune.search.space import load_space
 from astune.training import fit, load_encoded
@@ -160,6 +162,31 @@ def test_training_beats_chance_on_validation(
     assert final["val_accuracy"] >= 2 * CHANCE, history
     assert final["test_accuracy"] > CHANCE
     assert history[-1]["masked_ratio"] > 0  # AS-Softmax masked some classes
+
+
+@pytest.mark.parametrize("loss", loss_names("image"))
+def test_every_single_label_loss_and_as_speed_train_on_images(
+    loss, tmp_path, digits_dir, tiny_vit_dir
+):
+    extra = {"as_speed": True, "lam": 1.5, "max_accum_steps": 3} if loss in AS_LOSSES else {}
+    config = media_config(
+        digits_dir,
+        tiny_vit_dir,
+        tmp_path,
+        loss=loss,
+        delta=0.3 if loss in AS_LOSSES else None,
+        epochs=1,
+        lr=5e-3,
+        max_train_samples=32,
+        max_eval_samples=16,
+        batch_size=8,
+        **extra,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        final = fit(config)
+    assert final["samples_seen"] == 32 and 0.0 <= final["val_accuracy"] <= 1.0
+    assert np.isfinite(final["test_loss"])
 
 
 # --- search -------------------------------------------------------------------------------------
@@ -315,3 +342,36 @@ def test_the_hub_fallback_error_says_how_to_point_at_local_files(tmp_path, monke
 def test_load_encoded_gives_media_data_for_media_tasks(tmp_path, digits_dir, tiny_vit_dir):
     data = load_encoded(media_config(digits_dir, tiny_vit_dir, tmp_path, epochs=1, lr=1e-3))
     assert isinstance(data, MediaData) and data.spec.num_labels == len(DIGITS)
+
+
+# --- recommend's difficulty probe -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which", ["image", "audio"])
+def test_the_probe_scores_frozen_pooled_features_of_the_given_backbone(
+    which, digits_dir, speech_dir, tiny_vit_dir, tiny_wav2vec2_dir
+):
+    dataset, backbone = (
+        (digits_dir, tiny_vit_dir) if which == "image" else (speech_dir, tiny_wav2vec2_dir)
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the random-initialisation warning
+        result = run_probe(str(dataset), backbone=str(backbone), max_train_samples=64)
+    assert (result.task, result.backbone, result.metric) == (which, str(backbone), "accuracy")
+    assert result.chance == pytest.approx(CHANCE, abs=0.05)
+    assert result.value > result.chance  # random features still separate these classes a bit
+
+
+def test_the_probe_of_an_own_media_folder_asks_for_a_backbone(digits_dir):
+    with pytest.raises(ValueError, match="needs a backbone for images: pass --probe-backbone"):
+        run_probe(str(digits_dir))
+
+
+def test_recommend_takes_the_probe_backbone(tmp_path, capsys, digits_dir, tiny_vit_dir):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    argv = ["recommend", "--dataset", str(digits_dir), "--tracking-uri", uri]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        code = main([*argv, "--probe-backbone", str(tiny_vit_dir)])
+    out = capsys.readouterr().out
+    assert code == 0 and "delta" in out and f"frozen {tiny_vit_dir}" in out, out

@@ -11,6 +11,7 @@ any training starts; the pixels and samples themselves are decoded per batch (``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import gcd
 from pathlib import Path
 from typing import Any
 
@@ -126,8 +127,6 @@ def load_audio(paths: Sequence[str], rate: int) -> list[Any]:
         samples, file_rate = soundfile.read(path, dtype="float32", always_2d=True)
         mono = samples.mean(axis=1)
         if file_rate != rate:
-            from math import gcd
-
             g = gcd(rate, file_rate)
             mono = resample_poly(mono, rate // g, file_rate // g).astype("float32")
         out.append(mono)

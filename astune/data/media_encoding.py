@@ -11,7 +11,7 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -20,6 +20,14 @@ from astune.data.encoding import EncodedData
 from astune.data.errors import DataError
 from astune.data.media import PATH_KEY, RATE_KEY, load_audio, load_images
 from astune.data.registry import DatasetSpec
+
+if TYPE_CHECKING:
+    from transformers.feature_extraction_utils import FeatureExtractionMixin
+    from transformers.image_processing_utils import BaseImageProcessor
+
+    from astune.data.loading import LoadedData
+
+    Processor = BaseImageProcessor | FeatureExtractionMixin
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +55,7 @@ class MediaData(Batching):
 
     spec: DatasetSpec
     splits: dict[str, MediaSplit]
-    processor: Any
+    processor: Processor
     sampling_rate: int | None = None
     source: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -81,7 +89,7 @@ class MediaData(Batching):
         return batch
 
 
-def encode_media(loaded: Any, processor: Any) -> MediaData:
+def encode_media(loaded: LoadedData, processor: Processor) -> MediaData:
     """The ``MediaData`` of ``loaded`` (a ``LoadedData`` of an image or audio task); nothing is
     decoded here. For audio, says (a logged warning and ``notes``) when files will be
     resampled to the extractor's rate."""
