@@ -168,13 +168,13 @@ def test_training_beats_chance_on_validation(
 def test_every_single_label_loss_and_as_speed_train_on_images(
     loss, tmp_path, digits_dir, tiny_vit_dir
 ):
-    extra = {"as_speed": True, "lam": 1.5, "max_accum_steps": 3} if loss in AS_LOSSES else {}
+    speed = {"as_speed": True, "lam": 1.5, "max_accum_steps": 3}
+    extra = speed if loss in AS_LOSSES else {}
     config = media_config(
         digits_dir,
         tiny_vit_dir,
         tmp_path,
         loss=loss,
-        delta=0.3 if loss in AS_LOSSES else None,
         epochs=1,
         lr=5e-3,
         max_train_samples=32,
