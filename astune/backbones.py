@@ -166,6 +166,24 @@ def _slow_image_processor_kwargs() -> dict[str, Any]:
     return {"backend": "pil"} if major >= 5 else {"use_fast": False}
 
 
+def check_media_backbone(name: str, task: str) -> None:
+    """ValueError (one line) when backbone ``name`` has no ``task`` ("image"/"audio")
+    classification head in transformers, e.g. a text model given for an image dataset."""
+    from transformers.models.auto import modeling_auto
+
+    heads = {
+        "image": modeling_auto.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES,
+        "audio": modeling_auto.MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES,
+    }[task]
+    model_type = load_config(name).model_type
+    if model_type not in heads:
+        example = "vit-base" if task == "image" else "wav2vec2-base"
+        raise ValueError(
+            f"backbone {name!r} (model type {model_type!r}) has no {task} classification head; "
+            f"use an {task} backbone such as {example!r} or a local folder holding one."
+        )
+
+
 def load_processor(name: str, task: str) -> Any:
     """The image processor (``task`` "image") or feature extractor ("audio") of backbone
     ``name``. Images use the slow (PIL + numpy) ``ViTImageProcessor``-style class: the fast one
@@ -173,6 +191,7 @@ def load_processor(name: str, task: str) -> Any:
     from transformers import AutoFeatureExtractor, AutoImageProcessor
 
     check_choice("task", task, MEDIA_TASKS)
+    check_media_backbone(name, task)
     location = resolve_backbone(name)
     try:
         if task == "image":

@@ -54,7 +54,7 @@ def run(task: str, dataset: Path, backbone: Path, loss: str, out: Path) -> dict:
         dataset=str(dataset),
         backbone=str(backbone),
         loss=loss,
-        delta=0.3 if loss == "as_softmax" else None,
+        delta=0.3,  # used by as_softmax only
         epochs=epochs,
         lr=lr,
         batch_size=16,

@@ -328,6 +328,18 @@ def test_the_cli_refuses_bad_media_with_exit_code_2_before_training(
     assert not (tmp_path / "out" / "metrics.jsonl").exists()
 
 
+def test_a_text_backbone_for_images_is_refused_before_training(tmp_path, capsys, digits_dir):
+    out = tmp_path / "out"
+    code = main(
+        ["train", "--dataset", str(digits_dir), "--backbone", "minilm", "--epochs", "1",
+         "--batch-size", "8", "--lr", "1e-3", "--output-dir", str(out)]
+    )  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "model type 'bert'" in err and "no image classification head" in err
+    assert "'vit-base'" in err and not out.exists()
+
+
 def test_the_hub_fallback_error_says_how_to_point_at_local_files(tmp_path, monkeypatch):
     monkeypatch.delenv("ASTUNE_DATA_DIR", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
