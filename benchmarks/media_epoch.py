@@ -32,10 +32,7 @@ import media_data  # noqa: E402
 from astune.config import TrainConfig  # noqa: E402
 from astune.training import fit, load_encoded  # noqa: E402
 
-SETUPS = {  # task: (epochs, lr), as in tests/test_media.py
-    "image": (8, 5e-3),
-    "audio": (6, 5e-3),
-}
+SETUPS = media_data.TRAINING  # task: epochs, lr, batch size (those of tests/test_media.py)
 
 
 def make_data(root: Path) -> dict[str, tuple[Path, Path]]:
@@ -49,15 +46,13 @@ def make_data(root: Path) -> dict[str, tuple[Path, Path]]:
 
 
 def run(task: str, dataset: Path, backbone: Path, loss: str, out: Path) -> dict:
-    epochs, lr = SETUPS[task]
+    epochs = SETUPS[task]["epochs"]
     config = TrainConfig(
         dataset=str(dataset),
         backbone=str(backbone),
         loss=loss,
         delta=0.3,  # used by as_softmax only
-        epochs=epochs,
-        lr=lr,
-        batch_size=16,
+        **SETUPS[task],
         weight_decay=0.0,
         seed=0,
         output_dir=str(out / f"{task}-{loss}"),
@@ -66,7 +61,7 @@ def run(task: str, dataset: Path, backbone: Path, loss: str, out: Path) -> dict:
     history = [json.loads(x) for x in Path(config.output_dir, "metrics.jsonl").open()]
     data = load_encoded(config)
     start = time.perf_counter()
-    for _ in data.batches("train", 16, shuffle=True):
+    for _ in data.batches("train", SETUPS[task]["batch_size"], shuffle=True):
         pass
     decode = time.perf_counter() - start
     per_epoch = final["train_seconds"] / epochs

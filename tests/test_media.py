@@ -16,7 +16,7 @@ import pytest
 import soundfile
 import torch
 import yaml
-from media_data import DIGITS, EXTRACTOR_RATE, FILE_RATE, WORDS
+from media_data import DIGITS, EXTRACTOR_RATE, FILE_RATE, TRAINING, WORDS
 from mlflow import MlflowClient
 from PIL import Image
 from scipy.signal import resample_poly
@@ -146,14 +146,15 @@ def test_config_only_folders_build_random_models_with_a_warning(
 # --- training ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("which, epochs, lr", [("image", 8, 5e-3), ("audio", 6, 5e-3)])
+@pytest.mark.parametrize("which", ["image", "audio"])
 def test_training_beats_chance_on_validation(
-    which, epochs, lr, tmp_path, digits_dir, speech_dir, tiny_vit_dir, tiny_wav2vec2_dir
+    which, tmp_path, digits_dir, speech_dir, tiny_vit_dir, tiny_wav2vec2_dir
 ):
     dataset, backbone = (
         (digits_dir, tiny_vit_dir) if which == "image" else (speech_dir, tiny_wav2vec2_dir)
     )
-    config = media_config(dataset, backbone, tmp_path, epochs=epochs, lr=lr)
+    config = media_config(dataset, backbone, tmp_path, **TRAINING[which])
+    epochs = TRAINING[which]["epochs"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the random-initialisation warning
         final = fit(config)
