@@ -59,6 +59,18 @@ def restored_run_config(tuner: Tuner) -> RunConfig | None:
     return None if local is None else local.get_run_config()
 
 
+def trial_storage() -> tuple[Any, str]:
+    """The running trial's folder on the search's storage: ``(pyarrow filesystem, path)``.
+
+    Ray's ``StorageContext`` (a DeveloperAPI, "may change without notice between minor
+    versions") is reached through the private session module ``ray.train._internal.session``.
+    """
+    from ray.train._internal import session
+
+    storage = _attribute(session, "get_storage", "ray.train._internal.session")()
+    return storage.storage_filesystem, storage.trial_fs_path
+
+
 # ---------------------------------------------------------------------------------- torch
 def autograd_graph_is_kept() -> bool:
     """Whether the running backward keeps its graph (``retain_graph=True``, gradcheck): then a

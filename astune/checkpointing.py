@@ -1,18 +1,19 @@
 """Checkpoint files of a training run: everything needed to resume it exactly.
 
 A checkpoint folder holds ``state.pt`` (model, optimizer, AS-Speed, position, RNG states, best
-metric) and ``best_model.pt`` (the weights of the best evaluation so far). Files are written to
-a temporary name and renamed, so an interrupted write leaves the previous checkpoint whole.
-Both hold only tensors and plain Python values (RNG states included), so they are read with
-``torch.load(weights_only=True)``: a file planted in a shared storage path cannot run code.
+metric, and where the weights of the best evaluation so far are: see :class:`BestWeights`).
+Files are written to a temporary name and renamed, so an interrupted write leaves the previous
+checkpoint whole. Both kinds of file hold only tensors and plain Python values (RNG states
+included), so they are read with ``torch.load(weights_only=True)``: a file planted in a shared
+storage path cannot run code.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import random
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,6 @@ import numpy as np
 import torch
 
 STATE_FILE = "state.pt"
-BEST_MODEL_FILE = "best_model.pt"
 
 
 def rng_state() -> dict[str, Any]:
@@ -51,11 +51,9 @@ def save_atomic(obj: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def write_checkpoint(folder: Path, state: dict[str, Any], best_model: dict | None) -> Path:
-    """Write ``state`` (and ``best_model`` weights when they changed) into ``folder``."""
+def write_checkpoint(folder: Path, state: dict[str, Any]) -> Path:
+    """Write ``state`` (the resume state, naming where its best weights are) into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    if best_model is not None:
-        save_atomic(best_model, folder / BEST_MODEL_FILE)
     save_atomic(state, folder / STATE_FILE)
     return folder
 
@@ -76,14 +74,76 @@ def read_checkpoint(folder: str | Path) -> dict[str, Any]:
         ) from None
 
 
-def adopt_best_model(source: str | Path, folder: Path) -> None:
-    """Copy the best weights of a checkpoint being resumed into this run's checkpoint folder."""
-    src = Path(source) / BEST_MODEL_FILE
-    dst = folder / BEST_MODEL_FILE
-    if src.is_file() and src.resolve() != dst.resolve():
-        folder.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dst)
+class BestWeights:
+    """Where a run keeps the weights of its best evaluation while they differ from the current
+    weights, one file per best evaluation (``best_model_e<N>.pt``), written once.
+
+    A checkpoint names them (:data:`BEST_IS_CURRENT` when the best evaluation is the one just
+    made: its weights are the state's model, so nothing more is written). In a search the
+    files live in the trial's storage folder, outside the checkpoint folder that Ray copies at
+    every report, so unchanged best weights are never uploaded again. ``filesystem`` is a
+    ``pyarrow.fs.FileSystem`` (a local folder, or s3 in a cluster); ``root`` a path on it.
+    """
+
+    def __init__(self, filesystem: Any, root: str):
+        self.filesystem, self.root = filesystem, root.rstrip("/")
+        self.written: list[str] = []  # names put by this process, in order (for tests, logs)
+        self.last_bytes = 0  # the size of the last file put
+
+    @classmethod
+    def local(cls, folder: str | Path) -> "BestWeights":
+        from pyarrow import fs
+
+        return cls(fs.LocalFileSystem(), str(Path(folder).resolve()))
+
+    def _path(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    def put(self, weights: dict[str, torch.Tensor], evaluation: int) -> str:
+        """Store the weights of ``evaluation``; returns the name a checkpoint records."""
+        name = f"best_model_e{evaluation}.pt"
+        buffer = io.BytesIO()
+        torch.save(weights, buffer)
+        self.filesystem.create_dir(self.root, recursive=True)
+        tmp = self._path(name + ".tmp")
+        with self.filesystem.open_output_stream(tmp) as out:
+            out.write(buffer.getbuffer())
+        self.filesystem.move(tmp, self._path(name))
+        self.written.append(name)
+        self.last_bytes = buffer.getbuffer().nbytes
+        return name
+
+    def get(self, name: str) -> dict[str, torch.Tensor]:
+        """The weights stored as ``name`` (read as tensors only, like every checkpoint file)."""
+        with self.filesystem.open_input_file(self._path(name)) as src:
+            data = src.read()
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+
+    def has(self, name: str) -> bool:
+        from pyarrow import fs
+
+        return self.filesystem.get_file_info(self._path(name)).type == fs.FileType.File
+
+    def keep_only(self, name: str | None) -> None:
+        """Delete every stored best but ``name`` (call once a checkpoint naming it is safe)."""
+        from pyarrow import fs
+
+        found = self.filesystem.get_file_info(fs.FileSelector(self.root, allow_not_found=True))
+        for info in found:
+            if info.base_name.startswith("best_model_e") and info.base_name != name:
+                self.filesystem.delete_file(info.path)
 
 
-def load_best_model(folder: Path) -> dict[str, torch.Tensor]:
-    return torch.load(folder / BEST_MODEL_FILE, map_location="cpu", weights_only=True)
+BEST_IS_CURRENT = "current"
+"""A checkpoint's ``best_weights`` when the best evaluation is the one it was written at."""
+
+
+def best_weights_of(state: dict[str, Any], store: BestWeights, folder: Path) -> dict | None:
+    """The best weights a checkpoint ``state`` names: its own model, the ``store``'s file, or a
+    file beside the checkpoint (``folder``, a local run resumed from another folder)."""
+    ref = state.get("best_weights")
+    if ref is None:
+        return None
+    if ref == BEST_IS_CURRENT:
+        return state["model"]
+    return (store if store.has(ref) else BestWeights.local(folder)).get(ref)

@@ -11,6 +11,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from astune.checkpoint_policy import SEARCH_DEFAULT, TRAIN_DEFAULT
+
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
@@ -49,6 +51,16 @@ def _add_tracking_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_checkpoint_flag(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "--checkpoint-every",
+        default=None,
+        metavar="WHEN",
+        help=f"resume checkpoints: 'eval' (every evaluation), 'end', or minutes such as '10m' "
+        f"(default: {default})",
+    )
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="astune", description="Hyperparameter search for AS-Softmax and AS-Speed."
@@ -71,6 +83,7 @@ def _build_parser() -> argparse.ArgumentParser:
     search.add_argument("--resume", action="store_true")
     search.add_argument("--losses", default=None, help="comma-separated losses to compare")
     search.add_argument("--scheduler", choices=["asha", "none"], default=None)
+    _add_checkpoint_flag(search, SEARCH_DEFAULT)
 
     train = sub.add_parser("train", help="one training run (the unit of a search trial)")
     _add_data_flags(train)
@@ -89,6 +102,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None)
     train.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None)
+    _add_checkpoint_flag(train, TRAIN_DEFAULT)
 
     export = sub.add_parser("export", help="write the best config of a search as code or config")
     _add_tracking_flag(export)
@@ -155,6 +169,7 @@ TRAIN_FLAGS = (
     "eval_every",
     "device",
     "precision",
+    "checkpoint_every",
 )
 
 

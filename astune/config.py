@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from astune._checks import check_choice
+from astune.checkpoint_policy import TRAIN_DEFAULT, CheckpointPolicy
 from astune.losses.catalogue import (
     AS_LOSSES,
     DELTA,
@@ -89,6 +90,7 @@ class TrainConfig:
     loss_params: dict[str, float] = field(default_factory=dict)
     seed: int = _default("seed")
     eval_every: int | None = _default("eval_every")
+    checkpoint_every: str = TRAIN_DEFAULT  # see astune.checkpoint_policy
     precision: str = "auto"
     device: str = "auto"
     output_dir: str | None = None
@@ -101,6 +103,7 @@ class TrainConfig:
                 spec.check(value)
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("device", self.device, DEVICES)
+        CheckpointPolicy(self.checkpoint_every)
         if self.as_speed and self.loss not in AS_LOSSES:
             raise ValueError(
                 f"as_speed needs an AS loss ({', '.join(AS_LOSSES)}), but loss is {self.loss!r}."

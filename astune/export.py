@@ -105,7 +105,7 @@ def _artifact_config(store: Store, run_id: str) -> dict[str, Any] | None:
 def _portable(config: dict[str, Any], parent: "Run") -> dict[str, Any]:
     """No setting of the search machine the user did not give: the device a trial ran on (the
     rerun picks its own: ``auto``) and the data folder unless the search logged the user's."""
-    out = {k: v for k, v in config.items() if k not in ("device", "data_dir")}
+    out = {k: v for k, v in config.items() if k not in ("device", "data_dir", "checkpoint_every")}
     given = param(parent, "data_dir")
     if given is not None:
         out["data_dir"] = given

@@ -3,7 +3,8 @@
 Not the Hugging Face Trainer: AS-Speed changes the number of accumulated micro-batches from one
 optimizer step to the next, so the learning-rate schedule and the delta warm-up are driven by
 samples seen rather than by a step count fixed up front. No Ray imports: the search layer gets
-each evaluation through ``callback(record, checkpoint_dir)``.
+each evaluation through ``callback(record, checkpoint_dir)``, the folder None when the
+checkpoint policy (``checkpoint_every``) writes none at that evaluation.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from astune import checkpointing as ckpt
+from astune.checkpoint_policy import CheckpointPolicy
 from astune.config import TrainConfig
 from astune.losses.as_softmax import DeltaSchedule
 from astune.losses.catalogue import AS_LOSSES, MEDIA_TASKS
@@ -28,7 +30,7 @@ from astune.speed import ASSpeed
 if TYPE_CHECKING:
     from astune.data.media_encoding import TrainData
 
-Callback = Callable[[dict[str, Any], Path], None]
+Callback = Callable[[dict[str, Any], "Path | None"], None]
 FUSED_CPU_ADAMW_TORCH = (2, 4)
 """The first torch with ``AdamW(fused=True)`` on the CPU; ``pyproject.toml``'s lower bound."""
 COMPUTED_METRICS = ("accuracy", "matthews", "f1", "micro_f1", "macro_f1")
@@ -83,25 +85,28 @@ def fit(
     callback: Callback | None = None,
     resume_from: str | Path | None = None,
     progress: bool = False,
+    best_weights: ckpt.BestWeights | None = None,
 ) -> dict[str, Any]:
     """Train, evaluate after every epoch (or every ``eval_every`` optimizer steps), keep the best
     checkpoint on the validation metric and score it once on the test split.
 
     Args:
         config: the run; unset ``epochs``/``batch_size``/``lr`` take the paper's values.
-        data: an ``EncodedData`` tokenized once by the caller (a search driver); loaded and
+        data: ``EncodedData`` or ``MediaData`` made once by the caller (a search driver); loaded and
             tokenized here when None.
         callback: called after each evaluation with the record (the metric names of DESIGN.md)
-            and the checkpoint folder just written.
+            and the checkpoint folder just written (None: the policy wrote none).
         resume_from: a checkpoint folder to continue from exactly.
         progress: show a progress bar on stderr.
+        best_weights: where best weights that are not the current ones go when a checkpoint
+            is written (default: the run's checkpoint folder).
 
     Returns:
         The final record (``final.json``): ``val_<metric>`` of the best evaluation,
         ``test_<metric>`` of that checkpoint, ``optimizer_steps`` and ``train_seconds`` (training
         time, evaluations and checkpoint writes excluded).
     """
-    run = Run(config, data)
+    run = Run(config, data, best_weights)
     if resume_from is not None:
         run.restore(Path(resume_from))
     return run.train(callback, progress)
@@ -110,7 +115,12 @@ def fit(
 class Run:
     """The state of one training run and the steps that move it forward."""
 
-    def __init__(self, config: TrainConfig, data: TrainData | None = None):
+    def __init__(
+        self,
+        config: TrainConfig,
+        data: TrainData | None = None,
+        best_weights: ckpt.BestWeights | None = None,
+    ):
         from astune.backbones import build_model
         from astune.losses.registry import build_loss
 
@@ -146,6 +156,14 @@ class Run:
         self.history: list[dict[str, Any]] = []
         self.out = Path(config.output_dir or "astune-runs/train").resolve()
         self.ckpt_dir = self.out / "checkpoint"
+        self.checkpoint_policy = CheckpointPolicy(config.checkpoint_every)
+        self.best_store = best_weights or ckpt.BestWeights.local(self.ckpt_dir)
+        self.best_weights: dict[str, Tensor] | None = None  # a CPU copy, for the test split
+        self.best_evaluation: int | None = None
+        self._best_stored: tuple[int, str] | None = None  # (evaluation, name) in best_store
+        self._last_checkpoint = time.monotonic()
+        # what this run wrote for resuming, over all its attempts: checkpoints and their bytes
+        self.checkpoint_stats = {"checkpoints": 0, "checkpoint_bytes": 0}
         self.train_seconds = 0.0
         self._window = _Window()
         self._window_start = 0  # samples seen when the current window's first micro-batch began
@@ -282,20 +300,43 @@ class Run:
         record = {f"val_{k}": v for k, v in metrics.items()}
         record.update(self._training_record(primary, val_loss, elapsed))
         self.pos.evaluations += 1
-        improved = self.best is None or primary > self.best
-        if improved:
+        if self.best is None or primary > self.best:
             self.best, self.best_margins = primary, margins
+            self.best_weights, self.best_evaluation = _cpu_state(self.model), record["evaluation"]
         self.history.append(record)
         self.train_seconds = elapsed
         self._since_eval = _Window()
-        folder = ckpt.write_checkpoint(
-            self.ckpt_dir, self.state_dict(), _cpu_state(self.model) if improved else None
-        )
+        since = time.monotonic() - self._last_checkpoint
+        last = self.pos.samples >= self.total_samples
+        due = self.checkpoint_policy.due(seconds_since_last=since, last=last)
+        folder = self._write_checkpoint() if due else None
         with open(self.out / "metrics.jsonl", "a") as fh:
             fh.write(json.dumps(record) + "\n")
         if callback is not None:
             callback(record, folder)
+        if folder is not None:  # reported (a search has persisted it): older bests can go
+            self.best_store.keep_only(None if self._best_stored is None else self._best_stored[1])
         self._clock = time.perf_counter() - self.train_seconds
+
+    def _write_checkpoint(self) -> Path:
+        """Write what an exact resume needs; best weights only when they are not the current
+        ones and were not stored before (a best is uploaded once, however many checkpoints
+        follow it)."""
+        state = self.state_dict()
+        if self.best_evaluation == self.history[-1]["evaluation"]:  # the evaluation just made
+            state["best_weights"], self._best_stored = ckpt.BEST_IS_CURRENT, None
+        else:
+            if self._best_stored is None or self._best_stored[0] != self.best_evaluation:
+                name = self.best_store.put(self.best_weights, self.best_evaluation)
+                self._best_stored = (self.best_evaluation, name)
+                self.checkpoint_stats["checkpoint_bytes"] += self.best_store.last_bytes
+            state["best_weights"] = self._best_stored[1]
+        self.checkpoint_stats["checkpoints"] += 1
+        state["checkpoint_stats"] = dict(self.checkpoint_stats)  # counted with this checkpoint
+        folder = ckpt.write_checkpoint(self.ckpt_dir, state)
+        self.checkpoint_stats["checkpoint_bytes"] += (folder / ckpt.STATE_FILE).stat().st_size
+        self._last_checkpoint = time.monotonic()
+        return folder
 
     def _training_record(self, primary: float, val_loss: float, elapsed: float) -> dict[str, Any]:
         window = self._since_eval
@@ -323,6 +364,7 @@ class Run:
             "speed": None if self.speed is None else self.speed.state_dict(),
             "position": vars(self.pos).copy(),
             "best": self.best,
+            "best_evaluation": self.best_evaluation,
             "best_margins": self.best_margins,
             "history": self.history,
             "train_seconds": self.train_seconds,
@@ -339,15 +381,23 @@ class Run:
         self.pos = Position(**state["position"])
         self.best, self.history = state["best"], state["history"]
         self.best_margins = state["best_margins"]
+        self.best_evaluation = state["best_evaluation"]
+        self.best_weights = ckpt.best_weights_of(state, self.best_store, folder)
+        if state["best_weights"] not in (None, ckpt.BEST_IS_CURRENT):
+            if not self.best_store.has(state["best_weights"]):  # resumed from another folder
+                self.best_store.put(self.best_weights, self.best_evaluation)
+            self._best_stored = (self.best_evaluation, state["best_weights"])
         self.train_seconds = state["train_seconds"]
-        ckpt.adopt_best_model(folder, self.ckpt_dir)
+        self.checkpoint_stats = dict(state["checkpoint_stats"])
+        self.checkpoint_stats["checkpoint_bytes"] += (Path(folder) / ckpt.STATE_FILE).stat().st_size
+        self._last_checkpoint = time.monotonic()
         self.out.mkdir(parents=True, exist_ok=True)
         with open(self.out / "metrics.jsonl", "w") as fh:  # drop evaluations after the checkpoint
             fh.writelines(json.dumps(r) + "\n" for r in self.history)
         ckpt.set_rng_state(state["rng"])
 
     def _finish(self) -> dict[str, Any]:
-        self.model.load_state_dict(ckpt.load_best_model(self.ckpt_dir))
+        self.model.load_state_dict(self.best_weights)
         test_metrics, test_loss, _ = evaluate(self, "test")
         best = max(self.history, key=lambda r: r["objective"])
         final = {k: v for k, v in best.items() if k.startswith("val_")}
@@ -360,6 +410,7 @@ class Run:
                 "optimizer_steps": self.pos.steps,
                 "samples_seen": self.pos.samples,
                 "train_seconds": self.train_seconds,
+                **self.checkpoint_stats,
                 "p_margin_json": json.dumps(self.best_margins),
             }
         )

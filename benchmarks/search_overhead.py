@@ -3,9 +3,10 @@
 A search of ``--num-samples`` short trials (SST-5, a 1-layer MiniLM on a training subset, FIFO,
 ``--max-concurrent`` trials of ``--cpus-per-trial`` CPUs) runs through ``run_search`` exactly as
 ``astune search`` runs it: a local Ray started and stopped by the search, Optuna TPE, a sqlite
-MLflow store, one checkpoint per evaluation. It runs with ``reuse_actors`` on and off, in one
-process, each in its own folder. Nothing of Ray or astune is patched: every number comes from the
-clock around ``run_search`` and from what the search leaves behind (``_overhead_report.py``).
+MLflow store. It runs with ``reuse_actors`` on and off and with each ``--checkpoint-every``
+policy, in one process, each search in its own folder. Nothing of Ray or astune is patched:
+every number comes from the clock around ``run_search`` and from what the search leaves behind
+(``_overhead_report.py``).
 
 - wall W: the ``run_search(...)`` call (validation, tokenization, Ray start-up, trials, MLflow
   summary, ``ray.shutdown()``); K = ``--max-concurrent`` slots.
@@ -14,13 +15,15 @@ clock around ``run_search`` and from what the search leaves behind (``_overhead_
 - train time of a trial: astune's ``train_seconds`` (training steps only).
 - overhead = 1 - summed time / (K x W), against fit time (what Ray and the driver add around the
   trials) and against train time (everything that is not a training step).
-- bytes: checkpoints reported x the size of the one Ray keeps (``num_to_keep=1``), an estimate of
-  what Ray copied into its storage; and what the storage folder holds after the search.
+- bytes: what the trials wrote for resuming, as they measured it (``checkpoint_bytes``: each
+  checkpoint's ``state.pt``, which Ray copies to storage, and each best-weights file, written
+  to storage once), per trial and per search; and what the storage folder holds at the end.
 - ``--reference``: one trial's fit alone in this process with 1 thread (the calibration).
 
 Usage (this machine: 2 cores; about 10 minutes on a quiet machine):
   HF_HUB_OFFLINE=1 ASTUNE_DATA_DIR=../shared/data python benchmarks/search_overhead.py \\
-      --num-samples 16 --max-concurrent 2 --cpus-per-trial 1 --json /tmp/search_overhead.json
+      --num-samples 16 --max-concurrent 2 --cpus-per-trial 1 --reuse on \\
+      --checkpoint-every eval,10m --json /tmp/search_overhead.json
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from typing import Any
 
 from _overhead_report import folder_bytes, plot_timeline, print_report, summarise, trial_rows
 
+from astune.checkpoint_policy import CheckpointPolicy
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -51,6 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--cpus-per-trial", type=float, default=1.0)
     add("--reuse", default="both", choices=["both", "on", "off"], help="reuse_actors")
     add("--order", default="on,off", help="order of the two searches with --reuse both")
+    add("--checkpoint-every", default="eval,10m",
+        help="checkpoint policies, comma-separated: one search each")  # fmt: skip
     add("--dataset", default="sst5")
     add("--data-dir", default=None, help="default: $ASTUNE_DATA_DIR")
     add("--backbone", default="minilm")
@@ -75,8 +82,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     order = [v.strip() for v in args.order.split(",") if v.strip()]
     if sorted(order) != ["off", "on"]:
         p.error(f"--order must name on and off once each, got {args.order!r}")
-    args.variants = order if args.reuse == "both" else [args.reuse]
+    reuse = order if args.reuse == "both" else [args.reuse]
+    policies = [v.strip() for v in args.checkpoint_every.split(",") if v.strip()]
+    for policy in policies:
+        try:
+            CheckpointPolicy(policy)
+        except ValueError as err:
+            p.error(str(err))
+    args.variants = [(r, c) for c in policies for r in reuse]
     return args
+
+
+def label(variant: tuple[str, str]) -> str:
+    return f"reuse-{variant[0]}_ckpt-{variant[1]}"
 
 
 def space_mapping(args: argparse.Namespace) -> dict[str, Any]:
@@ -104,13 +122,15 @@ def space_mapping(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def run_variant(args: argparse.Namespace, variant: str, root: Path) -> dict[str, Any]:
-    """One search with reuse_actors=``variant``: its wall time, trials and bytes."""
+def run_variant(args: argparse.Namespace, variant: tuple[str, str], root: Path) -> dict[str, Any]:
+    """One search with ``variant`` = (reuse_actors, checkpoint policy): its wall time, trials
+    and bytes."""
     import yaml
 
     from astune.search.runner import SearchSettings, run_search
 
-    folder = root / f"reuse-{variant}"
+    reuse, policy = variant
+    folder = root / label(variant)
     folder.mkdir(parents=True)
     space = folder / "space.yaml"
     space.write_text(yaml.safe_dump(space_mapping(args), sort_keys=False))
@@ -122,7 +142,7 @@ def run_variant(args: argparse.Namespace, variant: str, root: Path) -> dict[str,
         cpus_per_trial=args.cpus_per_trial,
         storage_path=str(folder / "ray"),
         tracking_uri=f"sqlite:///{folder / 'mlflow.db'}",
-        name=f"overhead-reuse-{variant}",
+        name=f"overhead-{label(variant)}",
         backbone=args.backbone,
         num_layers=args.num_layers,
         max_train_samples=args.train_samples,
@@ -131,7 +151,8 @@ def run_variant(args: argparse.Namespace, variant: str, root: Path) -> dict[str,
         data_dir=args.data_dir,
         scheduler="none",
         seed=args.seed,
-        reuse_actors=variant == "on",
+        reuse_actors=reuse == "on",
+        checkpoint_every=policy,
         console=False,
     )
     load_before = os.getloadavg()[0]
@@ -140,7 +161,7 @@ def run_variant(args: argparse.Namespace, variant: str, root: Path) -> dict[str,
     wall = time.time() - t0
     rows = trial_rows(summary.experiment_path, summary.tracking_uri, summary.experiment)
     result = {
-        "variant": variant,
+        "variant": label(variant),
         "t0": t0,
         **summarise(rows, wall, args.max_concurrent),
         "storage_bytes": folder_bytes(folder / "ray"),
@@ -220,13 +241,13 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.output_dir or tempfile.mkdtemp(prefix="search-overhead-")).resolve()
     root.mkdir(parents=True, exist_ok=True)
     for variant in args.variants:
-        if (root / f"reuse-{variant}").exists():
-            raise SystemExit(f"{root / f'reuse-{variant}'} exists; choose another --output-dir")
+        if (root / label(variant)).exists():
+            raise SystemExit(f"{root / label(variant)} exists; choose another --output-dir")
     print(f"searches in {root}; load average {os.getloadavg()[0]:.2f}", flush=True)
     reference = reference_fit(args, root) if args.reference else None
     results = []
     for variant in args.variants:
-        print(f"search with reuse_actors={variant} ...", flush=True)
+        print(f"search {label(variant)} ...", flush=True)
         results.append(run_variant(args, variant, root))
     payload = {
         "command": " ".join(["python", *sys.argv]),

@@ -4,6 +4,8 @@ An upgrade of Ray, Optuna or torch that renames one of them fails here, by name,
 inside a search.
 """
 
+from pathlib import Path
+
 import optuna
 import pytest
 import torch
@@ -37,6 +39,28 @@ def test_tuner_local_run_config(tmp_path) -> None:
     tuner = tune.Tuner(trainable, run_config=tune.RunConfig(name="x", storage_path=str(tmp_path)))
     run_config = _private.restored_run_config(tuner)
     assert run_config is not None and run_config.name == "x"
+
+
+def test_trial_storage_is_the_trial_folder_on_the_storage_path(tmp_path) -> None:
+    import ray
+    from ray import tune
+
+    def trainable(config):
+        filesystem, path = _private.trial_storage()
+        tune.report({"path": path, "fs": filesystem.type_name})
+
+    ray.init(num_cpus=1, include_dashboard=False, configure_logging=False)
+    try:
+        tuner = tune.Tuner(
+            trainable,
+            run_config=tune.RunConfig(name="x", storage_path=str(tmp_path), verbose=0),
+        )
+        (result,) = tuner.fit()
+    finally:
+        ray.shutdown()
+    assert result.error is None
+    assert result.metrics["fs"] == "local"
+    assert result.metrics["path"] == result.path == str(tmp_path / "x" / Path(result.path).name)
 
 
 def test_torch_keep_graph_flag() -> None:

@@ -288,6 +288,38 @@ def test_resumed_driver_reuses_runs(store):
     assert client.get_run(parent_id).info.status == "FINISHED"
 
 
+def test_a_retried_trial_keeps_one_point_per_evaluation_and_says_why_it_restarted(store, tmp_path):
+    tracker = make_tracker(store, "retried")
+    tracker.start()
+    callback = MLflowTrialCallback(tracker)
+    trial = fake_trial("t_r", POINTS[0])
+    callback.on_trial_start(iteration=0, trials=[trial], trial=trial)
+    for evaluation in (0, 1, 2):
+        callback.on_trial_result(
+            0, [trial], trial, {"objective": 0.1 * evaluation, "evaluation": evaluation}
+        )
+    error = tmp_path / "error.txt"
+    error.write_text("Traceback ...\nray.exceptions.ActorDiedError: The actor died: node lost\n")
+    trial.error_file = str(error)
+    callback.on_trial_recover(iteration=0, trials=[trial], trial=trial)
+    # Ray restarts it from its checkpoint of evaluation 0: evaluations 1 and 2 come again
+    callback.on_trial_start(iteration=0, trials=[trial], trial=trial)
+    for evaluation in (1, 2, 3):
+        callback.on_trial_result(0, [trial], trial, {"objective": 0.9, "evaluation": evaluation})
+    callback.on_trial_complete(iteration=0, trials=[trial], trial=trial)
+
+    client = MlflowClient(store)
+    (run,) = runs_by_role(client, "retried", "trial")
+    history = client.get_metric_history(run.info.run_id, "objective")
+    assert sorted((m.step, m.value) for m in history) == [(0, 0.0), (1, 0.1), (2, 0.2), (3, 0.9)]
+    assert run.data.tags["astune.retries"] == "1"
+    assert (
+        run.data.tags["astune.retry_error"]
+        == "ray.exceptions.ActorDiedError: The actor died: node lost"
+    )
+    assert run.info.status == "FINISHED"
+
+
 def test_resume_with_explicit_parent_and_a_wrong_one(store):
     tracker = make_tracker(store, "resume-explicit")
     parent_id = tracker.start()

@@ -99,6 +99,7 @@ def _base_config(settings: SearchSettings) -> dict[str, Any]:
         max_train_samples=settings.max_train_samples,
         max_eval_samples=settings.max_eval_samples,
         seed=settings.seed,
+        checkpoint_every=settings.checkpoint_every,
         device="cuda" if (settings.gpus_per_trial or 0) > 0 else "cpu",
     )
     if settings.validation_fraction is not None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune._checks import check_int, check_range
+from astune.checkpoint_policy import SEARCH_DEFAULT, CheckpointPolicy
 
 if TYPE_CHECKING:
     from astune.config import TrainConfig
@@ -49,6 +50,7 @@ class SearchSettings:
     seed: int = 0
     max_failures: int = 1
     max_length: int = 128
+    checkpoint_every: str = SEARCH_DEFAULT  # astune.checkpoint_policy: eval, end or minutes
     reuse_actors: bool = True
     console: bool = True
     # The fields the user gave (the CLI's flags); None: every field off its default counts.
@@ -72,6 +74,7 @@ class SearchSettings:
             check_range("epochs", self.epochs, 0.0, None, low_open=True)
         check_int("seed", self.seed, 0)
         check_int("max_failures", self.max_failures, 0)
+        CheckpointPolicy(self.checkpoint_every)
         return self
 
     @property

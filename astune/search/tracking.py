@@ -43,6 +43,8 @@ from astune.store.conventions import (
     NOT_APPLICABLE,
     PARENT_TAG,
     RAY_RESULT_KEYS,
+    RETRIES_TAG,
+    RETRY_ERROR_TAG,
     ROLE_TAG,
     RUN_STATUSES,
     SEARCH_ID_TAG,
@@ -330,11 +332,20 @@ class SearchTracker:
         self._log(run.info.run_id, params=params)
         return run.info.run_id
 
-    def log_result(self, run_id: str, result: Mapping[str, Any]) -> int:
-        """Log a Tune result's metrics in one batch; return how many were logged."""
+    def last_step(self, run_id: str) -> int:
+        """The last evaluation logged on a trial's run (-1: none): a trial that restarts from
+        an older checkpoint (or from scratch) repeats evaluations MLflow already holds."""
+        history = self.client.get_metric_history(run_id, "objective")
+        return max((m.step for m in history), default=-1)
+
+    def log_result(self, run_id: str, result: Mapping[str, Any], after: int = -1) -> int:
+        """Log a Tune result's metrics in one batch unless its step is ``after`` or earlier
+        (already logged); return how many were logged."""
         from mlflow.entities import Metric
 
         values, step = result_metrics(result)
+        if step <= after:
+            return 0
         now = _now_ms()
         metrics = [Metric(key, value, now, step) for key, value in values.items()]
         for chunk in _chunks(metrics, _MAX_METRICS_PER_BATCH):
@@ -356,6 +367,9 @@ class SearchTracker:
         self.client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in keep.items()])
         if isinstance(result.get("p_margin_json"), str):
             self.client.log_dict(run_id, json.loads(result["p_margin_json"]), "p_margin.json")
+
+    def tag_run(self, run_id: str, tags: Mapping[str, str]) -> None:
+        self._log(run_id, tags=tags)
 
     def close_trial_run(
         self, run_id: str, status: str, tags: Mapping[str, str] | None = None
@@ -455,6 +469,7 @@ class MLflowTrialCallback(Callback):
         self.tracker = tracker
         self._runs: dict[str, str] = {}  # trial id -> open child run id
         self._stopped_early: set[str] = set()
+        self._last_step: dict[str, int] = {}  # trial id -> last evaluation logged
 
     def get_state(self) -> dict[str, Any]:
         return {"runs": dict(self._runs), "stopped_early": set(self._stopped_early)}
@@ -473,9 +488,9 @@ class MLflowTrialCallback(Callback):
     @_guarded
     def on_trial_start(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
         self._stopped_early.discard(trial.trial_id)
-        self._runs[trial.trial_id] = self.tracker.open_trial_run(
-            trial.trial_id, trial.config, _run_name(trial)
-        )
+        run_id = self.tracker.open_trial_run(trial.trial_id, trial.config, _run_name(trial))
+        self._runs[trial.trial_id] = run_id
+        self._last_step[trial.trial_id] = self.tracker.last_step(run_id)
 
     @_guarded
     def on_trial_result(
@@ -487,7 +502,9 @@ class MLflowTrialCallback(Callback):
         if result.get("final"):
             self.tracker.log_final(run_id, result)
             return
-        self.tracker.log_result(run_id, result)
+        after = self._last_step.get(trial.trial_id, -1)
+        if self.tracker.log_result(run_id, result, after=after):
+            self._last_step[trial.trial_id] = result_metrics(result)[1]
         if result.get("done"):  # Tune stopped it before its final report
             self._stopped_early.add(trial.trial_id)
 
@@ -495,6 +512,18 @@ class MLflowTrialCallback(Callback):
     def on_trial_complete(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
         tags = {STOPPED_EARLY_TAG: "true"} if trial.trial_id in self._stopped_early else None
         self._close(trial, "FINISHED", tags)
+
+    @_guarded
+    def on_trial_recover(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
+        """Ray restarts the trial (from its last checkpoint) after a failure: the run stays
+        open and says so (``astune.retries``, ``astune.retry_error``)."""
+        from astune.search.trial_errors import trial_error_message
+
+        run_id = self._run_of(trial)
+        if run_id is not None:
+            retries = int(self.tracker.client.get_run(run_id).data.tags.get(RETRIES_TAG, 0)) + 1
+            error = trial_error_message(trial)
+            self.tracker.tag_run(run_id, {RETRIES_TAG: str(retries), RETRY_ERROR_TAG: error})
 
     @_guarded
     def on_trial_error(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:

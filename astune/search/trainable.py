@@ -18,10 +18,14 @@ if TYPE_CHECKING:
 
 
 def train_trial(config: dict[str, Any], *, data: TrainData, base: TrainConfig) -> None:
-    """Train with ``base | config``, reporting each evaluation with its checkpoint; a resumed
-    (or retried) trial continues from the checkpoint Tune hands back."""
+    """Train with ``base | config``, reporting each evaluation (with a checkpoint when the
+    policy writes one); a resumed (or retried) trial continues from the checkpoint Tune hands
+    back. Best weights that are not the current ones go to ``best/`` in the trial's storage
+    folder, once each: Ray uploads the checkpoint folder whole at every report."""
     from ray import tune
 
+    from astune._private import trial_storage
+    from astune.checkpointing import BestWeights
     from astune.search.scratch import clean_stale_scratch, make_scratch
     from astune.training import fit
 
@@ -32,16 +36,21 @@ def train_trial(config: dict[str, Any], *, data: TrainData, base: TrainConfig) -
     scratch = make_scratch(tune.get_context().get_trial_id())
     train_config = trial_config(base, config, output_dir=scratch)
 
-    def report(record: dict[str, Any], folder: Path) -> None:
-        tune.report(record, checkpoint=tune.Checkpoint.from_directory(str(folder)))
+    def report(record: dict[str, Any], folder: Path | None) -> None:
+        saved = None if folder is None else tune.Checkpoint.from_directory(str(folder))
+        tune.report(record, checkpoint=saved)
 
+    filesystem, trial_path = trial_storage()
+    best = BestWeights(filesystem, f"{trial_path}/best")
     try:
         checkpoint = tune.get_checkpoint()
         if checkpoint is None:
-            final = fit(train_config, data=data, callback=report)
+            final = fit(train_config, data=data, callback=report, best_weights=best)
         else:
             with checkpoint.as_directory() as folder:
-                final = fit(train_config, data=data, callback=report, resume_from=folder)
+                final = fit(
+                    train_config, data=data, callback=report, resume_from=folder, best_weights=best
+                )
         tune.report(final_record(final))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -49,7 +49,15 @@ RAY_RESULT_KEYS = frozenset(
     }
 )
 LOST_TAG = "astune.lost"
-FINAL_METRICS = ("optimizer_steps", "train_seconds", "best_evaluation")
+RETRIES_TAG = "astune.retries"  # times Ray restarted the trial after a failure (a node lost...)
+RETRY_ERROR_TAG = "astune.retry_error"  # the failure that made the latest restart
+FINAL_METRICS = (
+    "optimizer_steps",
+    "train_seconds",
+    "best_evaluation",
+    "checkpoints",  # resume checkpoints the trial wrote (astune.checkpoint_policy)
+    "checkpoint_bytes",  # their bytes, best weights included: what went to the storage path
+)
 
 
 class TrackingError(ValueError):

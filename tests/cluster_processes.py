@@ -1,0 +1,185 @@
+"""The real services of the cluster test, each started as its own process group and ended by
+PID: Ray nodes (`ray start`), an MLflow tracking server and a local S3-compatible server.
+
+Every process this module starts is recorded; :meth:`Processes.end_all` ends each by its process
+group and then by PID any leftover whose command line names this test's private folder (Ray's
+daemons carry its ``--temp-dir``). Never ``ray stop`` or a kill by name: other work shares the
+machine.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Processes:
+    """The process groups a test started, and its private folder (``root``)."""
+
+    root: Path
+    env: dict[str, str]
+    groups: list[int] = field(default_factory=list)
+
+    def start(self, name: str, argv: list[str], wait: bool = False) -> subprocess.Popen:
+        """Start ``argv`` in a new process group, its output in ``root/<name>.log``;
+        ``wait``: for a command that exits once its daemons run (``ray start``)."""
+        log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 -- closed with the process
+        process = subprocess.Popen(
+            argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self.groups.append(process.pid)
+        if wait and process.wait(timeout=120) != 0:
+            raise RuntimeError(f"{name} failed: {self.tail(name)}")
+        return process
+
+    def tail(self, name: str, lines: int = 20) -> str:
+        path = self.root / f"{name}.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def members(self, group: int) -> list[psutil.Process]:
+        """The live processes of a process group (a daemon keeps its starter's group)."""
+        found = []
+        for proc in psutil.process_iter(["pid"]):
+            try:
+                if os.getpgid(proc.pid) == group:
+                    found.append(proc)
+            except (ProcessLookupError, psutil.Error):
+                continue
+        return found
+
+    def end_group(self, group: int) -> None:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(group, sig)
+            except ProcessLookupError:
+                return
+            if sig == signal.SIGTERM:
+                time.sleep(1.0)
+
+    def end_all(self) -> None:
+        for group in reversed(self.groups):
+            self.end_group(group)
+        mark = str(self.root)
+        for proc in psutil.process_iter(["pid", "cmdline"]):
+            cmdline = " ".join(proc.info.get("cmdline") or ())
+            if mark in cmdline and proc.pid != os.getpid():
+                try:
+                    proc.kill()
+                except psutil.Error:
+                    pass
+
+
+def wait_for(check, what: str, timeout: float = 120.0, every: float = 0.5):
+    """Poll ``check()`` until it returns a truthy value; AssertionError naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def start_head(procs: Processes, port: int, dashboard_port: int) -> None:
+    procs.start(
+        "ray-head",
+        [
+            str(BIN / "ray"),
+            "start",
+            "--head",
+            f"--port={port}",
+            "--num-cpus=1",
+            "--node-ip-address=127.0.0.1",
+            f"--temp-dir={procs.root / 'ray'}",
+            "--include-dashboard=true",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dashboard_port}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            "--object-store-memory=300000000",
+            "--disable-usage-stats",
+        ],
+        wait=True,
+    )
+
+
+def start_worker(procs: Processes, port: int, name: str) -> int:
+    """Join a worker node to the head at ``port``; returns its process group."""
+    process = procs.start(
+        name,
+        [
+            str(BIN / "ray"),
+            "start",
+            f"--address=127.0.0.1:{port}",
+            "--num-cpus=1",
+            "--node-ip-address=127.0.0.1",
+            f"--dashboard-agent-listen-port={free_port()}",
+            "--object-store-memory=300000000",
+            "--disable-usage-stats",
+        ],
+        wait=True,
+    )
+    return process.pid
+
+
+def raylet_of(procs: Processes, group: int) -> psutil.Process:
+    (raylet,) = [p for p in procs.members(group) if p.name() == "raylet"]
+    return raylet
+
+
+def start_mlflow(procs: Processes, port: int) -> str:
+    procs.start(
+        "mlflow",
+        [
+            str(BIN / "mlflow"),
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{procs.root / 'mlflow.db'}",
+            "--artifacts-destination",
+            str(procs.root / "mlflow-artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+    )
+    uri = f"http://127.0.0.1:{port}"
+    wait_for(lambda: http_ok(f"{uri}/health"), "the MLflow server", timeout=90)
+    return uri
+
+
+def start_s3(procs: Processes, port: int, bucket: str) -> str:
+    import boto3
+
+    procs.start("moto", [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)])
+    endpoint = f"http://127.0.0.1:{port}"
+    wait_for(lambda: http_ok(f"{endpoint}/moto-api/"), "the S3 server", timeout=60)
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
+    return endpoint

@@ -1,0 +1,243 @@
+"""A search on a real two-node Ray cluster, with an MLflow tracking server over HTTP and trial
+storage on a local S3-compatible server, under faults: a worker node's raylet SIGKILLed after
+the first evaluation, the driver SIGKILLed and resumed; and a search submitted as a Ray job.
+
+Everything runs as separate processes on this machine (README, "Clusters", gives the same
+recipe by hand); every process is ended by its PID when the module ends, passed or failed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from cluster_processes import (
+    BIN,
+    Processes,
+    free_port,
+    raylet_of,
+    start_head,
+    start_mlflow,
+    start_s3,
+    start_worker,
+    wait_for,
+)
+from mlflow import MlflowClient
+
+BUCKET = "astune-test"
+SPACE = {
+    "extends": "default",
+    "num_samples": 4,
+    "losses": ["as_softmax"],
+    "scheduler": {"type": "none"},
+    "seed_points": [],
+    "params": {
+        "lr": {"type": "fixed", "value": 1.0e-3},
+        "batch_size": 16,
+        "epochs": {"type": "fixed", "value": 4},
+    },
+}
+EVALUATIONS = 4  # one per epoch
+
+
+class Cluster:
+    def __init__(self, procs: Processes, port: int, dashboard: int, tracking: str, s3: str):
+        self.procs, self.port, self.dashboard = procs, port, dashboard
+        self.tracking_uri, self.s3_endpoint = tracking, s3
+        self.client = MlflowClient(tracking)
+
+    def search_argv(self, name: str, space: Path, *extra: str) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "astune",
+            "search",
+            "--dataset",
+            "sst5",
+            "--space",
+            str(space),
+            "--backbone",
+            "minilm",
+            "--num-layers",
+            "1",
+            "--max-train-samples",
+            "192",
+            "--max-eval-samples",
+            "32",
+            "--max-concurrent",
+            "2",
+            "--address",
+            f"127.0.0.1:{self.port}",
+            "--tracking-uri",
+            self.tracking_uri,
+            "--storage-path",
+            f"s3://{BUCKET}/searches",
+            "--checkpoint-every",
+            "eval",
+            "--name",
+            name,
+            *extra,
+        ]
+
+    def runs(self, name: str, role: str) -> list:
+        experiment = self.client.get_experiment_by_name(name)
+        if experiment is None:
+            return []
+        return self.client.search_runs(
+            [experiment.experiment_id], f"tags.`astune.role` = '{role}'", max_results=100
+        )
+
+    def evaluated(self, name: str) -> list:
+        """RUNNING trial runs with at least one evaluation logged."""
+        return [
+            r for r in self.runs(name, "trial") if r.info.status == "RUNNING" and r.data.metrics
+        ]
+
+    def s3_keys(self, prefix: str) -> list[str]:
+        import boto3
+
+        s3 = boto3.client("s3", endpoint_url=self.s3_endpoint)
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+        return [item["Key"] for page in pages for item in page.get("Contents", [])]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, data_dir):
+    root = Path(tmp_path_factory.mktemp("cluster"))
+    env = dict(
+        os.environ,
+        RAY_AUTH_MODE="token",  # Ray 2.60: every node and driver of a cluster shares the token
+        RAY_AUTH_TOKEN=secrets.token_hex(32),
+        ASTUNE_DATA_DIR=str(data_dir),
+        HF_HUB_OFFLINE="1",
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_EC2_METADATA_DISABLED="true",
+        RAY_USAGE_STATS_ENABLED="0",
+    )
+    s3_port = free_port()
+    env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{s3_port}"  # read by pyarrow and boto3
+    procs = Processes(root, env)
+    with pytest.MonkeyPatch.context() as patch:
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+            patch.setenv(key, env[key])
+        try:
+            s3 = start_s3(procs, s3_port, BUCKET)
+            tracking = start_mlflow(procs, free_port())
+            port, dashboard = free_port(), free_port()
+            start_head(procs, port, dashboard)
+            yield Cluster(procs, port, dashboard, tracking, s3)
+        finally:
+            procs.end_all()
+
+
+@pytest.fixture
+def worker(cluster):
+    """A worker node joined for one test (its raylet may be killed by the test)."""
+    group = start_worker(cluster.procs, cluster.port, f"ray-worker-{free_port()}")
+    yield group
+    cluster.procs.end_group(group)
+
+
+def write_space(folder: Path, **changes) -> Path:
+    path = folder / "space.yaml"
+    path.write_text(yaml.safe_dump({**SPACE, **changes}))
+    return path
+
+
+def assert_complete(cluster: Cluster, name: str, trials: int) -> list:
+    parents, children = cluster.runs(name, "search"), cluster.runs(name, "trial")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert len(children) == trials
+    assert len({c.data.tags["astune.trial_id"] for c in children}) == trials
+    assert [c.info.status for c in children] == ["FINISHED"] * trials
+    for child in children:  # one point per evaluation: no gap, no repeat
+        history = cluster.client.get_metric_history(child.info.run_id, "objective")
+        assert sorted(m.step for m in history) == list(range(EVALUATIONS)), child.info.run_name
+    return children
+
+
+def test_a_worker_node_lost_after_the_first_evaluation(cluster, worker, tmp_path):
+    name = "worker-lost"
+    driver = cluster.procs.start(name, cluster.search_argv(name, write_space(tmp_path)))
+    # both slots busy, each trial evaluated once: one of them runs on the worker node
+    wait_for(lambda: len(cluster.evaluated(name)) == 2, "two trials evaluated", timeout=180)
+    raylet_of(cluster.procs, worker).kill()  # SIGKILL
+    assert driver.wait(timeout=300) == 0, cluster.procs.tail(name)
+
+    children = assert_complete(cluster, name, trials=4)
+    retried = [c for c in children if "astune.retries" in c.data.tags]
+    assert len(retried) == 1 and retried[0].data.tags["astune.retries"] == "1"
+    assert retried[0].data.tags["astune.retry_error"]  # the failure Ray reported, one line
+
+    keys = cluster.s3_keys(f"searches/{name}/")
+    for child in children:
+        folder = f"searches/{name}/trial_{child.data.tags['astune.trial_id']}/"
+        assert any(k.startswith(folder) and k.endswith("result.json") for k in keys), folder
+    assert any("/checkpoint_" in k and k.endswith("/state.pt") for k in keys)
+
+    exported = tmp_path / "best.yaml"
+    result = subprocess.run(
+        [sys.executable, "-m", "astune", "export", "--experiment", name]
+        + ["--tracking-uri", cluster.tracking_uri, "-o", str(exported)],
+        env=cluster.procs.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    config = yaml.safe_load(exported.read_text())
+    config = config.get("config", config)
+    assert (
+        config["dataset"] == "sst5" and config["num_layers"] == 1 and config["loss"] == "as_softmax"
+    )
+
+
+def test_a_driver_killed_mid_search_resumes_without_duplicate_runs(cluster, worker, tmp_path):
+    name = "driver-lost"
+    space = write_space(tmp_path)
+    driver = cluster.procs.start(name, cluster.search_argv(name, space))
+    finished = lambda: [r for r in cluster.runs(name, "trial") if r.info.status == "FINISHED"]  # noqa: E731
+    wait_for(lambda: finished() and cluster.evaluated(name), "a finished and a running trial", 240)
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+
+    resumed = subprocess.run(
+        cluster.search_argv(name, space, "--resume"),
+        env=cluster.procs.env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert_complete(cluster, name, trials=4)
+    assert "best objective" in resumed.stdout
+
+
+def test_a_search_submitted_as_a_ray_job(cluster, worker, tmp_path):
+    name = "job"
+    space = write_space(tmp_path, num_samples=2, params={**SPACE["params"], "epochs": 1})
+    # The job's driver runs on the head node and joins the cluster it runs in (--address auto).
+    entrypoint = cluster.search_argv(name, space, "--address", "auto")
+    submit = [
+        str(BIN / "ray"),
+        "job",
+        "submit",
+        "--address",
+        f"http://127.0.0.1:{cluster.dashboard}",
+    ]
+    submit += ["--", *entrypoint]
+    result = subprocess.run(
+        submit, env=cluster.procs.env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert "succeeded" in result.stdout
+    children = cluster.runs(name, "trial")
+    assert len(children) == 2 and all(c.info.status == "FINISHED" for c in children)
