@@ -4,6 +4,7 @@ ViT and wav2vec2 backbones (random weights), real Ray / Optuna / MLflow for the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -26,6 +27,7 @@ from astune.cli import main
 from astune.config import TrainConfig
 from astune.data import REGISTRY, load_dataset_splits
 from astune.data.media_encoding import MediaData, encode_media
+from astune.data.rows import normalize_rows
 from astune.losses.catalogue import AS_LOSSES, loss_names
 from astune.probe import run_probe
 from astune.search.runner import SearchSettings, run_search
@@ -75,6 +77,29 @@ def test_a_path_column_in_jsonl_names_the_audio_files(speech_dir):
         raw = json.loads(line)
         assert row["path"] == str(speech_dir / raw["file"])
         assert WORDS[row["label"]] == raw["word"] and row["sampling_rate"] == FILE_RATE
+
+
+def test_hub_image_cells_with_embedded_bytes_become_cached_files(tmp_path, monkeypatch, digits_dir):
+    import datasets
+
+    monkeypatch.setenv("ASTUNE_MEDIA_CACHE", str(tmp_path / "cache"))
+    files = sorted((digits_dir / "test" / "2").iterdir())[:3]
+    features = datasets.Features(
+        {"image": datasets.Image(), "labels": datasets.ClassLabel(names=list(map(str, DIGITS)))}
+    )
+    hub = datasets.Dataset.from_dict(
+        {"image": [Image.fromarray(np.asarray(Image.open(f))) for f in files], "labels": [2] * 3},
+        features=features,
+    )
+    cells = hub.to_list()  # what astune's hub loader reads: the Arrow cells, undecoded
+    assert cells[0]["image"]["bytes"] and not cells[0]["image"]["path"]
+    spec = dataclasses.replace(REGISTRY["wikiart"], num_labels=4, label_names=None)
+    rows = normalize_rows(cells, spec, "hub:test split train")
+    for row, cell in zip(rows, cells):
+        path = Path(row["path"])
+        assert path.parent == tmp_path / "cache" and row["label"] == 2
+        assert path.read_bytes() == cell["image"]["bytes"]
+    assert np.array_equal(np.asarray(Image.open(rows[1]["path"])), np.asarray(Image.open(files[1])))
 
 
 # --- per-batch preprocessing --------------------------------------------------------------------

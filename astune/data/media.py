@@ -10,6 +10,8 @@ any training starts; the pixels and samples themselves are decoded per batch (``
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Sequence
 from math import gcd
 from pathlib import Path
@@ -20,6 +22,7 @@ from astune.data.errors import DataError
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
 SUFFIXES = {"image": IMAGE_SUFFIXES, "audio": AUDIO_SUFFIXES}
+MEDIA_CACHE_ENV = "ASTUNE_MEDIA_CACHE"
 PATH_KEY = "path"
 RATE_KEY = "sampling_rate"
 
@@ -60,9 +63,15 @@ def class_folder_rows(folder: Path, split: str, task: str, column: str) -> list[
 
 def media_item(value: Any, root: Path | None, task: str, at: str) -> dict[str, Any]:
     """The canonical input of one row: ``{"path": absolute path}`` (plus ``"sampling_rate"`` in
-    Hz for audio), after opening the file's header; DataError naming the file and ``at``."""
-    if isinstance(value, dict) and value.get("path"):  # a hub Image/Audio cell
-        value = value["path"]
+    Hz for audio), after opening the file's header; DataError naming the file and ``at``.
+
+    ``value`` is a path, or a hub Image/Audio cell ``{"bytes", "path"}``: embedded bytes are
+    written once to :func:`media_cache` (named by their hash) and read from there.
+    """
+    if isinstance(value, dict):
+        value = (
+            _cached(value["bytes"], value.get("path")) if value.get("bytes") else value.get("path")
+        )
     if not isinstance(value, str) or not value:
         raise DataError(f"{task} path in {at} must be a file path, but got {value!r:.60}")
     path = Path(value).expanduser()
@@ -74,6 +83,24 @@ def media_item(value: Any, root: Path | None, task: str, at: str) -> dict[str, A
         _check_image(path, at)
         return {PATH_KEY: str(path)}
     return {PATH_KEY: str(path), RATE_KEY: _audio_rate(path, at)}
+
+
+def media_cache() -> Path:
+    """Where embedded hub bytes become files: ``$ASTUNE_MEDIA_CACHE`` or
+    ``~/.cache/astune/media``."""
+    return Path(os.environ.get(MEDIA_CACHE_ENV) or Path.home() / ".cache" / "astune" / "media")
+
+
+def _cached(data: bytes, name: str | None) -> str:
+    """The file holding ``data`` in the cache (written on first use), with ``name``'s suffix."""
+    suffix = Path(name).suffix if name else ""
+    path = media_cache() / f"{hashlib.sha256(data).hexdigest()[:32]}{suffix}"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.part")
+        partial.write_bytes(data)
+        partial.replace(path)  # atomic: a concurrent reader never sees half a file
+    return str(path)
 
 
 def _check_image(path: Path, at: str) -> None:

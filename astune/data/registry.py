@@ -352,7 +352,7 @@ _PAPER_SPECS = [
         num_labels=27,
         hub_id="keremberke/painting-style-classification",
         hub_config="full",
-        image_column="image_file_path",
+        image_column="image",
         label_column="labels",
         metric="accuracy",
         paper_results=_results(
@@ -360,7 +360,7 @@ _PAPER_SPECS = [
         ),
         paper_sizes=(4493, 1295, 629),
         paper_backbone="vit-base",
-        notes="UNVERIFIED hub columns (image_file_path, labels). Painting styles (27 art "
+        notes="UNVERIFIED hub columns (image, labels). Painting styles (27 art "
         "movements); the paper resizes to 416 x 416, the ViT processor to its own size. "
         "Time vs softmax: AS-Softmax -1 %, AS-Speed -10 %.",
     ),
