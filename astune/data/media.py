@@ -40,11 +40,12 @@ def has_class_folders(folder: Path, split: str) -> bool:
 def class_folder_rows(folder: Path, split: str, task: str, column: str) -> list[dict[str, Any]]:
     """Rows ``{column: "split/<label>/<file>", "label": "<label>"}`` of ``folder/split/<label>/``.
 
-    Files are sorted by class then name; files with other suffixes are left out. DataError for a
-    split folder without class folders or a class folder without a file of the task's kind.
+    Files are sorted by class then name; other suffixes and hidden folders are left out.
+    DataError for a split folder without class folders or a class folder without a file of the
+    task's kind.
     """
     root = folder / split
-    classes = sorted(p for p in root.iterdir() if p.is_dir())
+    classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not classes:
         raise DataError(f"{root} holds no class folders; expected {root}/<label>/<file>")
     suffixes = SUFFIXES[task]
