@@ -311,6 +311,8 @@ def test_an_audio_file_without_a_readable_sampling_rate_is_refused(tmp_path, spe
 
 def test_an_empty_class_folder_is_named(tmp_path, digits_dir):
     folder = copy_of(digits_dir, tmp_path)
+    (folder / "train" / ".ipynb_checkpoints").mkdir()  # hidden: not a class
+    assert load_dataset_splits(folder).spec.num_labels == len(DIGITS)
     (folder / "train" / "9").mkdir()
     with pytest.raises(ValueError, match=r"class folder .*train/9 holds no image files \(.png"):
         load_dataset_splits(folder)
