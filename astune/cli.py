@@ -120,6 +120,12 @@ def _build_parser() -> argparse.ArgumentParser:
     recommend.add_argument("--data-dir", default=None)
     _add_validation_flag(recommend)
     recommend.add_argument("--write-space", default=None)
+    recommend.add_argument(
+        "--probe-backbone",
+        default=None,
+        help="the probe's backbone (default: MiniLM for text, the paper's ViT / wav2vec2 for "
+        "the registry's image / audio datasets; needed for your own image or audio folder)",
+    )
 
     report = sub.add_parser("report", help="the paper's analyses for one search, as PNG + markdown")
     _add_tracking_flag(report)
@@ -305,11 +311,14 @@ def _recommend(args: argparse.Namespace) -> int:
 
     try:
         carve = args.validation_fraction
+        options = {} if carve is None else {"validation_fraction": carve}
+        if args.probe_backbone is not None:
+            options["backbone"] = args.probe_backbone
         rec = recommend(
             args.dataset,
             tracking_uri=args.tracking_uri,
             data_dir=args.data_dir,
-            probe_options=None if carve is None else {"validation_fraction": carve},
+            probe_options=options or None,
         )
         space = write_space(rec, args.dataset, args.write_space) if args.write_space else None
     except (ValueError, OSError, MlflowException) as err:  # unknown dataset, bad data or store

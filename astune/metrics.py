@@ -224,8 +224,8 @@ def compute_metrics(
 ) -> dict[str, float]:
     """Metrics of one evaluation, from outputs accumulated over all batches.
 
-    - "single_label" / "pair": ``outputs`` logits ``(N, C)``, ``labels`` ``(N,)``; rows labelled
-      -100 are skipped. Returns ``accuracy`` (and ``matthews`` when asked).
+    - "single_label" / "pair" / "image" / "audio": ``outputs`` logits ``(N, C)``, ``labels``
+      ``(N,)``; rows labelled -100 are skipped. Returns ``accuracy`` (and ``matthews`` when asked).
     - "multi_label": ``outputs`` scores ``(N, C)``, ``labels`` 0/1 ``(N, C)``; a class is
       predicted when its score is > 0 (the paper's rule for the multi-label categorical
       cross-entropy). Returns ``macro_f1`` and ``micro_f1``.

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from astune.config import TRAIN_FIELDS
+from astune.losses.catalogue import MEDIA_TASKS
 
 PROBE_BACKBONE = "minilm"
 PROBE_LAYERS = 2
@@ -76,9 +77,13 @@ def run_probe(
     num_layers: int = PROBE_LAYERS,
     seed: int = 0,
     validation_fraction: float = TRAIN_FIELDS["validation_fraction"].default,
+    backbone: str | None = None,
 ) -> ProbeResult:
     """Measure ``dataset`` (a registry name or a folder) with the probe; CPU, seconds.
 
+    ``backbone`` defaults to MiniLM for text; image and audio datasets use the registry's
+    paper backbone (ViT, wav2vec2) or the one given, whose mean-pooled last hidden states are
+    the features (the image/audio heads have no pooler).
     Raises ValueError (or OSError) when the data or the backbone cannot be loaded, or when the
     dataset's metric is not one astune computes.
     """
@@ -87,17 +92,16 @@ def run_probe(
     from astune.training import load_encoded
 
     start = time.perf_counter()
-    labels = _num_labels(dataset, data_dir, validation_fraction)
+    labels, task, paper_backbone = _label_space(dataset, data_dir, validation_fraction)
+    backbone = backbone or _default_backbone(dataset, task, paper_backbone)
     n_train = max_train_samples or probe_train_samples(labels)
-    config = _config(dataset, data_dir, n_train, max_eval_samples, seed)
+    config = _config(dataset, data_dir, n_train, max_eval_samples, seed, backbone)
     # a folder without validation: the share of train carved out as validation
     config.validation_fraction = validation_fraction
     data = load_encoded(config.validate())
     spec = data.spec
     torch.manual_seed(seed)
-    model = build_model(
-        PROBE_BACKBONE, task=spec.task, num_labels=spec.num_labels, num_layers=num_layers
-    )
+    model = build_model(backbone, task=spec.task, num_labels=spec.num_labels, num_layers=num_layers)
     body = model.base_model.eval()
     train_x, train_y, _ = _features(body, data, "train")
     head = _fit_head(train_x, train_y, spec.task, spec.num_labels)
@@ -111,35 +115,52 @@ def run_probe(
         n_train=len(data.splits["train"]),
         n_eval=len(data.splits["validation"]),
         seconds=time.perf_counter() - start,
+        backbone=backbone,
         num_layers=num_layers,
     )
 
 
-def _num_labels(dataset: str, data_dir: str | None, validation_fraction: float) -> int:
-    """From the registry, or from the user's folder (its rows are read to infer labels)."""
+def _label_space(
+    dataset: str, data_dir: str | None, validation_fraction: float
+) -> tuple[int, str, str | None]:
+    """``(num_labels, task, paper backbone)`` from the registry, or from the user's folder
+    (its rows are read to infer labels)."""
     from astune.data import load_dataset_splits
     from astune.data.resolve import resolve_dataset
 
     spec = resolve_dataset(dataset).spec
-    if spec is not None:
-        return spec.num_labels
-    loaded = load_dataset_splits(
-        dataset,
-        data_dir=data_dir,
-        max_train_samples=1,
-        max_eval_samples=1,
-        validation_fraction=validation_fraction,
-    )
-    return loaded.spec.num_labels
+    if spec is None:
+        spec = load_dataset_splits(
+            dataset,
+            data_dir=data_dir,
+            max_train_samples=1,
+            max_eval_samples=1,
+            validation_fraction=validation_fraction,
+        ).spec
+    return spec.num_labels, spec.task, spec.paper_backbone
 
 
-def _config(dataset: str, data_dir: str | None, n_train: int, n_eval: int, seed: int) -> Any:
+def _default_backbone(dataset: str, task: str, paper_backbone: str | None) -> str:
+    if task not in MEDIA_TASKS:
+        return PROBE_BACKBONE
+    if paper_backbone is None:
+        raise ValueError(
+            f"the probe of {task} dataset {dataset!r} needs a backbone for {task}s: pass "
+            f"--probe-backbone (an alias such as "
+            f"{'vit-base' if task == 'image' else 'wav2vec2-base'}, or a local folder)"
+        )
+    return paper_backbone
+
+
+def _config(
+    dataset: str, data_dir: str | None, n_train: int, n_eval: int, seed: int, backbone: str
+) -> Any:
     from astune.config import TrainConfig
 
     return TrainConfig(
         dataset=dataset,
         data_dir=data_dir,
-        backbone=PROBE_BACKBONE,
+        backbone=backbone,
         max_length=PROBE_MAX_LENGTH,
         max_train_samples=n_train,
         max_eval_samples=n_eval,
@@ -155,7 +176,9 @@ def _features(body: torch.nn.Module, data: Any, split: str) -> tuple[Tensor, Ten
     from astune.data.encoding import model_inputs
 
     xs, ys, batches = [], [], []
-    for batch in data.batches(split, 64):
+    # one clip at a time: a padded audio batch has no frame mask without private helpers
+    size = 1 if data.spec.task == "audio" else 64
+    for batch in data.batches(split, size):
         hidden = body(**model_inputs(batch)).last_hidden_state
         batches.append((hidden, batch))
         if data.spec.task == "token":
@@ -233,5 +256,9 @@ def _score(body: torch.nn.Module, head: _Head, data: Any) -> float:
 
 
 def _pool(hidden: Tensor, batch: dict[str, Tensor]) -> Tensor:
+    """(B, H) mean of ``hidden`` (B, T, H) over the tokens of the attention mask; over every
+    position for images (patches) and audio (frames of one unpadded clip)."""
+    if "input_ids" not in batch:
+        return hidden.mean(1)
     mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
     return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)

@@ -24,12 +24,12 @@ from astune import checkpointing as ckpt
 from astune.checkpoint_policy import CheckpointPolicy
 from astune.config import TrainConfig
 from astune.losses.as_softmax import DeltaSchedule, MaskStats
-from astune.losses.catalogue import AS_LOSSES
+from astune.losses.catalogue import AS_LOSSES, MEDIA_TASKS
 from astune.skip import ASSkip, Visit
 from astune.speed import ASSpeed
 
 if TYPE_CHECKING:
-    from astune.data.encoding import EncodedData
+    from astune.data.media_encoding import TrainData
 
 Callback = Callable[[dict[str, Any], "Path | None"], None]
 FUSED_CPU_ADAMW_TORCH = (2, 4)
@@ -83,7 +83,7 @@ class LinearSchedule:
 def fit(
     config: TrainConfig,
     *,
-    data: EncodedData | None = None,
+    data: TrainData | None = None,
     callback: Callback | None = None,
     resume_from: str | Path | None = None,
     progress: bool = False,
@@ -94,7 +94,7 @@ def fit(
 
     Args:
         config: the run; unset ``epochs``/``batch_size``/``lr`` take the paper's values.
-        data: an ``EncodedData`` tokenized once by the caller (a search driver); loaded and
+        data: ``EncodedData`` or ``MediaData`` made once by the caller (a search driver); loaded and
             tokenized here when None.
         callback: called after each evaluation with the record (the metric names of DESIGN.md)
             and the checkpoint folder just written (None: the policy wrote none).
@@ -120,7 +120,7 @@ class Run:
     def __init__(
         self,
         config: TrainConfig,
-        data: EncodedData | None = None,
+        data: TrainData | None = None,
         best_weights: ckpt.BestWeights | None = None,
     ):
         from astune.backbones import build_model
@@ -593,10 +593,13 @@ def evaluate(run: Run, split: str) -> tuple[dict[str, float], float, dict[str, l
     return metrics, total_loss / max(1, total_active), margin_histogram(torch.cat(margins))
 
 
-def load_encoded(config: TrainConfig) -> EncodedData:
-    """Load and tokenize the run's dataset (a search driver does this once for all trials)."""
-    from astune.backbones import load_tokenizer
+def load_encoded(config: TrainConfig) -> TrainData:
+    """Load and tokenize the run's dataset (a search driver does this once for all trials);
+    image and audio datasets keep their file paths, decoded per batch by the backbone's
+    processor."""
+    from astune.backbones import load_processor, load_tokenizer
     from astune.data import encode_splits, load_dataset_splits
+    from astune.data.media_encoding import encode_media
 
     loaded = load_dataset_splits(
         config.dataset,
@@ -606,12 +609,15 @@ def load_encoded(config: TrainConfig) -> EncodedData:
         seed=config.seed,
         validation_fraction=config.validation_fraction,
     )
+    if loaded.spec.task in MEDIA_TASKS:
+        return encode_media(loaded, load_processor(config.backbone, loaded.spec.task))
     return encode_splits(loaded, load_tokenizer(config.backbone), max_length=config.max_length)
 
 
 def _model_inputs(batch: dict[str, Tensor], device: torch.device) -> dict[str, Tensor]:
-    keys = ("input_ids", "attention_mask", "token_type_ids")
-    return {k: batch[k].to(device) for k in keys if k in batch}
+    from astune.data.encoding import MODEL_KEYS
+
+    return {k: batch[k].to(device) for k in MODEL_KEYS if k in batch}
 
 
 def _adamw(model: nn.Module, config: TrainConfig) -> torch.optim.AdamW:

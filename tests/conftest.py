@@ -25,3 +25,36 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if skipped and exitstatus == 0:
         reporter.write_line(f"FAILED: {skipped} test(s) skipped; every test must run", red=True)
         session.exitstatus = 1
+
+
+# -- image and audio data, made offline once per session (tests/media_data.py) --------------
+
+
+@pytest.fixture(scope="session")
+def digits_dir(tmp_path_factory) -> Path:
+    """scikit-learn's digits 0-3 as PNG files in train/validation/test class folders."""
+    from media_data import write_digits
+
+    return write_digits(tmp_path_factory.mktemp("digits"))
+
+
+@pytest.fixture(scope="session")
+def speech_dir(tmp_path_factory) -> Path:
+    """Four words spoken by espeak-ng in several voices, 16 kHz WAV, JSONL splits."""
+    from media_data import write_speech
+
+    return write_speech(tmp_path_factory.mktemp("speech"))
+
+
+@pytest.fixture(scope="session")
+def tiny_vit_dir(tmp_path_factory) -> Path:
+    from media_data import tiny_vit
+
+    return tiny_vit(tmp_path_factory.mktemp("tiny-vit"))
+
+
+@pytest.fixture(scope="session")
+def tiny_wav2vec2_dir(tmp_path_factory) -> Path:
+    from media_data import tiny_wav2vec2
+
+    return tiny_wav2vec2(tmp_path_factory.mktemp("tiny-wav2vec2"))

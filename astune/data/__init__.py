@@ -22,6 +22,8 @@ _LAZY = {
     "encode_splits": "astune.data.encoding",
     "model_inputs": "astune.data.encoding",
     "majority_baseline": "astune.data.baseline",
+    "MediaData": "astune.data.media_encoding",
+    "encode_media": "astune.data.media_encoding",
 }
 
 __all__ = [
@@ -33,9 +35,11 @@ __all__ = [
     "EncodedSplit",
     "IGNORE_INDEX",
     "LoadedData",
+    "MediaData",
     "METRICS",
     "REGISTRY",
     "TASKS",
+    "encode_media",
     "encode_splits",
     "format_datasets_table",
     "get_spec",

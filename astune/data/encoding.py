@@ -6,7 +6,7 @@ data pickles fast and small when it is handed to Ray trials by reference.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -14,11 +14,12 @@ from typing import Any
 import torch
 
 from astune._checks import check_int
+from astune.data.batching import Batching
 from astune.data.errors import DataError
 from astune.data.registry import DatasetSpec
 
 IGNORE_INDEX = -100
-MODEL_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+MODEL_KEYS = ("input_ids", "attention_mask", "token_type_ids", "pixel_values", "input_values")
 
 
 @dataclass
@@ -55,7 +56,7 @@ class EncodedSplit:
 
 
 @dataclass
-class EncodedData:
+class EncodedData(Batching):
     """All splits of a dataset, tokenized once; ``batches`` pads them per batch."""
 
     spec: DatasetSpec
@@ -92,30 +93,6 @@ class EncodedData:
         else:
             batch["labels"] = data.labels[index]
         return batch
-
-    def batches(
-        self,
-        split: str,
-        batch_size: int,
-        *,
-        shuffle: bool = False,
-        generator: torch.Generator | None = None,
-        drop_last: bool = False,
-    ) -> Iterator[dict[str, torch.Tensor]]:
-        """Yield the batches of ``split`` (see ``collate``), in a ``generator``-seeded order if
-        ``shuffle``."""
-        check_int("batch_size", batch_size, 1)
-        n = len(self.splits[split])
-        order = torch.randperm(n, generator=generator) if shuffle else torch.arange(n)
-        for start in range(0, n, batch_size):
-            chunk = order[start : start + batch_size]
-            if drop_last and len(chunk) < batch_size:
-                return
-            yield self.collate(split, chunk)
-
-    def num_batches(self, split: str, batch_size: int, *, drop_last: bool = False) -> int:
-        n = len(self.splits[split])
-        return n // batch_size if drop_last else -(-n // batch_size)
 
     def word_predictions(
         self, split: str, batch: dict[str, torch.Tensor], predictions: torch.Tensor, fill: int = 0

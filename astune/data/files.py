@@ -10,7 +10,14 @@ from astune.data.errors import DataError
 from astune.data.registry import METRICS, TASKS
 
 FORMATS = (".jsonl", ".csv", ".parquet")
-_JSON_KEYS = ("text_column", "text_pair_column", "tokens_column", "label_column")
+_JSON_KEYS = (
+    "text_column",
+    "text_pair_column",
+    "tokens_column",
+    "image_column",
+    "audio_column",
+    "label_column",
+)
 
 
 def split_file(folder: Path, split: str) -> Path:

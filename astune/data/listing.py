@@ -31,8 +31,9 @@ def format_datasets_table(data_dir: str | os.PathLike | None = None) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     note = (
-        "Also: a folder with train/validation/test (.jsonl, .csv or .parquet) and a "
-        "dataset.json. Local copies: --data-dir DIR or " + ENV_DATA_DIR + " (DIR/<name>/)."
+        "Also: a folder with train/validation/test (.jsonl, .csv or .parquet, or image/audio "
+        "class folders <split>/<label>/<file>) and a dataset.json. Local copies: --data-dir "
+        "DIR or " + ENV_DATA_DIR + " (DIR/<name>/)."
     )
     return "\n".join(lines + ["", note])
 

@@ -21,9 +21,11 @@ from astune._checks import check_int
 from astune.config import TRAIN_FIELDS
 from astune.data.errors import DataError
 from astune.data.files import read_dataset_json, read_rows, split_file
+from astune.data.media import class_folder_rows, default_media_columns, has_class_folders
 from astune.data.registry import SPLITS, DatasetSpec, column_keys
 from astune.data.resolve import resolve_dataset
 from astune.data.rows import check_columns, infer_label_space, normalize_rows
+from astune.losses.catalogue import MEDIA_TASKS
 
 logger = logging.getLogger(__name__)
 
@@ -112,11 +114,15 @@ def _load_folder(folder: Path, base: DatasetSpec | None, fraction: float) -> Loa
     a missing validation split is carved from train (``fraction``, stratified, fixed seed)."""
     has_json = (folder / "dataset.json").is_file()
     fields = read_dataset_json(folder) if base is None or has_json else {}
+    task = fields.get("task", base.task if base is not None else None)
+    if task in MEDIA_TASKS and any(has_class_folders(folder, s) for s in SPLITS):
+        fields = {**default_media_columns(task), **fields}
     present = [s for s in SPLITS if s != "validation" or _has_split(folder, s)]
-    paths = {split: split_file(folder, split) for split in present}
-    raw = {split: read_rows(path) for split, path in paths.items()}
+    paths, raw = {}, {}
+    for split in present:
+        paths[split], raw[split] = _split_rows(folder, split, task, fields)
     spec = _folder_spec(folder, fields, base, raw, paths)
-    splits = {s: normalize_rows(raw[s], spec, str(paths[s])) for s in present}
+    splits = {s: normalize_rows(raw[s], spec, str(paths[s]), folder) for s in present}
     notes: tuple[str, ...] = ()
     if "validation" not in splits:
         n_train = len(splits["train"])
@@ -130,7 +136,20 @@ def _load_folder(folder: Path, base: DatasetSpec | None, fraction: float) -> Loa
     return LoadedData(spec=spec, splits=splits, source=str(folder), notes=notes)
 
 
+def _split_rows(folder: Path, split: str, task: str | None, fields: dict) -> tuple[Path, list]:
+    """The file (or class folder) of ``split`` and its raw rows."""
+    if task in MEDIA_TASKS and has_class_folders(folder, split):
+        column = fields[column_keys(task)[0]]
+        rows = class_folder_rows(folder, split, task, column)
+        label = fields.get("label_column", "label")
+        return folder / split, [{column: r[column], label: r["label"]} for r in rows]
+    path = split_file(folder, split)
+    return path, read_rows(path)
+
+
 def _has_split(folder: Path, split: str) -> bool:
+    if has_class_folders(folder, split):
+        return True
     try:
         split_file(folder, split)
     except DataError:
@@ -188,10 +207,10 @@ def _folder_spec(
 def _load_hub(spec: DatasetSpec, tried: list[Path]) -> LoadedData:
     """Rows from ``datasets.load_dataset(hub_id, hub_config)``, split as ``spec.split_names``."""
     looked = ", ".join(str(p) for p in tried) or "no data dir set"
-    hint = (
-        f"point at local files with --data-dir DIR or {ENV_DATA_DIR} (DIR/{spec.name}/"
-        f"train.jsonl, validation.jsonl, test.jsonl)"
-    )
+    layout = "train.jsonl, validation.jsonl, test.jsonl"
+    if spec.task in MEDIA_TASKS:
+        layout = f"{{train,validation,test}}/<label>/<{spec.task} file>, or {layout} naming files"
+    hint = f"point at local files with --data-dir DIR or {ENV_DATA_DIR} (DIR/{spec.name}/{layout})"
     if spec.hub_id is None:
         raise DataError(
             f"no local copy of {spec.name!r} (looked in: {looked}) and it has no hub copy; {hint}"

@@ -1,8 +1,9 @@
 """Checking raw rows and turning them into the canonical row form every source shares.
 
-Canonical rows have the keys ``text`` (and ``text_pair`` for pairs) or ``tokens``, and
-``label``: an int (single_label, pair), a list of word tag ids (token) or a sorted list of label
-ids (multi_label).
+Canonical rows have the keys ``text`` (and ``text_pair`` for pairs), ``tokens`` or ``path``
+(image and audio files; audio adds ``sampling_rate``), and ``label``: an int (single_label,
+pair, image, audio), a list of word tag ids (token) or a sorted list of label ids
+(multi_label).
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ import json
 import math
 from collections.abc import Sequence
 from numbers import Integral
+from pathlib import Path
 from typing import Any
 
 from astune.data.errors import DataError
+from astune.data.media import media_item
 from astune.data.registry import DatasetSpec
+from astune.losses.catalogue import MEDIA_TASKS
 
 _LIST_LABELS = ("token", "multi_label")
 
@@ -48,8 +52,14 @@ def infer_label_space(
     return max(max(ids, default=0) + 1, 1), None
 
 
-def normalize_rows(rows: Sequence[dict[str, Any]], spec: DatasetSpec, where: str) -> list[dict]:
-    """Canonical rows of ``rows``; DataError naming the row and value that breaks the spec."""
+def normalize_rows(
+    rows: Sequence[dict[str, Any]], spec: DatasetSpec, where: str, root: Path | None = None
+) -> list[dict]:
+    """Canonical rows of ``rows``; DataError naming the row and value that breaks the spec.
+
+    Image and audio rows become ``{"path", "label"}`` (audio adds ``"sampling_rate"``), with
+    relative paths taken from ``root``; each file's header is opened here (``astune.data.media``).
+    """
     if not rows:
         raise DataError(f"{where} has no rows")
     check_columns(rows, spec.required_columns(), where)
@@ -66,6 +76,11 @@ def normalize_rows(rows: Sequence[dict[str, Any]], spec: DatasetSpec, where: str
                     f"{at} has {len(tokens)} tokens but {len(tags)} labels; they must match"
                 )
             out.append({"tokens": tokens, "label": tags})
+            continue
+        if spec.task in MEDIA_TASKS:
+            label_id = _label_id(label, names, spec.num_labels, at)
+            column = spec.required_columns()[0]
+            out.append({**media_item(row[column], root, spec.task, at), "label": label_id})
             continue
         item = {"text": _text(row[spec.text_column], spec.text_column, at)}
         if spec.task == "pair":

@@ -37,9 +37,12 @@ from typing import Any
 
 from astune._checks import check_choice, check_int, check_range
 
-TASKS = ("single_label", "pair", "token", "multi_label")
+TEXT_TASKS = ("single_label", "pair", "token", "multi_label")
+MEDIA_TASKS = ("image", "audio")
+"""Single-label classification of image or audio files (a column of paths, or class folders)."""
+TASKS = TEXT_TASKS + MEDIA_TASKS
 """Every task family a dataset can have; the single-label losses serve all but ``multi_label``."""
-SINGLE_LABEL_TASKS = ("single_label", "pair", "token")
+SINGLE_LABEL_TASKS = ("single_label", "pair", "token", *MEDIA_TASKS)
 MULTI_LABEL_TASKS = ("multi_label",)
 
 

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from ray.tune import Result, ResultGrid
 
     from astune.config import TrainConfig
-    from astune.data.encoding import EncodedData
+    from astune.data.media_encoding import TrainData
     from astune.search.space import SearchSpace
     from astune.search.tracking import SearchTracker
 
@@ -114,7 +114,7 @@ def _scheduler(space: SearchSpace, max_t: int) -> Any:
     )
 
 
-def _trainable(settings: SearchSettings, base: TrainConfig, data: EncodedData) -> Any:
+def _trainable(settings: SearchSettings, base: TrainConfig, data: TrainData) -> Any:
     from ray import tune
 
     from astune.search.trainable import train_trial

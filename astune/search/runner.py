@@ -24,7 +24,7 @@ from astune.search.settings import (
 from astune.search.space import SearchSpace
 
 if TYPE_CHECKING:
-    from astune.data.encoding import EncodedData
+    from astune.data.media_encoding import TrainData
 
 __all__ = ["SearchError", "SearchSettings", "SearchSummary", "run_search", "settings_from_args"]
 
@@ -129,7 +129,7 @@ def _check_experiment_path(settings: SearchSettings) -> None:
         )
 
 
-def encode(base: TrainConfig) -> EncodedData:
+def encode(base: TrainConfig) -> TrainData:
     from astune.training import load_encoded
 
     return load_encoded(base)

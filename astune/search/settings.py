@@ -13,7 +13,7 @@ from astune.checkpoint_policy import SEARCH_DEFAULT, CheckpointPolicy
 
 if TYPE_CHECKING:
     from astune.config import TrainConfig
-    from astune.data.encoding import EncodedData
+    from astune.data.media_encoding import TrainData
     from astune.search.space import SearchSpace
 
 DEFAULT_STORAGE = "astune-runs/ray"
@@ -119,7 +119,7 @@ class PreparedSearch:
     space: SearchSpace
     base: dict[str, Any]  # the settings every trial shares, as given (artifacts show these)
     train_base: TrainConfig  # the same, built and validated once: each trial derives from it
-    data: EncodedData
+    data: TrainData
     tracking_uri: str
 
 

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from astune.config import TrainConfig
-    from astune.data.encoding import EncodedData
+    from astune.data.media_encoding import TrainData
 
 
-def train_trial(config: dict[str, Any], *, data: EncodedData, base: TrainConfig) -> None:
+def train_trial(config: dict[str, Any], *, data: TrainData, base: TrainConfig) -> None:
     """Train with ``base | config``, reporting each evaluation (with a checkpoint when the
     policy writes one); a resumed (or retried) trial continues from the checkpoint Tune hands
     back. Best weights that are not the current ones go to ``best/`` in the trial's storage
