@@ -256,7 +256,7 @@ class Run:
             loss.backward()
             if self.skip is not None and stats is not None:
                 self.skip.record(visit.index, *stats.rows(), self.pos.samples)
-            self._window.add(loss.detach(), counts, skipped_rows, computed=len(visit.index))
+            self._window.add(loss.detach(), counts, skipped_rows)
         elif skipped_rows is not None:
             self._window.add_skipped(skipped_rows)
         self.pos.samples += visit.visited
@@ -291,7 +291,8 @@ class Run:
         if stats is not None:
             return loss, stats.counts(), stats
         active = torch.tensor(len(labels)) if labels.is_floating_point() else (labels != -100).sum()
-        return loss, torch.stack([active.to(loss.device), torch.zeros_like(active)]), None
+        active = active.to(loss.device)
+        return loss, torch.stack([active, torch.zeros_like(active)]), None
 
     def _optimizer_step(self) -> None:
         window = self._window
@@ -502,7 +503,7 @@ class _Window:
     computed: int = 0
     pending: Tensor | None = None  # float64 (4,) on the run's device
 
-    def add(self, loss: Tensor, counts: Tensor, skipped: Tensor | None, computed: int) -> None:
+    def add(self, loss: Tensor, counts: Tensor, skipped: Tensor | None) -> None:
         """Fold in one micro-batch: summed ``loss`` (0-dim), ``counts`` ``[active, masked]``."""
         zero = torch.zeros((), dtype=counts.dtype, device=counts.device)
         skipped = zero if skipped is None else skipped

@@ -920,13 +920,20 @@ def plot_computed(path: str, results: dict[str, list[dict[str, Any]]], args) -> 
     ax.legend(loc="lower left", fontsize=8)
     ax.set_title(
         f"AS-Skip on {args.dataset}: one line per seed; delta={args.delta:g}, "
-        f"keep={args.skip_keep}, anneal={args.skip_anneal}",
+        f"keep={_or_default(args.skip_keep, 'skip_keep')}, "
+        f"anneal={_or_default(args.skip_anneal, 'skip_anneal')}",
         fontsize=9,
     )
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def _or_default(value: float | None, field: str) -> float:
+    from astune.config import TRAIN_FIELDS
+
+    return TRAIN_FIELDS[field].default if value is None else value
 
 
 def machine_name(device: torch.device) -> str:
