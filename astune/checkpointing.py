@@ -14,6 +14,7 @@ import io
 import os
 import pickle
 import random
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,11 @@ import numpy as np
 import torch
 
 STATE_FILE = "state.pt"
+KEPT_CHECKPOINTS = 2
+"""Checkpoints a search keeps per trial (Ray's ``num_to_keep``), and the best-weights files
+kept with them. Not 1: Ray deletes the previous checkpoint as a new one registers, while the
+experiment snapshot naming the new one may still be on its way to storage; a driver that dies
+then resumes from a snapshot naming a deleted checkpoint (seen in tests/test_cluster.py)."""
 
 
 def rng_state() -> dict[str, Any]:
@@ -124,13 +130,13 @@ class BestWeights:
 
         return self.filesystem.get_file_info(self._path(name)).type == fs.FileType.File
 
-    def keep_only(self, name: str | None) -> None:
-        """Delete every stored best but ``name`` (call once a checkpoint naming it is safe)."""
+    def keep_only(self, names: Collection[str]) -> None:
+        """Delete every stored best but ``names`` (those the kept checkpoints name)."""
         from pyarrow import fs
 
         found = self.filesystem.get_file_info(fs.FileSelector(self.root, allow_not_found=True))
         for info in found:
-            if info.base_name.startswith("best_model_e") and info.base_name != name:
+            if info.base_name.startswith("best_model_e") and info.base_name not in names:
                 self.filesystem.delete_file(info.path)
 
 

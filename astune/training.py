@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,6 +176,8 @@ class Run:
         self.best_weights: dict[str, Tensor] | None = None  # a CPU copy, for the test split
         self.best_evaluation: int | None = None
         self._best_stored: tuple[int, str] | None = None  # (evaluation, name) in best_store
+        # what the last checkpoints name as their best weights (those files must stay)
+        self._named_bests: deque[str] = deque(maxlen=ckpt.KEPT_CHECKPOINTS)
         self._last_checkpoint = time.monotonic()
         # what this run wrote for resuming, over all its attempts: checkpoints and their bytes
         self.checkpoint_stats = {"checkpoints": 0, "checkpoint_bytes": 0}
@@ -367,7 +370,7 @@ class Run:
         if callback is not None:
             callback(record, folder)
         if folder is not None:  # reported (a search has persisted it): older bests can go
-            self.best_store.keep_only(None if self._best_stored is None else self._best_stored[1])
+            self.best_store.keep_only(set(self._named_bests) - {ckpt.BEST_IS_CURRENT})
         self._clock = time.perf_counter() - self.train_seconds
 
     def _write_checkpoint(self) -> Path:
@@ -383,6 +386,7 @@ class Run:
                 self._best_stored = (self.best_evaluation, name)
                 self.checkpoint_stats["checkpoint_bytes"] += self.best_store.last_bytes
             state["best_weights"] = self._best_stored[1]
+        self._named_bests.append(state["best_weights"])
         self.checkpoint_stats["checkpoints"] += 1
         state["checkpoint_stats"] = dict(self.checkpoint_stats)  # counted with this checkpoint
         folder = ckpt.write_checkpoint(self.ckpt_dir, state)
@@ -449,6 +453,7 @@ class Run:
         self.best_margins = state["best_margins"]
         self.best_evaluation = state["best_evaluation"]
         self.best_weights = ckpt.best_weights_of(state, self.best_store, folder)
+        self._named_bests.append(state["best_weights"])
         if state["best_weights"] not in (None, ckpt.BEST_IS_CURRENT):
             if not self.best_store.has(state["best_weights"]):  # resumed from another folder
                 self.best_store.put(self.best_weights, self.best_evaluation)

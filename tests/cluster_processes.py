@@ -2,7 +2,7 @@
 PID: Ray nodes (`ray start`), an MLflow tracking server and a local S3-compatible server.
 
 Every process this module starts is recorded; :meth:`Processes.end_all` ends each by its process
-group and then by PID any leftover whose command line names this test's private folder (Ray's
+group and then by PID any leftover whose command line names one of this test's folders (Ray's
 daemons carry its ``--temp-dir``). Never ``ray stop`` or a kill by name: other work shares the
 machine.
 """
@@ -10,10 +10,12 @@ machine.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -32,11 +34,14 @@ def free_port() -> int:
 
 @dataclass
 class Processes:
-    """The process groups a test started, and its private folder (``root``)."""
+    """The process groups a test started, its private folder (``root``: logs, stores) and Ray's
+    temporary folder, short (``/tmp/astune-ray-*``) since Ray's unix sockets live under it and
+    their paths may not exceed 107 bytes."""
 
     root: Path
     env: dict[str, str]
     groups: list[int] = field(default_factory=list)
+    ray_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="astune-ray-")))
 
     def start(self, name: str, argv: list[str], wait: bool = False) -> subprocess.Popen:
         """Start ``argv`` in a new process group, its output in ``root/<name>.log``;
@@ -77,14 +82,15 @@ class Processes:
     def end_all(self) -> None:
         for group in reversed(self.groups):
             self.end_group(group)
-        mark = str(self.root)
+        marks = (str(self.root), str(self.ray_dir))
         for proc in psutil.process_iter(["pid", "cmdline"]):
             cmdline = " ".join(proc.info.get("cmdline") or ())
-            if mark in cmdline and proc.pid != os.getpid():
+            if any(mark in cmdline for mark in marks) and proc.pid != os.getpid():
                 try:
                     proc.kill()
                 except psutil.Error:
                     pass
+        shutil.rmtree(self.ray_dir, ignore_errors=True)
 
 
 def wait_for(check, what: str, timeout: float = 120.0, every: float = 0.5):
@@ -116,7 +122,7 @@ def start_head(procs: Processes, port: int, dashboard_port: int) -> None:
             f"--port={port}",
             "--num-cpus=1",
             "--node-ip-address=127.0.0.1",
-            f"--temp-dir={procs.root / 'ray'}",
+            f"--temp-dir={procs.ray_dir}",
             "--include-dashboard=true",
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dashboard_port}",

@@ -229,8 +229,8 @@ def test_checkpoints_store_each_best_once_and_the_test_split_uses_it(tmp_path, d
     assert ckpt.BEST_IS_CURRENT in named and any(n != ckpt.BEST_IS_CURRENT for n in named)
     # each best that outlived its evaluation was written once, however many checkpoints named it
     assert store.written == list(dict.fromkeys(n for n in named if n != ckpt.BEST_IS_CURRENT))
-    left = sorted(p.name for p in (tmp_path / "apart").iterdir())
-    assert left == ([] if named[-1] == ckpt.BEST_IS_CURRENT else [named[-1]])
+    left = sorted(p.name for p in (tmp_path / "apart").iterdir())  # those the kept ones name
+    assert left == sorted(set(named[-ckpt.KEPT_CHECKPOINTS :]) - {ckpt.BEST_IS_CURRENT})
     assert sorted(p.name for p in Path(cfg.output_dir, "checkpoint").iterdir()) == [ckpt.STATE_FILE]
     assert final["best_evaluation"] == bests[-1] and final["checkpoints"] == len(records)
 

@@ -217,6 +217,7 @@ def _fit(prepared: PreparedConfirm, points: list[dict[str, Any]]) -> None:
     from ray.tune.schedulers import FIFOScheduler
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
+    from astune.checkpointing import KEPT_CHECKPOINTS
     from astune.search.console import ConsoleCallback
     from astune.search.execution import fitting_trials, trial_dirname
     from astune.search.scratch import clean_stale_scratch
@@ -256,7 +257,7 @@ def _fit(prepared: PreparedConfirm, points: list[dict[str, Any]]) -> None:
             storage_path=search.experiment_path().rsplit("/", 1)[0],
             callbacks=callbacks,
             failure_config=tune.FailureConfig(max_failures=search.max_failures),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=KEPT_CHECKPOINTS),
             verbose=0,
         ),
     )

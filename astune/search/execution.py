@@ -138,6 +138,8 @@ def _tuner(
 ) -> Any:
     from ray import tune
 
+    from astune.checkpointing import KEPT_CHECKPOINTS
+
     path = settings.experiment_path()
     if settings.resume:
         return tune.Tuner.restore(
@@ -148,7 +150,7 @@ def _tuner(
         storage_path=path.rsplit("/", 1)[0],
         callbacks=_callbacks(settings, space, tracker),
         failure_config=tune.FailureConfig(max_failures=settings.max_failures),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=KEPT_CHECKPOINTS),
         verbose=0,
     )
     tune_config = tune.TuneConfig(
