@@ -215,6 +215,29 @@ def test_every_single_label_loss_and_as_speed_train_on_images(
     assert np.isfinite(final["test_loss"])
 
 
+def test_as_skip_keeping_every_sample_equals_as_softmax_on_images(
+    tmp_path, digits_dir, tiny_vit_dir
+):
+    def run(name, **extra):
+        config = media_config(
+            digits_dir, tiny_vit_dir, tmp_path / name, loss="as_softmax", delta=0.3, epochs=2,
+            lr=5e-3, max_train_samples=32, max_eval_samples=16, batch_size=8, **extra,
+        )  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            final = fit(config)
+        lines = Path(config.output_dir, "metrics.jsonl").read_text().splitlines()
+        records = [json.loads(line) for line in lines]
+        drop = ("samples_per_second", "skipped_ratio", "samples_computed")
+        return final, [{k: v for k, v in r.items() if k not in drop} for r in records]
+
+    plain, plain_records = run("plain")
+    kept, kept_records = run("skip", as_skip=True, skip_keep=1.0)
+    assert kept_records == plain_records  # image batches go through AS-Skip's filling unchanged
+    assert kept["samples_computed"] == kept["samples_seen"] == 64
+    assert kept["test_accuracy"] == plain["test_accuracy"]
+
+
 # --- search -------------------------------------------------------------------------------------
 
 
