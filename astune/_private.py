@@ -71,6 +71,30 @@ def trial_storage() -> tuple[Any, str]:
     return storage.storage_filesystem, storage.trial_fs_path
 
 
+def checkpoint_gone(trial: Any) -> bool:
+    """Whether Ray's latest checkpoint of ``trial`` is missing from storage (a driver that died
+    between a checkpoint and the experiment snapshot naming it resumes onto a deleted one)."""
+    from pyarrow import fs
+
+    result = trial.run_metadata.checkpoint_manager.latest_checkpoint_result
+    if result is None:
+        return False
+    checkpoint = result.checkpoint
+    return checkpoint.filesystem.get_file_info(checkpoint.path).type == fs.FileType.NotFound
+
+
+def forget_checkpoints(trial: Any) -> None:
+    """Make Ray restart ``trial`` from its start: clear its checkpoint bookkeeping, the private
+    ``_latest_checkpoint_result`` and ``_checkpoint_results`` of Ray's ``_CheckpointManager``
+    (Ray would otherwise retry a restore from a checkpoint that is gone, and fail again)."""
+    manager = trial.run_metadata.checkpoint_manager
+    what = "ray.train._internal.checkpoint_manager._CheckpointManager"
+    _attribute(manager, "_latest_checkpoint_result", what)
+    _attribute(manager, "_checkpoint_results", what)
+    manager._latest_checkpoint_result = None
+    manager._checkpoint_results = []
+
+
 # ---------------------------------------------------------------------------------- torch
 def autograd_graph_is_kept() -> bool:
     """Whether the running backward keeps its graph (``retain_graph=True``, gradcheck): then a

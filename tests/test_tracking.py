@@ -250,9 +250,24 @@ def test_trial_stopped_by_tune_is_tagged_stopped_early(ray_local, store, tmp_pat
 
 
 # ------------------------------------------------------------------------------ resume
-def fake_trial(trial_id: str, config: dict, status: str = "RUNNING") -> SimpleNamespace:
+def fake_trial(
+    trial_id: str, config: dict, status: str = "RUNNING", checkpoint: Path | None = None
+) -> SimpleNamespace:
+    """A Tune trial as the callback sees it, with Ray's own checkpoint bookkeeping."""
+    from ray.train._internal.checkpoint_manager import _CheckpointManager, _TrainingResult
+
+    manager = _CheckpointManager(tune.CheckpointConfig(num_to_keep=2))
+    if checkpoint is not None:
+        manager.register_checkpoint(
+            _TrainingResult(checkpoint=tune.Checkpoint(str(checkpoint)), metrics={})
+        )
     return SimpleNamespace(
-        trial_id=trial_id, config=config, status=status, error_file=None, pickled_error_file=None
+        trial_id=trial_id,
+        config=config,
+        status=status,
+        error_file=None,
+        pickled_error_file=None,
+        run_metadata=SimpleNamespace(checkpoint_manager=manager),
     )
 
 
@@ -318,6 +333,28 @@ def test_a_retried_trial_keeps_one_point_per_evaluation_and_says_why_it_restarte
         == "ray.exceptions.ActorDiedError: The actor died: node lost"
     )
     assert run.info.status == "FINISHED"
+    assert "astune.restarted_from_start" not in run.data.tags  # it had no checkpoint to lose
+
+
+def test_a_trial_whose_checkpoint_is_gone_restarts_from_its_start(store, tmp_path):
+    tracker = make_tracker(store, "gone")
+    tracker.start()
+    callback = MLflowTrialCallback(tracker)
+    kept, gone = tmp_path / "checkpoint_000002", tmp_path / "checkpoint_000001"
+    kept.mkdir()
+    present = fake_trial("t_kept", POINTS[0], checkpoint=kept)
+    missing = fake_trial("t_gone", POINTS[0], checkpoint=gone)  # deleted by Ray, still named
+    for trial in (present, missing):
+        callback.on_trial_start(iteration=0, trials=[trial], trial=trial)
+        callback.on_trial_recover(iteration=0, trials=[trial], trial=trial)
+    latest = present.run_metadata.checkpoint_manager.latest_checkpoint_result
+    assert latest is not None and latest.checkpoint.path == str(kept)
+    assert missing.run_metadata.checkpoint_manager.latest_checkpoint_result is None
+    client = MlflowClient(store)
+    runs = runs_by_role(client, "gone", "trial")
+    tags = {r.data.tags["astune.trial_id"]: r.data.tags for r in runs}
+    assert tags["t_gone"]["astune.restarted_from_start"] == "true"
+    assert "astune.restarted_from_start" not in tags["t_kept"]
 
 
 def test_resume_with_explicit_parent_and_a_wrong_one(store):

@@ -43,6 +43,7 @@ from astune.store.conventions import (
     NOT_APPLICABLE,
     PARENT_TAG,
     RAY_RESULT_KEYS,
+    RESTARTED_TAG,
     RETRIES_TAG,
     RETRY_ERROR_TAG,
     ROLE_TAG,
@@ -529,14 +530,20 @@ class MLflowTrialCallback(Callback):
     @_guarded
     def on_trial_recover(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
         """Ray restarts the trial (from its last checkpoint) after a failure: the run stays
-        open and says so (``astune.retries``, ``astune.retry_error``)."""
+        open and says so (``astune.retries``, ``astune.retry_error``). A trial whose checkpoint
+        is gone from storage restarts from its start instead of failing its retry too."""
+        from astune._private import checkpoint_gone, forget_checkpoints
         from astune.search.trial_errors import trial_error_message
 
+        tags = {}
+        if checkpoint_gone(trial):
+            forget_checkpoints(trial)
+            tags[RESTARTED_TAG] = "true"
         run_id = self._run_of(trial)
         if run_id is not None:
             retries = int(self.tracker.client.get_run(run_id).data.tags.get(RETRIES_TAG, 0)) + 1
-            error = trial_error_message(trial)
-            self.tracker.tag_run(run_id, {RETRIES_TAG: str(retries), RETRY_ERROR_TAG: error})
+            tags.update({RETRIES_TAG: str(retries), RETRY_ERROR_TAG: trial_error_message(trial)})
+            self.tracker.tag_run(run_id, tags)
 
     @_guarded
     def on_trial_error(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:

@@ -51,6 +51,7 @@ RAY_RESULT_KEYS = frozenset(
 LOST_TAG = "astune.lost"
 RETRIES_TAG = "astune.retries"  # times Ray restarted the trial after a failure (a node lost...)
 RETRY_ERROR_TAG = "astune.retry_error"  # the failure that made the latest restart
+RESTARTED_TAG = "astune.restarted_from_start"  # its checkpoint was gone: the retry starts over
 FINAL_METRICS = (
     "optimizer_steps",
     "train_seconds",
