@@ -20,9 +20,10 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from astune.store.conventions import STOPPED_EARLY_TAG, TrackingError
+from astune.store.conventions import STOPPED_EARLY_TAG
 from astune.store.optuna_trials import distributions, frozen_trial
 from astune.store.reader import objective
+from astune.store.uri import open_sqlite_locked
 
 if TYPE_CHECKING:
     import optuna
@@ -53,25 +54,9 @@ def study_name(experiment: str, parent_run_id: str) -> str:
 def open_storage(url: str) -> "optuna.storages.RDBStorage":
     """The RDB storage at ``url``; its schema is created under a file lock (two searches
     starting at once would both create the tables). One-line TrackingError if it fails."""
-    import fcntl
-
     import optuna
 
-    database = Path(url[len("sqlite:///") :])
-    try:
-        database.parent.mkdir(parents=True, exist_ok=True)
-        with open(f"{database}.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                return optuna.storages.RDBStorage(url)
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-    except Exception as err:
-        lines = str(err).strip().splitlines()
-        raise TrackingError(
-            f"Optuna storage {url} cannot be opened: {type(err).__name__}: "
-            f"{lines[0] if lines else ''}"
-        ) from None
+    return open_sqlite_locked(url, "Optuna storage", lambda: optuna.storages.RDBStorage(url))
 
 
 def dashboard_command(url: str) -> str:

@@ -29,7 +29,6 @@ import re
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
@@ -55,7 +54,7 @@ from astune.store.conventions import (
     TrackingError,
     quote,
 )
-from astune.store.uri import artifact_location, resolve_tracking_uri
+from astune.store.uri import artifact_location, open_sqlite_locked, resolve_tracking_uri
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -128,27 +127,13 @@ def open_client(tracking_uri: str) -> MlflowClient:
 
     if not tracking_uri.startswith("sqlite:///"):
         return MlflowClient(tracking_uri=tracking_uri)
-    import fcntl
 
-    database = Path(tracking_uri[len("sqlite:///") :].partition("?")[0])
-    try:
-        database.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise TrackingError(f"tracking store {tracking_uri}: {err}") from None
-    with open(f"{database}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            client = MlflowClient(tracking_uri=tracking_uri)
-            client.search_experiments(max_results=1)  # creates or upgrades the schema
-        except Exception as err:
-            lines = str(err).strip().splitlines()
-            raise TrackingError(
-                f"MLflow store {tracking_uri} cannot be opened: {type(err).__name__}: "
-                f"{lines[0] if lines else ''}"
-            ) from None
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    return client
+    def open_store() -> MlflowClient:
+        client = MlflowClient(tracking_uri=tracking_uri)
+        client.search_experiments(max_results=1)  # creates or upgrades the schema
+        return client
+
+    return open_sqlite_locked(tracking_uri, "MLflow store", open_store)
 
 
 # ----------------------------------------------------------------------------------- tracker

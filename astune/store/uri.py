@@ -10,10 +10,37 @@ import os
 import shlex
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import unquote, urlsplit
 
 from astune.store.conventions import TrackingError
+
+T = TypeVar("T")
+
+
+def open_sqlite_locked(url: str, what: str, open_store: Callable[[], T]) -> T:
+    """``open_store()`` for the ``sqlite:///`` store at ``url`` under a file lock beside its
+    database (two processes creating one fresh store at once would both create its tables).
+    Raises a one-line TrackingError naming ``what``, the URL and the error."""
+    import fcntl
+
+    database = Path(url[len("sqlite:///") :].partition("?")[0])
+    try:
+        database.parent.mkdir(parents=True, exist_ok=True)
+        with open(f"{database}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                return open_store()
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+    except Exception as err:
+        lines = str(err).strip().splitlines()
+        raise TrackingError(
+            f"{what} {url} cannot be opened: {type(err).__name__}: {lines[0] if lines else ''}"
+        ) from None
+
 
 _DATABRICKS = ("databricks", "databricks-uc")
 
