@@ -25,6 +25,9 @@ def snippet_values(best: BestTrial) -> dict[str, Any]:
         "AS_SPEED": config.as_speed,
         "LAM": config.lam if config.as_speed else None,
         "MAX_ACCUM_STEPS": config.max_accum_steps if config.as_speed else None,
+        "AS_SKIP": config.as_skip,
+        "SKIP_KEEP": config.skip_keep if config.as_skip else None,
+        "SKIP_ANNEAL": config.skip_anneal if config.as_skip else None,
         "LR": config.lr,
         "BATCH_SIZE": config.batch_size,
         "EPOCHS": config.epochs,
@@ -64,8 +67,9 @@ def _source(best: BestTrial) -> str:
 
 
 def python_snippet(best: BestTrial) -> str:
-    """A module that builds the loss, the delta warm-up and AS-Speed with the best values, and a
-    training-loop sketch showing where ``delta_at()`` and ``speed.update()`` go."""
+    """A module that builds the loss, the delta warm-up, AS-Speed and AS-Skip with the best
+    values, and training-loop sketches showing where ``delta_at()``, ``speed.update()`` and
+    AS-Skip's ``plan_for()``/``visits()``/``record()`` go."""
     values = snippet_values(best)
     doc = _docstring("The best AS-Softmax settings for your own PyTorch training loop")
     body = f"{_source(best)}\n{_constants(values)}"
@@ -77,20 +81,23 @@ def hf_snippet(best: BestTrial) -> str:
     Hugging Face Trainer (transformers >= 4.46)."""
     values = snippet_values(best)
     doc = _docstring("A Hugging Face Trainer setup with the best AS-Softmax settings")
-    speed = (
-        f"# The best trial used AS-Speed (lam={values['LAM']}, max_accum_steps="
-        f"{values['MAX_ACCUM_STEPS']}); it is left out here.\n"
-        if values["AS_SPEED"]
-        else ""
-    )
+    left_out = [
+        f"AS-Speed (lam={values['LAM']}, max_accum_steps={values['MAX_ACCUM_STEPS']})"
+        for _ in range(values["AS_SPEED"])
+    ] + [
+        f"AS-Skip (skip_keep={values['SKIP_KEEP']}, skip_anneal={values['SKIP_ANNEAL']})"
+        for _ in range(values["AS_SKIP"])
+    ]
+    note = f"# The best trial used {' and '.join(left_out)}; left out here.\n" if left_out else ""
     body = f"{_source(best)}\n{_constants(values)}"
-    return f"{doc}\n\n{_HF_NOTE}{speed}\n{_HF_IMPORTS}\n{body}\n\n{_HF_BODY}"
+    return f"{doc}\n\n{_HF_NOTE}{note}\n{_HF_IMPORTS}\n{body}\n\n{_HF_BODY}"
 
 
 _PYTHON_IMPORTS = """import torch
 
 from astune.losses import DeltaSchedule, build_loss
 from astune.losses.catalogue import AS_LOSSES
+from astune.skip import ASSkip
 from astune.speed import ASSpeed
 """
 
@@ -150,12 +157,61 @@ def train(model, batches, optimizer, epochs=EPOCHS):
         optimizer_step(model, optimizer, active)
         steps += 1
     return steps
+
+
+def skip_policy(n_samples, epochs=EPOCHS):
+    """AS-Skip's per-sample state: a sample whose loss was exactly zero when last computed is left
+    out of forward and backward, except a SKIP_KEEP share re-checked each time; every sample is
+    used in the last SKIP_ANNEAL of training. None when the best trial did not use AS-Skip."""
+    if not AS_SKIP:
+        return None
+    return ASSkip(n_samples, SKIP_KEEP, SKIP_ANNEAL, max(1, round(epochs * n_samples)), SEED)
+
+
+def train_skipping(model, inputs, labels, optimizer, epochs=EPOCHS):
+    """The loop with AS-Skip: ``inputs`` (N, ...) and ``labels`` (N,), (N, T) or (N, C) tensors;
+    micro-batches of BATCH_SIZE are filled from the samples kept. Skipped samples advance the
+    delta warm-up and count as masked for AS-Speed; a step divides by the rows computed.
+    Returns (optimizer steps, samples computed)."""
+    n = len(labels)
+    skip = skip_policy(n, epochs)
+    if skip is None:
+        raise ValueError("the best trial did not use AS-Skip; use train()")
+    schedule = delta_schedule(max(1, round(epochs * n)))  # counted in samples here
+    accum, active, masked, skipped, in_window = 1, 0, 0, 0, 0
+    seen, computed, steps = 0, 0, 0
+    for epoch in range(max(1, round(epochs))):
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(SEED + epoch))
+        for visit in skip.visits(order, skip.plan_for(epoch, order, seen), BATCH_SIZE, 0):
+            if len(visit.index):
+                if schedule is not None:
+                    loss_fn.set_delta(schedule.delta_at(seen))
+                batch_labels = labels[visit.index]
+                loss_fn(model(inputs[visit.index]), batch_labels).backward()
+                skip.record(visit.index, *loss_fn.last_stats.rows(), seen)
+                n_active, n_masked = row_counts(batch_labels)
+                active, masked, in_window = active + n_active, masked + n_masked, in_window + 1
+                computed += len(visit.index)
+            skipped += int(skip.skipped_rows(visit.skipped))
+            seen += visit.visited
+            if in_window >= accum:
+                optimizer_step(model, optimizer, active)
+                steps += 1
+                if speed is not None:
+                    accum = speed.update(active + skipped, masked + skipped)
+                active, masked, skipped, in_window = 0, 0, 0, 0
+    if in_window:
+        optimizer_step(model, optimizer, active)
+        steps += 1
+    return steps, computed
 '''
 
-_HF_NOTE = """# AS-Speed needs astune's own loop: the Trainer fixes gradient_accumulation_steps
-# before training, while AS-Speed changes the number of accumulated micro-batches between optimizer
-# steps. For it, run `python -m astune export --experiment EXPERIMENT --format yaml -o best.yaml`
-# and `python -m astune train --config best.yaml`. The delta warm-up below works with the Trainer.
+_HF_NOTE = """# AS-Speed and AS-Skip need astune's own loop: the Trainer fixes
+# gradient_accumulation_steps before training, while AS-Speed changes the number of accumulated
+# micro-batches between optimizer steps, and its sampler cannot fill batches from the samples
+# AS-Skip keeps. For them, run
+# `python -m astune export --experiment EXPERIMENT --format yaml -o best.yaml` and
+# `python -m astune train --config best.yaml`. The delta warm-up below works with the Trainer.
 """
 
 _HF_IMPORTS = """import inspect

@@ -306,9 +306,7 @@ class Run:
                 f"{self.pos.steps + 1} (lr {self.config.lr}, loss {self.config.loss}); "
                 "the run stops here."
             )
-        # The window's loss, normalised by the rows computed: a skipped sample would have added
-        # exactly 0 to the sum, and the update keeps the scale of a full batch of computed rows.
-        scale = 1.0 / max(1, window.active)
+        scale = 1.0 / max(1, self._gradient_rows(window))
         for p in self.model.parameters():
             if p.grad is not None:
                 p.grad.mul_(scale)
@@ -325,6 +323,13 @@ class Run:
             self.speed.update(window.active + window.skipped, window.masked + window.skipped)
         self._since_eval.merge(window)
         self._window = _Window()
+
+    def _gradient_rows(self, window: _Window) -> int:
+        """The rows a step divides the window's summed gradient by: the rows computed. A skipped
+        sample would have added exactly 0 to the sum, so the update keeps the scale of a full
+        batch of computed rows (benchmarks/RESULTS.md measures the alternative, computed +
+        skipped, side by side)."""
+        return window.active
 
     def _accum_steps(self) -> int:
         return 1 if self.speed is None else self.speed.steps
@@ -430,6 +435,7 @@ class Run:
             "lr_schedule": self.lr_schedule.state_dict(),
             "speed": None if self.speed is None else self.speed.state_dict(),
             "skip": None if self.skip is None else self.skip.state_dict(),
+            "window_skipped": self._window.skipped_rows_so_far(),
             "position": vars(self.pos).copy(),
             "best": self.best,
             "best_evaluation": self.best_evaluation,
@@ -448,6 +454,7 @@ class Run:
             self.speed.load_state_dict(state["speed"])
         if self.skip is not None and state.get("skip") is not None:
             self.skip.load_state_dict(state["skip"])
+        self._window = _Window(skipped=state.get("window_skipped", 0))
         self.pos = Position(**state["position"])
         self.best, self.history = state["best"], state["history"]
         self.best_margins = state["best_margins"]
@@ -531,6 +538,13 @@ class _Window:
             self.masked += round(masked)
             self.skipped += round(skipped)
             self.pending = None
+
+    def skipped_rows_so_far(self) -> int:
+        """The skipped rows of an open window, read for a checkpoint (one sync). A checkpoint
+        follows an optimizer step or an epoch's end, so a window is open then only after an
+        epoch whose every sample was skipped: its rows still go to the next AS-Speed update."""
+        self.settle()
+        return self.skipped
 
     def merge(self, other: "_Window") -> None:
         """Add a settled window's row sums (samples are counted per visit)."""

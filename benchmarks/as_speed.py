@@ -9,6 +9,8 @@ diverge):
   - ``as_speed``    as_softmax plus AS-Speed (``--lam``, ``--max-accum-steps``)
   - ``as_skip``     as_softmax plus AS-Skip (``--skip-keep``, ``--skip-anneal``)
   - ``as_speed_skip`` both
+  - ``as_skip_represented`` as_skip, its gradient divided by the rows represented (computed +
+    skipped) instead of the library's rows computed: the normalisation measured side by side
 
 ``--seeds N`` trains every variant with N seeds (``--seed``, ``--seed`` + 1, ...; the data subset
 stays the one drawn with ``--seed``) and adds the mean and 95% t-interval over seeds of each
@@ -78,8 +80,15 @@ from astune.config import TrainConfig
 from astune.skip import Visit
 from astune.training import Run, load_encoded
 
-VARIANTS = ("softmax", "as_softmax", "as_speed", "as_skip", "as_speed_skip")
-SKIP_VARIANTS = ("as_skip", "as_speed_skip")
+VARIANTS = (
+    "softmax",
+    "as_softmax",
+    "as_speed",
+    "as_skip",
+    "as_speed_skip",
+    "as_skip_represented",
+)
+SKIP_VARIANTS = ("as_skip", "as_speed_skip", "as_skip_represented")
 SPEED_VARIANTS = ("as_speed", "as_speed_skip")
 DEFAULT_PLOT = Path(__file__).resolve().parent / "as_speed_masked.png"
 
@@ -250,6 +259,19 @@ def variant_config(
     return config.validate()
 
 
+class RepresentedRun(Run):
+    """AS-Skip's alternative normalisation: each step divides the summed gradient by the rows
+    represented (computed + skipped, as if the skipped samples had added their zero), so the
+    step shrinks as skipping grows."""
+
+    def _gradient_rows(self, window: Any) -> int:
+        return window.active + window.skipped
+
+
+def run_class(variant: str) -> type[Run]:
+    return RepresentedRun if variant == "as_skip_represented" else Run
+
+
 # -- instrumentation --------------------------------------------------------------------------
 class Timed:
     """Wraps the phases of one ``Run`` with a clock; records per micro-batch and per step."""
@@ -341,7 +363,7 @@ def train_variant(
     variant: str, config: TrainConfig, data: Any, keep_checkpoints: bool
 ) -> dict[str, Any]:
     """One training on its own (the sequential schedule)."""
-    run = Run(config, data)
+    run = run_class(variant)(config, data)
     timed = Timed(run)
     if run.device.type == "cuda":
         torch.cuda.synchronize()
@@ -392,7 +414,7 @@ def train_interleaved(
     runs: dict[str, Run] = {}
     rng: dict[str, torch.Tensor] = {}
     for name in names:  # built one after another, as alone: each seeds the global RNG
-        runs[name] = Run(configs[name], data)
+        runs[name] = run_class(name)(configs[name], data)
         rng[name] = torch.get_rng_state()
     cuda = next(iter(runs.values())).device.type == "cuda"
     baton = Baton(names)
@@ -893,7 +915,12 @@ def plot_computed(path: str, results: dict[str, list[dict[str, Any]]], args) -> 
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    colors = {"as_skip": "tab:green", "as_speed_skip": "tab:red", "as_softmax": "tab:blue"}
+    colors = {
+        "as_skip": "tab:green",
+        "as_speed_skip": "tab:red",
+        "as_skip_represented": "tab:purple",
+        "as_softmax": "tab:blue",
+    }
     for variant in ("as_softmax", *SKIP_VARIANTS):
         for k, run in enumerate(results.get(variant, [])):
             curve, n_train = run["curve"], run["n_train"]

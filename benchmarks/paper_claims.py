@@ -1,8 +1,9 @@
-"""The paper's claims over seeds: softmax vs AS-Softmax (the paper's delta) vs AS-Speed.
+"""The paper's claims over seeds: softmax vs AS-Softmax (the paper's delta) vs AS-Speed vs AS-Skip.
 
 For each dataset and seed the three variants train on the same tokenized data, one after another
 in one process (rotated order per seed, so that a slow patch of a shared machine does not land
-on one variant only). Per variant: mean +- 95% t interval of the test metric, of the training
+on one variant only). AS-Skip (astune's, not the paper's) is AS-Softmax with AS-Skip at its
+defaults. Per variant: mean +- 95% t interval of the test metric, of the training
 time (``train_seconds``: evaluations excluded) and of the Pearson correlation between the
 validation loss and the validation metric over the evaluations of a run; and the difference to
 softmax paired by seed, with its interval and the paired t-test's p-value
@@ -38,7 +39,7 @@ from astune.data.registry import get_spec
 from astune.losses.catalogue import family_loss
 from astune.training import fit, load_encoded
 
-VARIANTS = ("softmax", "as_softmax", "as_speed")
+VARIANTS = ("softmax", "as_softmax", "as_speed", "as_skip")
 HERE = Path(__file__).resolve().parent
 
 
@@ -59,7 +60,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--json", default=str(HERE / "paper_claims_cpu.json"))
     p.add_argument("--plot", default=str(HERE / "paper_claims.png"))
-    p.add_argument("--from-json", default=None, help="summarize the runs of an earlier --json")
+    p.add_argument(
+        "--from-json",
+        default=None,
+        help="summarize the runs of earlier --json files (comma-separated) in one report and plot",
+    )
     args = p.parse_args(argv)
     if args.seeds < 2:
         p.error(f"--seeds must be at least 2 (an interval needs two runs), but got {args.seeds}")
@@ -67,7 +72,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def variant_config(base: TrainConfig, variant: str, task: str, spec: Any) -> TrainConfig:
-    """``base`` as softmax, AS-Softmax (the paper's delta and r) or AS-Softmax + AS-Speed."""
+    """``base`` as softmax, AS-Softmax (the paper's delta and r), AS-Softmax + AS-Speed (the
+    paper's lambda and s) or AS-Softmax + AS-Skip (its defaults)."""
     import dataclasses
 
     if variant == "softmax":
@@ -80,6 +86,8 @@ def variant_config(base: TrainConfig, variant: str, task: str, spec: Any) -> Tra
     )
     if variant == "as_softmax":
         return as_loss
+    if variant == "as_skip":
+        return dataclasses.replace(as_loss, as_skip=True)
     return dataclasses.replace(
         as_loss,
         as_speed=True,
@@ -106,6 +114,7 @@ def one_run(config: TrainConfig, data: Any, metric: str) -> dict[str, float]:
         "seconds": float(final["train_seconds"]),
         "r": r,
         "evaluations": len(records),
+        "computed": final["samples_computed"] / max(1, final["samples_seen"]),
     }
 
 
@@ -128,7 +137,8 @@ def run_dataset(name: str, args: argparse.Namespace) -> dict[str, Any]:
     data = load_encoded(base)
     runs: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
     for seed in range(1, args.seeds + 1):
-        order = VARIANTS[seed % 3 :] + VARIANTS[: seed % 3]
+        turn = seed % len(VARIANTS)
+        order = VARIANTS[turn:] + VARIANTS[:turn]
         for variant in order:
             config = variant_config(base, variant, spec.task, spec)
             config = TrainConfig(**{**config.to_dict(), "seed": seed}).validate()
@@ -138,6 +148,7 @@ def run_dataset(name: str, args: argparse.Namespace) -> dict[str, Any]:
             print(
                 f"  {name} seed {seed} {variant:<10} test {spec.metric} {got['test']:.4f}  "
                 f"train {got['seconds']:.1f} s  r {got['r']:+.3f}  "
+                f"computed {got['computed']:.0%}  "
                 f"({time.perf_counter() - started:.0f} s wall)",
                 flush=True,
             )
@@ -203,7 +214,11 @@ def verdict(low: float, high: float, claimed_sign: int) -> str:
 def claims(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(claim, evidence, verdict) rows."""
     rows = []
-    for variant, what in (("as_softmax", "AS-Softmax"), ("as_speed", "AS-Speed")):
+    for variant, what in (
+        ("as_softmax", "AS-Softmax"),
+        ("as_speed", "AS-Speed"),
+        ("as_skip", "AS-Skip"),
+    ):
         d = summary["test"][variant]
         rows.append(
             (
@@ -214,14 +229,15 @@ def claims(summary: dict[str, Any]) -> list[tuple[str, str, str]]:
                 else verdict(d["diff_low"], d["diff_high"], 1),
             )
         )
-    d = summary["seconds"]["as_speed"]
-    rows.append(
-        (
-            "AS-Speed trains faster than softmax",
-            _diff(d, 1),
-            verdict(d["diff_low"], d["diff_high"], -1),
+    for variant, what in (("as_speed", "AS-Speed"), ("as_skip", "AS-Skip")):
+        d = summary["seconds"][variant]
+        rows.append(
+            (
+                f"{what} trains faster than softmax",
+                _diff(d, 1),
+                verdict(d["diff_low"], d["diff_high"], -1),
+            )
         )
-    )
     d = summary["r"]["as_softmax"]
     rows.append(
         (
@@ -247,8 +263,8 @@ def markdown(result: dict[str, Any], summary: dict[str, Any]) -> str:
         f"#### {name} ({n} seeds; test {metric})",
         "",
         f"| variant | test {metric} (mean +- 95% CI) | paper (%, full data) | train seconds "
-        f"| r(val loss, val {metric}) |",
-        "|---|---|---|---|---|",
+        f"| r(val loss, val {metric}) | samples computed |",
+        "|---|---|---|---|---|---|",
     ]
     for variant in VARIANTS:
         paper = result["paper"].get(variant)
@@ -257,12 +273,18 @@ def markdown(result: dict[str, Any], summary: dict[str, Any]) -> str:
         ]
         lines.append(
             f"| {variant} | {cells[0]} | {paper if paper is not None else '-'} | {cells[1]} "
-            f"| {cells[2]} |"
+            f"| {cells[2]} | {_computed(result['runs'][variant])} |"
         )
     lines += ["", "| claim | paired difference to softmax [95% CI] | verdict at this scale |"]
     lines.append("|---|---|---|")
     lines += [f"| {c} | {e} | **{v}** |" for c, e, v in claims(summary)]
     return "\n".join(lines) + "\n"
+
+
+def _computed(runs: list[dict[str, float]]) -> str:
+    """The mean share of visited samples that went through the model (AS-Skip's saving)."""
+    shares = [run.get("computed", 1.0) for run in runs]
+    return f"{sum(shares) / len(shares):.0%}"
 
 
 def _interval(row: dict[str, float], digits: int) -> str:
@@ -302,11 +324,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()
-    if args.from_json:
-        earlier = json.loads(Path(args.from_json).read_text())
-        results, machine = earlier["results"], earlier["machine"]
+    if args.from_json:  # one or more files (comma-separated), e.g. one per dataset
+        files = [json.loads(Path(f).read_text()) for f in args.from_json.split(",") if f]
+        results = [result for earlier in files for result in earlier["results"]]
+        machine = files[0]["machine"]
         args.__dict__.update(
-            earlier["args"], from_json=args.from_json, json=args.json, plot=args.plot
+            files[0]["args"], from_json=args.from_json, json=args.json, plot=args.plot
         )
     else:
         results = [run_dataset(n.strip(), args) for n in args.datasets.split(",") if n.strip()]

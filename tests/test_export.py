@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import types
@@ -15,6 +16,7 @@ from mlflow_searches import tiny_searches
 from astune.cli import main
 from astune.config import TrainConfig
 from astune.export import export, find_best_trial
+from astune.export_code import python_snippet
 
 EXPERIMENT = "sst5-tiny"
 
@@ -118,7 +120,7 @@ def test_python_snippet_builds_the_best_objects_and_trains(best, searches):
 
 def test_hf_snippet_switches_delta_after_the_warmup(best, searches):
     code = export(EXPERIMENT, "hf", tracking_uri=searches.tracking_uri)
-    assert "AS-Speed needs astune's own loop" in code
+    assert "AS-Speed and AS-Skip need astune's own loop" in code
     namespace: dict = {}
     exec(compile(code, "best_hf.py", "exec"), namespace)
     callback, loss_fn = namespace["DeltaWarmupCallback"](), namespace["loss_fn"]
@@ -285,3 +287,33 @@ def test_snippets_quote_names_and_paths_safely(tmp_path):
         exec(compile(export(name, fmt, tracking_uri=uri), f"best_{fmt}.py", "exec"), namespace)
         assert namespace["EXPERIMENT"] == name and namespace["RUN_ID"] == run_id
         assert namespace["TRACKING_URI"] == tracker.tracking_uri
+
+
+@pytest.mark.parametrize("keep, as_speed", [(1.0, False), (0.0, True)])
+def test_python_snippet_trains_with_as_skip(best, keep, as_speed):
+    """The snippet's AS-Skip loop on a linear model that already separates most samples: with
+    every sample kept it computes all of them; with none re-checked it skips the zero-loss ones,
+    and AS-Speed, counting them as masked, grows its window."""
+    config = {
+        **best.config,
+        **dict(as_skip=True, skip_keep=keep, skip_anneal=0.0, as_speed=as_speed, seed=0),
+        **dict(delta=0.5, warmup_ratio=0.0, batch_size=8, lam=1.5, max_accum_steps=4),
+    }
+    code = python_snippet(dataclasses.replace(best, config=config))
+    assert "AS_SKIP = True" in code and f"SKIP_KEEP = {keep!r}" in code
+    namespace: dict = {}
+    exec(compile(code, "best.py", "exec"), namespace)
+    gen = torch.Generator().manual_seed(0)
+    inputs = 4 * torch.randn(64, 5, generator=gen)
+    labels = inputs.argmax(dim=1)  # logits = inputs: the target leads, often by far
+    model = torch.nn.Linear(5, 5)
+    with torch.no_grad():
+        model.weight.copy_(torch.eye(5))
+        model.bias.zero_()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    steps, computed = namespace["train_skipping"](model, inputs, labels, optimizer, epochs=3)
+    if keep == 1.0:
+        assert computed == 3 * 64 and steps == 3 * 64 // 8
+    else:
+        assert 64 < computed < 3 * 64 and steps < computed // 8
+        assert namespace["speed"].steps > 1

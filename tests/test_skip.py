@@ -274,6 +274,46 @@ def test_resumed_skipping_run_equals_an_uninterrupted_one(tmp_path, data_dir, ss
     assert timeless(read_metrics(broken)) == timeless(records)
 
 
+def test_a_resume_after_an_epoch_that_computed_nothing_keeps_its_skipped_rows(
+    tmp_path, data_dir, sst5, monkeypatch
+):
+    """Epoch 2 skips every sample: its rows wait in an open window for AS-Speed's next update,
+    across the checkpoint written at its end."""
+    plan_for, update = ASSkip.plan_for, ASSpeed.update
+    calls: list[tuple[int, int]] = []
+
+    def nothing_in_epoch_2(self, epoch, order, start):
+        plan = plan_for(self, epoch, order, start)
+        if epoch == 1:
+            self.plan = plan = torch.zeros_like(plan)
+        return plan
+
+    def spy_update(self, n_active, n_masked):
+        calls.append((n_active, n_masked))
+        return update(self, n_active, n_masked)
+
+    monkeypatch.setattr(ASSkip, "plan_for", nothing_in_epoch_2)
+    monkeypatch.setattr(ASSpeed, "update", spy_update)
+    common = dict(epochs=3, as_skip=True, skip_keep=1.0, skip_anneal=0.0, as_speed=True, lam=1.0)
+    straight = config(tmp_path, "straight", data_dir, **common)
+    expected = fit(straight, data=sst5)
+    straight_calls = list(calls)
+    broken = config(tmp_path, "broken", data_dir, **common)
+
+    def stop(record, folder):
+        if record["epoch"] == 2:  # the end of the epoch that computed nothing
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        fit(broken, data=sst5, callback=stop)
+    calls.clear()
+    resumed = fit(broken, data=sst5, resume_from=Path(broken.output_dir) / "checkpoint")
+    assert calls == straight_calls[-len(calls) :]
+    assert calls[0][0] > 192 and calls[0][1] >= 192  # epoch 2's rows, all counted masked
+    for key in ("test_loss", "optimizer_steps", "samples_computed", "samples_seen"):
+        assert resumed[key] == expected[key], key
+
+
 @pytest.mark.parametrize(
     "dataset, loss", [("conll2003", "as_softmax"), ("go_emotions", "multilabel_as_softmax")]
 )
