@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from training_runs import read_metrics, run_config, sst5_slice
 
 from astune.config import TrainConfig
 from astune.losses import ASSoftmaxLoss
 from astune.losses.multilabel import multilabel_as_softmax_with_stats
 from astune.skip import ASSkip
 from astune.speed import ASSpeed
-from astune.training import Run, fit, load_encoded
+from astune.training import Run, fit
 
 BASE = dict(backbone="minilm", num_layers=1, max_length=32, seed=7, weight_decay=0.0)
 # lr and delta chosen so that a 192-sample slice masks 20-50% of its samples within 4-5 epochs
@@ -23,27 +23,12 @@ MASKING = dict(dataset="sst5", lr=3e-3, batch_size=16, loss="as_softmax", delta=
 
 
 def config(tmp_path: Path, name: str, data_dir: Path, **overrides) -> TrainConfig:
-    values = dict(BASE, data_dir=str(data_dir), output_dir=str(tmp_path / name), **MASKING)
-    values.update(overrides)
-    return TrainConfig(**values)
+    return run_config({**BASE, **MASKING}, tmp_path, name, data_dir, **overrides)
 
 
 @pytest.fixture(scope="module")
 def sst5(data_dir):
-    return load_encoded(
-        TrainConfig(
-            dataset="sst5",
-            data_dir=str(data_dir),
-            max_train_samples=192,
-            max_eval_samples=64,
-            **BASE,
-        )
-    )
-
-
-def read_metrics(run: TrainConfig) -> list[dict]:
-    text = Path(run.output_dir, "metrics.jsonl").read_text()
-    return [json.loads(line) for line in text.splitlines()]
+    return sst5_slice(BASE, data_dir, n_train=192, n_eval=64)
 
 
 # -- the policy ---------------------------------------------------------------------------------

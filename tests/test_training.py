@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 import torch
+from training_runs import read_metrics, run_config, sst5_slice
 
 from astune import checkpointing as ckpt
 from astune.config import TrainConfig
@@ -18,28 +18,12 @@ BASE = dict(backbone="minilm", num_layers=1, max_length=48, seed=7, weight_decay
 
 
 def config(tmp_path: Path, name: str, data_dir: Path, **overrides) -> TrainConfig:
-    values = dict(BASE, data_dir=str(data_dir), output_dir=str(tmp_path / name))
-    values.update(overrides)
-    return TrainConfig(**values)
+    return run_config(BASE, tmp_path, name, data_dir, **overrides)
 
 
 @pytest.fixture(scope="module")
 def sst5(data_dir):
-    return load_encoded(
-        TrainConfig(
-            dataset="sst5",
-            data_dir=str(data_dir),
-            max_train_samples=320,
-            max_eval_samples=200,
-            **BASE,
-        )
-    )
-
-
-def read_metrics(run: TrainConfig) -> list[dict]:
-    return [
-        json.loads(line) for line in Path(run.output_dir, "metrics.jsonl").read_text().splitlines()
-    ]
+    return sst5_slice(BASE, data_dir, n_train=320, n_eval=200)
 
 
 @pytest.mark.parametrize(

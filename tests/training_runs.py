@@ -1,0 +1,42 @@
+"""Helpers of the training-loop tests (test_training, test_skip): run configs on slices of the
+shared data, the slices' encoded data, and a run's metrics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from astune.config import TrainConfig
+from astune.data.media_encoding import TrainData
+from astune.training import load_encoded
+
+
+def run_config(
+    base: dict[str, Any], tmp_path: Path, name: str, data_dir: Path, **overrides: Any
+) -> TrainConfig:
+    """``base`` with the shared data folder, an output folder ``tmp_path / name`` and
+    ``overrides``."""
+    values = dict(base, data_dir=str(data_dir), output_dir=str(tmp_path / name))
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+def sst5_slice(base: dict[str, Any], data_dir: Path, n_train: int, n_eval: int) -> TrainData:
+    """SST-5 encoded, cut to ``n_train`` training and ``n_eval`` validation and test sentences
+    (``TrainConfig.max_train_samples`` / ``max_eval_samples``)."""
+    return load_encoded(
+        TrainConfig(
+            dataset="sst5",
+            data_dir=str(data_dir),
+            max_train_samples=n_train,
+            max_eval_samples=n_eval,
+            **base,
+        )
+    )
+
+
+def read_metrics(run: TrainConfig) -> list[dict]:
+    """The records of ``metrics.jsonl``, one per evaluation."""
+    text = Path(run.output_dir, "metrics.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
