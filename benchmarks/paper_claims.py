@@ -152,7 +152,13 @@ def run_dataset(name: str, args: argparse.Namespace) -> dict[str, Any]:
                 f"({time.perf_counter() - started:.0f} s wall)",
                 flush=True,
             )
-    return {"dataset": name, "metric": spec.metric, "runs": runs, "paper": _paper(spec)}
+    return {
+        "dataset": name,
+        "metric": spec.metric,
+        "runs": runs,
+        "paper": _paper(spec),
+        "args": dict(vars(args)),
+    }
 
 
 def _paper(spec: Any) -> dict[str, float]:
@@ -326,7 +332,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     if args.from_json:  # one or more files (comma-separated), e.g. one per dataset
         files = [json.loads(Path(f).read_text()) for f in args.from_json.split(",") if f]
-        results = [result for earlier in files for result in earlier["results"]]
+        # each dataset keeps the settings it ran with
+        results = [
+            {"args": earlier["args"], **result}
+            for earlier in files
+            for result in earlier["results"]
+        ]
         machine = files[0]["machine"]
         args.__dict__.update(
             files[0]["args"], from_json=args.from_json, json=args.json, plot=args.plot
