@@ -81,13 +81,15 @@ def hf_snippet(best: BestTrial) -> str:
     Hugging Face Trainer (transformers >= 4.46)."""
     values = snippet_values(best)
     doc = _docstring("A Hugging Face Trainer setup with the best AS-Softmax settings")
-    left_out = [
-        f"AS-Speed (lam={values['LAM']}, max_accum_steps={values['MAX_ACCUM_STEPS']})"
-        for _ in range(values["AS_SPEED"])
-    ] + [
-        f"AS-Skip (skip_keep={values['SKIP_KEEP']}, skip_anneal={values['SKIP_ANNEAL']})"
-        for _ in range(values["AS_SKIP"])
-    ]
+    left_out = []
+    if values["AS_SPEED"]:
+        left_out.append(
+            f"AS-Speed (lam={values['LAM']}, max_accum_steps={values['MAX_ACCUM_STEPS']})"
+        )
+    if values["AS_SKIP"]:
+        left_out.append(
+            f"AS-Skip (skip_keep={values['SKIP_KEEP']}, skip_anneal={values['SKIP_ANNEAL']})"
+        )
     note = f"# The best trial used {' and '.join(left_out)}; left out here.\n" if left_out else ""
     body = f"{_source(best)}\n{_constants(values)}"
     return f"{doc}\n\n{_HF_NOTE}{note}\n{_HF_IMPORTS}\n{body}\n\n{_HF_BODY}"

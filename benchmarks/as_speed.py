@@ -77,6 +77,7 @@ from typing import Any
 import torch
 
 from astune.config import TrainConfig
+from astune.confirm.stats import t_interval
 from astune.skip import Visit
 from astune.training import Run, load_encoded
 
@@ -855,14 +856,10 @@ def plot(path: str, results: dict[str, list[dict[str, Any]]], args) -> None:
 
 
 def mean_interval(values: list[float]) -> tuple[float, float]:
-    """Mean and half-width of its 95% t-interval (0 for a single value)."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, 0.0
-    from scipy.stats import t
-
-    half = t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-    return mean, half
+    """Mean and half-width of its 95% t-interval (``astune.confirm.stats.t_interval``; 0 for a
+    single value)."""
+    interval = t_interval(values)
+    return interval.mean, interval.half_width if interval.n > 1 else 0.0
 
 
 def seed_table(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_runs import read_metrics, run_config, sst5_slice
+from training_runs import Interrupt, read_metrics, run_config, sst5_slice, timeless
 
 from astune import checkpointing as ckpt
 from astune.config import TrainConfig
@@ -134,10 +134,6 @@ def test_delta_warmup_holds_delta_at_one_for_the_first_r_of_training(tmp_path, d
     assert all(r["masked_ratio"] == 0 for r in records if r["samples_seen"] <= half)
 
 
-class Interrupt(Exception):
-    pass
-
-
 def test_resumed_run_ends_with_the_same_metrics_as_an_uninterrupted_one(tmp_path, data_dir, sst5):
     common = dict(
         dataset="sst5",
@@ -164,9 +160,6 @@ def test_resumed_run_ends_with_the_same_metrics_as_an_uninterrupted_one(tmp_path
     resumed = fit(broken, data=sst5, resume_from=Path(broken.output_dir) / "checkpoint")
     for key in ("val_accuracy", "val_loss", "test_accuracy", "test_loss", "optimizer_steps"):
         assert resumed[key] == expected[key], key
-
-    def timeless(records):
-        return [{k: v for k, v in r.items() if k != "samples_per_second"} for r in records]
 
     assert timeless(read_metrics(broken)) == timeless(read_metrics(straight))
 

@@ -40,3 +40,12 @@ def read_metrics(run: TrainConfig) -> list[dict]:
     """The records of ``metrics.jsonl``, one per evaluation."""
     text = Path(run.output_dir, "metrics.jsonl").read_text()
     return [json.loads(line) for line in text.splitlines()]
+
+
+def timeless(records: list[dict]) -> list[dict]:
+    """``records`` without their wall-clock field (``samples_per_second``), for comparing runs."""
+    return [{k: v for k, v in r.items() if k != "samples_per_second"} for r in records]
+
+
+class Interrupt(Exception):
+    """Raised from a ``fit`` callback to cut a run short at an evaluation."""
