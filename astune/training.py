@@ -276,13 +276,11 @@ class Run:
         return logits.float(), batch["labels"].to(self.device)
 
     def loss_of(self, logits: Tensor, labels: Tensor) -> tuple[Tensor, int, int]:
-        """The summed loss and the rows it counted: ``(loss, n_active, n_masked)``."""
-        loss = self.loss_fn(logits, labels)
-        stats = getattr(self.loss_fn, "last_stats", None)
-        if stats is not None:
-            return loss, stats.n_active, stats.n_masked
-        n_active = len(labels) if labels.is_floating_point() else int((labels != -100).sum())
-        return loss, n_active, 0
+        """The summed loss and the rows it counted, read to the host (one sync):
+        ``(loss, n_active, n_masked)``."""
+        loss, counts, _ = self.loss_counts(logits, labels)
+        n_active, n_masked = counts.tolist()
+        return loss, n_active, n_masked
 
     def loss_counts(
         self, logits: Tensor, labels: Tensor
