@@ -575,6 +575,25 @@ def test_resume_forgets_runs_of_trials_the_restored_experiment_lost(store):
     )
 
 
+def test_resume_finishes_runs_of_trials_the_restored_experiment_completed(store):
+    """The driver died after a trial's last report, before its run was closed: Ray will not
+    run it again, so its run ends FINISHED; a trial still to continue keeps its run open."""
+    tracker = make_tracker(store, "completed")
+    tracker.start()
+    done = tracker.open_trial_run("t-done", {"loss": "softmax"})
+    going = tracker.open_trial_run("t-going", {"loss": "softmax"})
+    tracker.log_result(done, {"objective": 0.4, "evaluation": 0})
+
+    assert tracker.finish_completed_trials({"t-done"}) == [done]
+
+    client = MlflowClient(store)
+    assert client.get_run(done).info.status == "FINISHED"
+    assert client.get_run(going).info.status == "RUNNING"
+    assert tracker.finish_completed_trials({"t-done"}) == []  # closed runs are left alone
+    tracker.finish("FINISHED")
+    assert client.get_run(going).info.status == "KILLED"
+
+
 class _Payload:
     """Unpickling this runs code: what a writer of the storage path could plant."""
 

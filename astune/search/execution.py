@@ -192,7 +192,9 @@ def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
         )
         if settings.resume:  # the restored Tuner brings its pickled callbacks: point them here
             attach_tracker(tuner, tracker)
-            tracker.forget_lost_trials(_known_trials(settings.experiment_path()))
+            restored = _restored_trials(settings.experiment_path())
+            tracker.forget_lost_trials(set(restored))
+            tracker.finish_completed_trials({t for t, s in restored.items() if s == "TERMINATED"})
         results = tuner.fit()
         summary = _summarize(settings, space, base, results, tracker)
         # Ray takes a first Ctrl-C itself and returns; unfinished trials tell that it did.
@@ -207,10 +209,11 @@ def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
         clean_stale_scratch()  # this node's folders of trials killed with SIGKILL
 
 
-def _known_trials(path: str) -> set[str]:
+def _restored_trials(path: str) -> dict[str, str]:
+    """Trial id -> Ray status (``TERMINATED``: completed) of the experiment saved at ``path``."""
     from ray.tune import ExperimentAnalysis
 
-    return {trial.trial_id for trial in ExperimentAnalysis(path).trials}
+    return {trial.trial_id: trial.status for trial in ExperimentAnalysis(path).trials}
 
 
 def _unfinished(results: ResultGrid) -> bool:

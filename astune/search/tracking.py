@@ -400,6 +400,20 @@ class SearchTracker:
             handled.append(run.info.run_id)
         return handled
 
+    def finish_completed_trials(self, completed_trial_ids: set[str]) -> list[str]:
+        """On resume: child runs still RUNNING of trials the restored experiment holds as
+        completed (the driver died after a trial's last report, before its run was closed); Ray
+        will not run them again, so they end FINISHED. Returns the run ids handled."""
+        handled = []
+        for run in self.trial_runs():
+            if (
+                run.info.status == "RUNNING"
+                and run.data.tags.get(TRIAL_ID_TAG) in completed_trial_ids
+            ):
+                self.client.set_terminated(run.info.run_id, "FINISHED")
+                handled.append(run.info.run_id)
+        return handled
+
     def trial_runs(self) -> list["Run"]:
         """All child runs of this parent (``mlflow.entities.Run``)."""
         return self.client.search_runs(
