@@ -230,13 +230,14 @@ def _train_config(args: argparse.Namespace):
 
 def _train(args: argparse.Namespace) -> int:
     from astune.training import Run
+    from astune.training.hooks import ProgressBar
 
     try:  # building the run reads the data and the backbone: what fails here is bad input
         config = _train_config(args)
-        run = Run(config)
+        run = Run(config, hooks=[ProgressBar()])
     except (ValueError, OSError) as err:
         raise CLIError(str(err).splitlines()[0]) from None
-    final = run.train(None, progress=True)  # a failure from here on is a failed run (exit 1)
+    final = run.train()  # a failure from here on is a failed run (exit 1)
     keys = [k for k in final if k.startswith(("val_", "test_"))] + [
         "optimizer_steps",
         "train_seconds",

@@ -23,6 +23,7 @@ from astune.losses.catalogue import (
     ParamSpec,
     loss_info,
 )
+from astune.speed import ASSpeed
 
 PRECISIONS = ("auto", "fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
@@ -60,6 +61,32 @@ default is None may stay unset (None: the paper's value for the dataset, or no l
 
 def _default(name: str) -> Any:
     return TRAIN_FIELDS[name].default
+
+
+@dataclass(frozen=True)
+class SpeedSettings:
+    """AS-Speed and AS-Skip of one run, as one object: what the loop, its batch source and the
+    exports read. The fields are :class:`TrainConfig`'s of the same names (flat there: they are
+    MLflow params and YAML keys)."""
+
+    as_speed: bool = _default("as_speed")
+    lam: float = _default("lam")
+    max_accum_steps: int = _default("max_accum_steps")
+    as_skip: bool = _default("as_skip")
+    skip_keep: float = _default("skip_keep")
+    skip_anneal: float = _default("skip_anneal")
+
+    def build_speed(self) -> ASSpeed | None:
+        """The AS-Speed controller, or None when AS-Speed is off."""
+        return ASSpeed(self.lam, self.max_accum_steps) if self.as_speed else None
+
+
+SPEED_FIELDS = tuple(f.name for f in dataclasses.fields(SpeedSettings))
+"""The speed and skip parameter names: config fields, search-space ``speed_params``."""
+SKIP_FIELDS = ("skip_keep", "skip_anneal")
+"""The AS-Skip parameters of :data:`SPEED_FIELDS` (they apply only with ``as_skip``)."""
+PAPER_BUDGET = ("epochs", "batch_size", "lr")
+"""The fields an unset value of takes the paper's value for the dataset."""
 
 
 @dataclass
@@ -123,6 +150,26 @@ class TrainConfig:
         for key, value in self.loss_params.items():
             info.param(key).check(value)
         return self
+
+    @property
+    def speed(self) -> SpeedSettings:
+        """AS-Speed and AS-Skip, as one typed object."""
+        return SpeedSettings(**{name: getattr(self, name) for name in SPEED_FIELDS})
+
+    def with_paper_defaults(self, spec: Any) -> "TrainConfig":
+        """A copy whose unset ``epochs``, ``batch_size`` and ``lr`` take ``spec``'s (the
+        dataset's paper values); ValueError naming the flag when the dataset has none."""
+        filled = {}
+        for name in PAPER_BUDGET:
+            if getattr(self, name) is None:
+                paper = getattr(spec, name, None)
+                if paper is None:
+                    raise ValueError(
+                        f"dataset {spec.name!r} has no paper value for {name}; "
+                        f"pass --{name.replace('_', '-')}."
+                    )
+                filled[name] = paper
+        return dataclasses.replace(self, **filled)
 
     def loss_kwargs(self) -> dict[str, Any]:
         """The parameters :func:`astune.losses.build_loss` takes for ``loss``."""

@@ -23,6 +23,18 @@ IGNORE_INDEX = -100
 Span = tuple[int, str, int, int]  # (sentence, entity type, first token, last token)
 
 
+COMPUTED_METRICS = ("accuracy", "matthews", "f1", "micro_f1", "macro_f1")
+"""The primary metrics astune computes; a dataset scored otherwise cannot be searched yet."""
+
+
+def check_metric_computed(dataset: str, metric: str) -> None:
+    """ValueError (one line) when ``dataset`` is scored with a metric astune does not compute."""
+    if metric not in COMPUTED_METRICS:
+        raise ValueError(
+            f"dataset {dataset!r} is scored with {metric!r}, which astune does not compute yet; "
+            f"computed metrics: {', '.join(COMPUTED_METRICS)}."
+        )
+
 def _to_numpy(values: Any) -> np.ndarray:
     """A numpy array from a numpy array, a list, or a torch tensor (any device or dtype)."""
     if hasattr(values, "detach"):

@@ -89,7 +89,7 @@ def run_probe(
     """
     from astune.backbones import build_model
     from astune.data import majority_baseline
-    from astune.training import load_encoded
+    from astune.data.encoded import load_encoded
 
     start = time.perf_counter()
     labels, task, paper_backbone = _label_space(dataset, data_dir, validation_fraction)

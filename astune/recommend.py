@@ -347,7 +347,7 @@ def write_space(rec: Recommendation, dataset: str, path: str | Path) -> Path:
     """The dataset's search space with delta narrowed to the recommended range (and r to
     +-0.1 around its recommendation where the space searches it), written as YAML."""
     from astune.data.resolve import resolve_dataset
-    from astune.search.space import load_space
+    from astune.space.space import load_space
 
     space = load_space(dataset=resolve_dataset(dataset).registry_name)
     task = rec.difficulty.task

@@ -57,6 +57,7 @@ class ASSkip:
     def __init__(
         self,
         n_samples: int,
+        *,
         keep: float,
         anneal: float,
         total_samples: int,

@@ -44,10 +44,9 @@ times a micro-batch that starts a window, one that accumulates into it, and an o
 side by side. AS-Speed does the same micro-batches as softmax and fewer optimizer steps, so its
 saving is bounded by the optimizer steps' share of softmax's training time.
 
-The timing wraps private methods of ``astune.training.Run`` (``_micro_step``,
-``_optimizer_step``, ``_evaluate``, ``_finish``); it changes nothing they compute. On a GPU it
-synchronises after each optimizer step so that the step's kernels are counted in its time (the
-micro-step already synchronises: it reads ``loss.item()``).
+The timing goes through the training loop's public hooks (``astune.training.LoopHooks``: micro
+step, optimizer step, evaluation, test); they change nothing the loop computes. On a GPU it
+synchronises at the end of each timed phase so that its kernels are counted in its time.
 
 Usage (CPU, a subset):
   HF_HUB_OFFLINE=1 python benchmarks/as_speed.py --data-dir ../shared/data --num-layers 2 \\
@@ -79,7 +78,8 @@ import torch
 from astune.config import TrainConfig
 from astune.confirm.stats import t_interval
 from astune.skip import Visit
-from astune.training import Run, load_encoded
+from astune.data.encoded import load_encoded
+from astune.training import LoopHooks, Run
 
 VARIANTS = (
     "softmax",
@@ -265,7 +265,7 @@ class RepresentedRun(Run):
     represented (computed + skipped, as if the skipped samples had added their zero), so the
     step shrinks as skipping grows."""
 
-    def _gradient_rows(self, window: Any) -> int:
+    def gradient_rows(self, window: Any) -> int:
         return window.active + window.skipped
 
 
@@ -274,102 +274,90 @@ def run_class(variant: str) -> type[Run]:
 
 
 # -- instrumentation --------------------------------------------------------------------------
-class Timed:
-    """Wraps the phases of one ``Run`` with a clock; records per micro-batch and per step."""
+class Timed(LoopHooks):
+    """Times the phases of one run through the loop's public hooks; records per micro-batch and
+    per optimizer step. ``before_micro`` runs before a micro-batch's clock starts (the
+    interleaved schedule hands the turn on there)."""
 
-    def __init__(self, run: Run, before_micro: Callable[[], None] | None = None):
-        for name in (
-            "_micro_step",
-            "_optimizer_step",
-            "_evaluate",
-            "_finish",
-            "_window",
-            "_accum_steps",
-        ):
-            if not hasattr(run, name):
-                raise RuntimeError(
-                    f"astune.training.Run has no {name!r}; this benchmark needs updating."
-                )
-        self.run = run
-        self.cuda = run.device.type == "cuda"
+    def __init__(self, cuda: bool, before_micro: Callable[[], None] | None = None):
+        self.cuda, self.before_micro = cuda, before_micro
         self.micro: list[dict[str, float]] = []  # one per micro-batch
         self.steps: list[dict[str, float]] = []  # one per optimizer step
         self.evals: list[float] = []  # seconds of each validation evaluation (+ checkpoint write)
         self.finish = 0.0  # the final test evaluation
-        micro, step, evaluate, finish = (
-            run._micro_step,
-            run._optimizer_step,
-            run._evaluate,
-            run._finish,
+        self._start, self._position, self._accum, self._batches = 0.0, 0, 1, 0
+
+    def _sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def on_micro_step_start(self, run: Run, batch: Any, visit: Visit) -> None:
+        if self.before_micro is not None:
+            self.before_micro()
+        self._position, self._accum = run.window.batches, run.accum_steps
+        self._sync()
+        self._start = time.perf_counter()
+
+    def on_micro_step_end(self, run: Run, batch: Any, visit: Visit) -> None:
+        self._sync()
+        seconds = time.perf_counter() - self._start
+        stats = getattr(run.loss_fn, "last_stats", None) if batch is not None else None
+        n = 0 if batch is None else len(visit.index)
+        # counts read after the clock stopped: the loop itself syncs once per optimizer step
+        self.micro.append(
+            {
+                "samples": run.pos.samples,
+                "seconds": seconds,
+                "position": self._position,
+                "accum": self._accum,
+                "active": stats.n_active if stats is not None else n,
+                "masked": stats.n_masked if stats is not None else 0,
+                "visited": visit.visited,
+                "computed": n,
+            }
         )
 
-        def timed_micro(batch, visit):
-            if before_micro is not None:
-                before_micro()  # interleaved schedule: hand the turn to the next run, wait for ours
-            position = run._window.batches
-            accum = run._accum_steps()
-            if self.cuda:
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            micro(batch, visit)
-            if self.cuda:
-                torch.cuda.synchronize()
-            seconds = time.perf_counter() - start
-            stats = getattr(run.loss_fn, "last_stats", None) if batch is not None else None
-            n = 0 if batch is None else len(visit.index)
-            # counts read after the clock stopped: the loop itself syncs once per optimizer step
-            self.micro.append(
-                {
-                    "samples": run.pos.samples,
-                    "seconds": seconds,
-                    "position": position,
-                    "accum": accum,
-                    "active": stats.n_active if stats is not None else n,
-                    "masked": stats.n_masked if stats is not None else 0,
-                    "visited": visit.visited,
-                    "computed": n,
-                }
-            )
+    def on_optimizer_step_start(self, run: Run) -> None:
+        self._batches = run.window.batches
+        self._start = time.perf_counter()
 
-        def timed_step():
-            batches = run._window.batches
-            start = time.perf_counter()
-            step()
-            if self.cuda:
-                torch.cuda.synchronize()
-            self.steps.append(
-                {
-                    "samples": run.pos.samples,
-                    "seconds": time.perf_counter() - start,
-                    "batches": batches,
-                }
-            )
+    def on_optimizer_step_end(self, run: Run) -> None:
+        self._sync()
+        self.steps.append(
+            {
+                "samples": run.pos.samples,
+                "seconds": time.perf_counter() - self._start,
+                "batches": self._batches,
+            }
+        )
 
-        def timed_evaluate(*a, **k):
-            start = time.perf_counter()
-            evaluate(*a, **k)
-            self.evals.append(time.perf_counter() - start)
+    def on_evaluate_start(self, run: Run) -> None:
+        self._start = time.perf_counter()
 
-        def timed_finish():
-            start = time.perf_counter()
-            out = finish()
-            self.finish = time.perf_counter() - start
-            return out
+    def on_evaluate_end(self, run: Run) -> None:
+        self.evals.append(time.perf_counter() - self._start)
 
-        run._micro_step, run._optimizer_step = timed_micro, timed_step
-        run._evaluate, run._finish = timed_evaluate, timed_finish
+    def on_test_start(self, run: Run) -> None:
+        self._start = time.perf_counter()
+
+    def on_test_end(self, run: Run) -> None:
+        self.finish = time.perf_counter() - self._start
+
+
+def _is_cuda(config: TrainConfig) -> bool:
+    return config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
 
 
 def train_variant(
     variant: str, config: TrainConfig, data: Any, keep_checkpoints: bool
 ) -> dict[str, Any]:
     """One training on its own (the sequential schedule)."""
-    run = run_class(variant)(config, data)
-    timed = Timed(run)
+    timed = Timed(_is_cuda(config))
+    run = run_class(variant)(config, data=data, hooks=[timed])
     if run.device.type == "cuda":
         torch.cuda.synchronize()
     start = time.perf_counter()
-    final = run.train(None, False)
+    final = run.train()
     wall = time.perf_counter() - start
     return collect(variant, run, timed, final, wall, final["train_seconds"], keep_checkpoints)
 
@@ -414,10 +402,7 @@ def train_interleaved(
     names = list(configs)
     runs: dict[str, Run] = {}
     rng: dict[str, torch.Tensor] = {}
-    for name in names:  # built one after another, as alone: each seeds the global RNG
-        runs[name] = run_class(name)(configs[name], data)
-        rng[name] = torch.get_rng_state()
-    cuda = next(iter(runs.values())).device.type == "cuda"
+    cuda = _is_cuda(next(iter(configs.values())))
     baton = Baton(names)
     held = {name: 0.0 for name in names}
     since: dict[str, float] = {}
@@ -443,12 +428,15 @@ def train_interleaved(
 
         return before_micro
 
-    timed = {name: Timed(runs[name], turn(name)) for name in names}
+    timed = {name: Timed(cuda, turn(name)) for name in names}
+    for name in names:  # built one after another, as alone: each seeds the global RNG
+        runs[name] = run_class(name)(configs[name], data=data, hooks=[timed[name]])
+        rng[name] = torch.get_rng_state()
 
     def worker(name: str) -> None:
         take(name)
         try:
-            finals[name] = runs[name].train(None, False)
+            finals[name] = runs[name].train()
         except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
             errors.append(err)
         finally:
@@ -513,7 +501,7 @@ def collect(
         "masked_ratio": masked / max(1, active),
         "masked_ratio_last_epoch": sum(m["masked"] for m in last_epoch)
         / max(1, sum(m["active"] for m in last_epoch)),
-        "final_accum": run._accum_steps(),
+        "final_accum": run.accum_steps,
         "t_micro_median": statistics.median(m["seconds"] for m in timed.micro),
         "t_micro_first_median": statistics.median(first) if first else None,
         "t_micro_accum_median": statistics.median(accum) if accum else None,
@@ -543,7 +531,7 @@ def collect(
         "per_epoch": per_epoch(timed, run.n_train, metrics),
     }
     if not keep_checkpoints:
-        shutil.rmtree(run.ckpt_dir, ignore_errors=True)
+        shutil.rmtree(run.checkpoints.folder, ignore_errors=True)
     return result
 
 
@@ -572,7 +560,7 @@ def cost_probe(config: TrainConfig, data: Any, rounds: int) -> dict[str, float]:
     """Median seconds of: a micro-batch that starts a window (gradients unset), one that
     accumulates into it, and the optimizer step, interleaved round by round on the same model.
     Also the warm-up of the process (allocator, kernels) before the timed trainings."""
-    run = Run(config, data)
+    run = Run(config, data=data)
     gen = torch.Generator().manual_seed(config.seed)
     order = torch.randperm(run.n_train, generator=gen)
     size = config.batch_size
@@ -585,11 +573,11 @@ def cost_probe(config: TrainConfig, data: Any, rounds: int) -> dict[str, float]:
             for i in (2 * r, 2 * r + 1)
         ]
         t0 = time.perf_counter()
-        run._micro_step(batches[0], _visit(batches[0]))
+        run.micro_step(batches[0], _visit(batches[0]))
         t1 = time.perf_counter()
-        run._micro_step(batches[1], _visit(batches[1]))
+        run.micro_step(batches[1], _visit(batches[1]))
         t2 = time.perf_counter()
-        run._optimizer_step()
+        run.optimizer_step()
         sync()
         t3 = time.perf_counter()
         if r >= 2:

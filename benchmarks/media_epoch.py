@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the te
 import media_data  # noqa: E402
 
 from astune.config import TrainConfig  # noqa: E402
-from astune.training import fit, load_encoded  # noqa: E402
+from astune.data.encoded import load_encoded  # noqa: E402
+from astune.training import fit  # noqa: E402
 
 SETUPS = media_data.TRAINING  # task: epochs, lr, batch size (those of tests/test_media.py)
 

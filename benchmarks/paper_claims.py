@@ -37,7 +37,8 @@ from astune.config import TrainConfig
 from astune.confirm.stats import paired_difference, t_interval
 from astune.data.registry import get_spec
 from astune.losses.catalogue import family_loss
-from astune.training import fit, load_encoded
+from astune.data.encoded import load_encoded
+from astune.training import fit
 
 VARIANTS = ("softmax", "as_softmax", "as_speed", "as_skip")
 HERE = Path(__file__).resolve().parent

@@ -180,7 +180,8 @@ def reference_fit(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     import torch
 
     from astune.config import TrainConfig
-    from astune.training import Run, load_encoded
+    from astune.data.encoded import load_encoded
+    from astune.training import Run
 
     config = TrainConfig.from_dict(
         dict(
@@ -206,10 +207,10 @@ def reference_fit(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     torch.set_num_threads(1)
     try:
         t = time.perf_counter()
-        run = Run(config, data)
+        run = Run(config, data=data)
         build = time.perf_counter() - t
         t = time.perf_counter()
-        final = run.train(None, False)
+        final = run.train()
         train = time.perf_counter() - t
     finally:
         torch.set_num_threads(threads)

@@ -624,7 +624,7 @@ def test_folder_with_a_validation_split_is_read_as_is(tmp_path, data_dir):
 def test_resolve_dataset_precedence(tmp_path, data_dir, monkeypatch):
     from astune.data import resolve_dataset
     from astune.difficulty import dataset_name
-    from astune.search.runner import SearchSettings, _registry_name
+    from astune.search.runner import SearchSettings
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "sst5").mkdir()  # a stray folder named like a registry entry, no data in it
@@ -640,9 +640,9 @@ def test_resolve_dataset_precedence(tmp_path, data_dir, monkeypatch):
     assert ref.folder == (tmp_path / "sst5").resolve() and ref.registry_name is None
     assert load_dataset_splits("sst5").spec.num_labels == REGISTRY["clinc_oos"].num_labels
     # every command reads it the same way
-    assert dataset_name("sst5") == "sst5" and _registry_name("sst5") is None
+    assert dataset_name("sst5") == "sst5" and resolve_dataset("sst5").registry_name is None
     assert SearchSettings(dataset="./sst5/").experiment_name == "astune-sst5"
-    assert dataset_name(str(mine)) == "clinc_oos" and _registry_name(str(mine)) is None
-    assert _registry_name("conll2003") == "conll2003"
+    assert dataset_name(str(mine)) == "clinc_oos" and resolve_dataset(mine).registry_name is None
+    assert resolve_dataset("conll2003").registry_name == "conll2003"
     with pytest.raises(ValueError, match=r"unknown dataset 'nope'; known: sst5"):
         resolve_dataset("nope")

@@ -16,7 +16,7 @@ from mlflow_searches import tiny_searches
 from astune.cli import main
 from astune.config import TrainConfig
 from astune.export import export, find_best_trial
-from astune.export_code import python_snippet
+from astune.export.code import python_snippet
 
 EXPERIMENT = "sst5-tiny"
 
@@ -81,14 +81,14 @@ def test_yaml_export_reruns_the_best_trial_exactly(best, searches, tmp_path, cap
 
 def test_json_export_loads_as_the_same_config(best, searches, tmp_path):
     yaml_file, json_file = tmp_path / "best.yaml", tmp_path / "best.json"
-    export(EXPERIMENT, "yaml", yaml_file, searches.tracking_uri)
-    text = export(EXPERIMENT, "json", json_file, searches.tracking_uri)
+    export(EXPERIMENT, "yaml", output=yaml_file, tracking_uri=searches.tracking_uri)
+    text = export(EXPERIMENT, "json", output=json_file, tracking_uri=searches.tracking_uri)
     assert json.loads(text)["astune_export"]["run_id"] == best.run_id
     assert TrainConfig.from_yaml(json_file) == TrainConfig.from_yaml(yaml_file)
     assert TrainConfig.from_yaml(json_file).delta == best.config["delta"]
 
 
-def test_python_snippet_builds_the_best_objects_and_trains(best, searches):
+def test_python_snippet_builds_the_best_objects(best, searches):
     code = export(EXPERIMENT, "python", tracking_uri=searches.tracking_uri)
     namespace: dict = {}
     exec(compile(code, "best.py", "exec"), namespace)
@@ -101,21 +101,52 @@ def test_python_snippet_builds_the_best_objects_and_trains(best, searches):
     assert (speed is not None) == cfg["as_speed"]
     if speed is not None:
         assert (speed.lam, speed.max_steps) == (cfg["lam"], cfg["max_accum_steps"])
-    model = torch.nn.Linear(6, 5)
-    gen = torch.Generator().manual_seed(0)
-    batches = [
-        (torch.randn(8, 6, generator=gen), torch.randint(0, 5, (8,), generator=gen))
-        for _ in range(4)
-    ]
-    before = model.weight.detach().clone()
-    steps = namespace["train"](
-        model, batches, torch.optim.SGD(model.parameters(), lr=0.1), epochs=2
+    assert namespace["CONFIG"] == cfg
+    assert namespace["train_config"]() == TrainConfig.from_dict(cfg)
+    assert "def train(" not in code  # no loop of its own: it calls astune.training.fit
+
+
+def _one_thread_env() -> dict:
+    """The trials ran in Ray workers with OMP_NUM_THREADS=1; a rerun with more threads may sum
+    floats in another order."""
+    import os
+
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+@pytest.mark.parametrize("variant", ["best", "as_skip"])
+def test_python_script_trains_as_train_config_does(best, tmp_path, variant):
+    """The exported script, run as a script, and `train --config` of the same config: the same
+    loop, so the same validation metrics and optimizer steps."""
+    import subprocess
+    import sys
+
+    config = dict(best.config)
+    if variant == "as_skip":  # AS-Skip and AS-Speed go through the script too
+        config.update(as_skip=True, skip_keep=0.0, skip_anneal=0.0, as_speed=True, lam=1.5)
+    chosen = dataclasses.replace(best, config=config)
+    script, yaml_file = tmp_path / "best.py", tmp_path / "best.yaml"
+    script.write_text(python_snippet(chosen))
+    yaml_file.write_text(yaml.safe_dump(config))
+    env = _one_thread_env()
+    for how, argv in {
+        "script": [sys.executable, str(script), "--output-dir", str(tmp_path / "script")],
+        "cli": [sys.executable, "-m", "astune", "train", "--config", str(yaml_file),
+                "--output-dir", str(tmp_path / "cli")],
+    }.items():  # fmt: skip
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"{how}: {done.stderr[-2000:]}"
+    script_final, cli_final = (
+        json.loads((tmp_path / how / "final.json").read_text()) for how in ("script", "cli")
     )
-    # 8 micro-batches. Without AS-Speed one step each; with it (lam 1.5, nothing masked by a
-    # random linear model) the window grows to round(1.5 * n / n) = 2 after the first step:
-    # windows 1, 2, 2, 2 and a last micro-batch -> 5 steps.
-    assert steps == (5 if cfg["as_speed"] else 8) and not torch.equal(before, model.weight)
-    assert loss_fn.delta == cfg["delta"]  # after the warm-up
+    val_keys = [k for k in cli_final if k.startswith("val_")]
+    assert val_keys and "val_accuracy" in val_keys
+    for key in val_keys:
+        assert script_final[key] == pytest.approx(cli_final[key], abs=1e-6), key
+    for key in ("optimizer_steps", "samples_seen", "samples_computed"):
+        assert script_final[key] == cli_final[key], key
+    if variant == "as_skip":
+        assert cli_final["samples_computed"] < cli_final["samples_seen"]
 
 
 def test_hf_snippet_switches_delta_after_the_warmup(best, searches):
@@ -230,7 +261,7 @@ def test_hf_export_trains_in_a_real_trainer(best, searches, data_dir, tmp_path):
 def _cut_short_search(uri: str, name: str, config: dict) -> tuple:
     """A search as the real run writer leaves it when cut short: a parent run and one finished
     trial, no best_config.yaml artifact."""
-    from astune.search.tracking import SearchTracker
+    from astune.store.writer import SearchTracker
 
     params = {"dataset": "sst5", "backbone": "minilm", "num_layers": 1, "seed": 7}
     tracker = SearchTracker(uri, name, dataset="sst5", task="single_label", search_params=params)
@@ -248,7 +279,7 @@ def test_export_without_artifact_reads_params_by_the_config_types(tmp_path):
     config = {"loss": "as_softmax", "delta": 0.3, "warmup_ratio": 0.25, "lr": 2e-05, "epochs": 2}
     _cut_short_search(uri, "cut-short", config)
     path = tmp_path / "best.yaml"
-    export("cut-short", "yaml", path, uri)
+    export("cut-short", "yaml", output=path, tracking_uri=uri)
     loaded = TrainConfig.from_yaml(path).validate()  # `train --config` reads it
     assert loaded.lr == 2e-05 and isinstance(loaded.lr, float) and loaded.epochs == 2.0
     assert (loaded.delta, loaded.warmup_ratio, loaded.seed, loaded.num_layers) == (0.3, 0.25, 7, 1)
@@ -287,33 +318,3 @@ def test_snippets_quote_names_and_paths_safely(tmp_path):
         exec(compile(export(name, fmt, tracking_uri=uri), f"best_{fmt}.py", "exec"), namespace)
         assert namespace["EXPERIMENT"] == name and namespace["RUN_ID"] == run_id
         assert namespace["TRACKING_URI"] == tracker.tracking_uri
-
-
-@pytest.mark.parametrize("keep, as_speed", [(1.0, False), (0.0, True)])
-def test_python_snippet_trains_with_as_skip(best, keep, as_speed):
-    """The snippet's AS-Skip loop on a linear model that already separates most samples: with
-    every sample kept it computes all of them; with none re-checked it skips the zero-loss ones,
-    and AS-Speed, counting them as masked, grows its window."""
-    config = {
-        **best.config,
-        **dict(as_skip=True, skip_keep=keep, skip_anneal=0.0, as_speed=as_speed, seed=0),
-        **dict(delta=0.5, warmup_ratio=0.0, batch_size=8, lam=1.5, max_accum_steps=4),
-    }
-    code = python_snippet(dataclasses.replace(best, config=config))
-    assert "AS_SKIP = True" in code and f"SKIP_KEEP = {keep!r}" in code
-    namespace: dict = {}
-    exec(compile(code, "best.py", "exec"), namespace)
-    gen = torch.Generator().manual_seed(0)
-    inputs = 4 * torch.randn(64, 5, generator=gen)
-    labels = inputs.argmax(dim=1)  # logits = inputs: the target leads, often by far
-    model = torch.nn.Linear(5, 5)
-    with torch.no_grad():
-        model.weight.copy_(torch.eye(5))
-        model.bias.zero_()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    steps, computed = namespace["train_skipping"](model, inputs, labels, optimizer, epochs=3)
-    if keep == 1.0:
-        assert computed == 3 * 64 and steps == 3 * 64 // 8
-    else:
-        assert 64 < computed < 3 * 64 and steps < computed // 8
-        assert namespace["speed"].steps > 1

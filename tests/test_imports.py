@@ -18,35 +18,28 @@ PACKAGE = Path(__file__).resolve().parents[1] / "astune"
 # Lower floors first: a module may import its own floor and those below, never one above.
 FLOORS = (
     ("astune._checks", "astune._private", "astune.losses.catalogue", "astune.checkpoint_policy"),
+    ("astune.losses", "astune.speed", "astune.skip", "astune.metrics"),
+    ("astune.data", "astune.backbones", "astune.config"),
+    ("astune.training", "astune.probe"),
+    ("astune.space", "astune.store"),
     (
-        "astune.losses",
-        "astune.speed",
-        "astune.skip",
-        "astune.metrics",
-    ),
-    (
-        "astune.data",
-        "astune.backbones",
-        "astune.config",
-        "astune.store",  # reads params back by the config schema
-        "astune.checkpointing",
-        "astune.search.space",  # YAML spaces: read by recommend, no Ray
-        "astune.search.space_params",
-        "astune.search.space_yaml",
-    ),
-    ("astune.training", "astune.evaluation", "astune.probe"),
-    (
-        "astune.difficulty",
-        "astune.recommend",
-        "astune.export_code",
-        "astune.export",
-        "astune.analysis",
+        "astune.search",
         "astune.confirm",
+        "astune.export",
+        "astune.recommend",
+        "astune.difficulty",
+        "astune.analysis",
     ),
-    ("astune.search",),
     ("astune.cli", "astune.__main__"),
 )
-READERS = ("astune.export", "astune.recommend", "astune.analysis", "astune.store", "astune.confirm")
+READERS = (
+    "astune.export",
+    "astune.recommend",
+    "astune.analysis",
+    "astune.store",
+    "astune.confirm",
+    "astune.space",
+)
 
 
 def _module_name(path: Path) -> str:
@@ -144,6 +137,30 @@ def test_imports_point_down_the_floors() -> None:
         if floor_of(target) > floor_of(source) and not _is_package_init(target, graph)
     ]
     assert upward == []
+
+
+def test_only_search_imports_ray() -> None:
+    """Ray lives in ``astune.search`` alone (DESIGN.md): read from the source, lazy imports too.
+    ``astune._private`` holds the private Ray calls that search makes (one place for them all)."""
+    importers = sorted(
+        name
+        for name, path in ((_module_name(p), p) for p in PACKAGE.rglob("*.py"))
+        if "ray" in _third_party(path)
+        and not name.startswith("astune.search")
+        and name != "astune._private"
+    )
+    assert importers == []
+
+
+def _third_party(path: Path) -> set[str]:
+    """The top-level names of the absolute imports in ``path``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
 
 
 @pytest.mark.parametrize("module", READERS)

@@ -26,13 +26,14 @@ from astune.backbones import build_model, load_processor
 from astune.cli import main
 from astune.config import TrainConfig
 from astune.data import REGISTRY, load_dataset_splits
+from astune.data.encoded import load_encoded
 from astune.data.media_encoding import MediaData, encode_media
 from astune.data.rows import normalize_rows
 from astune.losses.catalogue import AS_LOSSES, loss_names
 from astune.probe import run_probe
 from astune.search.runner import SearchSettings, run_search
-from astune.search.space import load_space
-from astune.training import fit, load_encoded
+from astune.space.space import load_space
+from astune.training import fit
 
 CHANCE = 0.25  # four balanced classes in both datasets
 

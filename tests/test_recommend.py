@@ -14,7 +14,7 @@ from mlflow_searches import tiny_searches
 from astune.cli import main
 from astune.difficulty import DIFFICULTY_TAG, PROBE_TAG
 from astune.recommend import fit_line, prior_delta, prior_warmup, recommend
-from astune.search.space import load_space
+from astune.space.space import load_space
 
 
 @pytest.fixture(scope="module")

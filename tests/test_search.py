@@ -360,7 +360,7 @@ def test_asha_max_t_counts_the_reports_trials_make():
 
     from astune.data.registry import get_spec
     from astune.search.runner import max_reports
-    from astune.search.space import load_space
+    from astune.space.space import load_space
 
     space = load_space(SPACES / "tiny.yaml")
     no_epochs = dataclasses.replace(

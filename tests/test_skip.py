@@ -51,7 +51,7 @@ def test_visits_fill_full_batches_and_cover_every_position(size):
     gen = torch.Generator().manual_seed(0)
     order = torch.randperm(23, generator=gen)
     plan = torch.rand(23, generator=gen) < 0.6
-    skip = ASSkip(23, 0.0, 0.0, 23, seed=1)
+    skip = ASSkip(23, keep=0.0, anneal=0.0, total_samples=23, seed=1)
     got = [
         (v.index.tolist(), v.visited, v.skipped.tolist()) for v in skip.visits(order, plan, size, 0)
     ]
@@ -61,7 +61,7 @@ def test_visits_fill_full_batches_and_cover_every_position(size):
 
 
 def test_an_epoch_that_computes_nothing_still_visits_every_sample():
-    skip = ASSkip(5, 0.0, 0.0, 50, seed=0)
+    skip = ASSkip(5, keep=0.0, anneal=0.0, total_samples=50, seed=0)
     order = torch.arange(5)
     (visit,) = skip.visits(order, torch.zeros(5, dtype=torch.bool), 2, 0)
     assert visit.visited == 5 and len(visit.index) == 0
@@ -117,7 +117,7 @@ def test_token_level_sentence_is_zero_only_when_every_token_is_masked():
     logits = torch.tensor([[sure, sure, sure], [sure, unsure, sure], [sure, unsure, unsure]])
     labels = torch.tensor([[0, 0, -100], [0, 0, 0], [0, -100, -100]])
     loss_fn(logits, labels)
-    skip = ASSkip(3, 0.0, 0.0, 30, seed=0)
+    skip = ASSkip(3, keep=0.0, anneal=0.0, total_samples=30, seed=0)
     skip.record(torch.arange(3), *loss_fn.last_stats.rows(), samples_seen=0)
     # sentence 2: its one active token is masked; the unsure tokens are padding (-100)
     assert skip.zero.tolist() == [True, False, True]
@@ -129,21 +129,21 @@ def test_multilabel_row_is_zero_only_when_every_class_is_masked():
     logits = torch.tensor([[9.0, -9.0, -9.0], [0.0, 0.0, -9.0]])
     targets = torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
     loss, stats = multilabel_as_softmax_with_stats(logits, targets, 0.3, reduction="none")
-    skip = ASSkip(2, 0.0, 0.0, 20, seed=0)
+    skip = ASSkip(2, keep=0.0, anneal=0.0, total_samples=20, seed=0)
     skip.record(torch.arange(2), *stats.rows(), samples_seen=0)
     assert skip.zero.tolist() == [bool(loss[0] == 0), bool(loss[1] == 0)] == [True, False]
 
 
 def test_skip_state_round_trips_and_refuses_other_data():
-    skip = ASSkip(6, 0.3, 0.1, 60, seed=2)
+    skip = ASSkip(6, keep=0.3, anneal=0.1, total_samples=60, seed=2)
     skip.zero[[1, 4]] = True
     skip.plan_for(0, torch.arange(6), 0)
-    other = ASSkip(6, 0.0, 0.0, 60, seed=0)
+    other = ASSkip(6, keep=0.0, anneal=0.0, total_samples=60, seed=0)
     other.load_state_dict(skip.state_dict())
     assert torch.equal(other.zero, skip.zero) and torch.equal(other.plan, skip.plan)
     assert (other.keep, other.anneal, other.seed) == (0.3, 0.1, 2)
     with pytest.raises(ValueError, match="holds 6 samples, but the run has 7"):
-        ASSkip(7, 0.3, 0.1, 70, seed=2).load_state_dict(skip.state_dict())
+        ASSkip(7, keep=0.3, anneal=0.1, total_samples=70, seed=2).load_state_dict(skip.state_dict())
 
 
 @pytest.mark.parametrize(
@@ -240,10 +240,11 @@ def test_resumed_skipping_run_equals_an_uninterrupted_one(tmp_path, data_dir, ss
     with pytest.raises(Interrupt):
         fit(broken, data=sst5, callback=stop)
     folder = Path(broken.output_dir) / "checkpoint"
-    restored = Run(broken, sst5)
+    restored = Run(broken, data=sst5)
     restored.restore(folder)
-    assert restored.skip is not None and restored.skip.plan_epoch == restored.pos.epoch
-    assert restored.pos.batch > 0 and bool(restored.skip.zero.any())  # mid-epoch, mid-plan
+    skip = restored.batches.skip  # AS-Skip's batch source
+    assert skip.plan_epoch == restored.pos.epoch
+    assert restored.pos.batch > 0 and bool(skip.zero.any())  # mid-epoch, mid-plan
     resumed = fit(broken, data=sst5, resume_from=folder)
     for key in ("val_accuracy", "test_loss", "optimizer_steps", "samples_computed"):
         assert resumed[key] == expected[key], key
@@ -302,13 +303,13 @@ def test_token_and_multilabel_runs_account_for_every_visited_sample(
         max_eval_samples=32, epochs=2, as_skip=True, skip_keep=0.0, skip_anneal=0.0,
     )  # fmt: skip
     fitted = Run(run)
-    final = fitted.train(None, False)
+    final = fitted.train()
     records = read_metrics(run)
     seen, computed = final["samples_seen"], final["samples_computed"]
     assert seen == 2 * 64 >= computed and records[0]["skipped_ratio"] == 0.0
     # epoch 2 (keep 0) computes exactly the samples not flagged zero in epoch 1; the others
     # were last computed in epoch 1 and keep their zero flag
-    skip = fitted.skip
+    skip = fitted.batches.skip
     assert computed == 64 + int(skip.plan.sum())
     stale = skip.last_computed < 64
     assert int(stale.sum()) == seen - computed and bool(skip.zero[stale].all())

@@ -13,7 +13,7 @@ import optuna
 import pytest
 
 from astune.losses.catalogue import AS_LOSSES, loss_info
-from astune.search.space import (
+from astune.space.space import (
     SearchSpace,
     SpaceError,
     available_spaces,
@@ -179,7 +179,7 @@ def test_packaged_files_are_found_from_the_package_and_the_repo_root() -> None:
 
 def test_import_is_light() -> None:
     code = (
-        "import sys, astune.search, astune.search.space; "
+        "import sys, astune.search, astune.space.space; "
         "print(sorted(m for m in ('ray', 'mlflow', 'optuna', 'torch') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -26,12 +26,12 @@ from ray.tune.search import Searcher  # noqa: E402
 
 from astune.config import TrainConfig  # noqa: E402
 from astune.search.artifacts import best_config_mapping, log_search_artifacts  # noqa: E402
-from astune.search.execution import best_finished  # noqa: E402
-from astune.search.tracking import (  # noqa: E402
+from astune.search.callbacks import (  # noqa: E402
+    CheckpointRecovery,
     MLflowTrialCallback,
-    SearchTracker,
     attach_tracker,
 )
+from astune.search.execution import best_finished  # noqa: E402
 from astune.store.conventions import CONVENTION_PARAMS, TrackingError  # noqa: E402
 from astune.store.uri import (  # noqa: E402
     check_tracking_uri,
@@ -39,6 +39,7 @@ from astune.store.uri import (  # noqa: E402
     mlflow_ui_command,
     resolve_tracking_uri,
 )
+from astune.store.writer import SearchTracker  # noqa: E402
 
 METRICS = ("objective", "val_accuracy", "val_loss", "masked_ratio", "accum_steps", "delta_now")
 POINTS = [  # what Optuna's define-by-run space proposes: conditional keys only where they apply
@@ -339,14 +340,17 @@ def test_a_retried_trial_keeps_one_point_per_evaluation_and_says_why_it_restarte
 def test_a_trial_whose_checkpoint_is_gone_restarts_from_its_start(store, tmp_path):
     tracker = make_tracker(store, "gone")
     tracker.start()
-    callback = MLflowTrialCallback(tracker)
+    recovery = CheckpointRecovery()
+    callbacks = (recovery, MLflowTrialCallback(tracker, recovery))  # in the Tuner's order
     kept, gone = tmp_path / "checkpoint_000002", tmp_path / "checkpoint_000001"
     kept.mkdir()
     present = fake_trial("t_kept", POINTS[0], checkpoint=kept)
     missing = fake_trial("t_gone", POINTS[0], checkpoint=gone)  # deleted by Ray, still named
     for trial in (present, missing):
-        callback.on_trial_start(iteration=0, trials=[trial], trial=trial)
-        callback.on_trial_recover(iteration=0, trials=[trial], trial=trial)
+        callbacks[1].on_trial_start(iteration=0, trials=[trial], trial=trial)
+        for callback in callbacks:
+            callback.on_trial_recover(iteration=0, trials=[trial], trial=trial)
+    assert not recovery.restarted_from_start("t_gone")  # told once, to the tracking callback
     latest = present.run_metadata.checkpoint_manager.latest_checkpoint_result
     assert latest is not None and latest.checkpoint.path == str(kept)
     assert missing.run_metadata.checkpoint_manager.latest_checkpoint_result is None
@@ -355,6 +359,17 @@ def test_a_trial_whose_checkpoint_is_gone_restarts_from_its_start(store, tmp_pat
     tags = {r.data.tags["astune.trial_id"]: r.data.tags for r in runs}
     assert tags["t_gone"]["astune.restarted_from_start"] == "true"
     assert "astune.restarted_from_start" not in tags["t_kept"]
+
+
+def test_a_checkpoint_recovery_failure_is_reported_as_one_not_as_tracking(caplog, tmp_path):
+    trial = fake_trial("t_odd", POINTS[0], checkpoint=tmp_path)
+    trial.run_metadata = SimpleNamespace()  # no checkpoint manager: what Ray's API lost
+    recovery = CheckpointRecovery()
+    with caplog.at_level("WARNING", logger="astune.search.callbacks"):
+        recovery.on_trial_recover(iteration=0, trials=[trial], trial=trial)
+    assert "checkpoint recovery of trial t_odd failed (AttributeError" in caplog.text
+    assert "MLflow" not in caplog.text
+    assert not recovery.restarted_from_start("t_odd")
 
 
 def test_resume_with_explicit_parent_and_a_wrong_one(store):
@@ -541,7 +556,7 @@ def test_a_tracking_failure_is_logged_not_raised(store, caplog):
     callback.on_trial_result(0, [trial], trial, {"val_f1(macro)": 0.5, "evaluation": 0})
     log_batch = tracker.client.log_batch
     tracker.client.log_batch = lambda *a, **k: (_ for _ in ()).throw(OSError("store went away"))
-    with caplog.at_level("WARNING", logger="astune.search.tracking"):
+    with caplog.at_level("WARNING", logger="astune.search.callbacks"):
         callback.on_trial_result(0, [trial], trial, {"objective": 0.5, "evaluation": 1})
     assert "on_trial_result failed (OSError: store went away)" in caplog.text
     tracker.client.log_batch = log_batch
@@ -621,7 +636,7 @@ def test_trial_error_is_read_from_text_never_unpickled(tmp_path):
 
 
 def _open_store(uri: str, barrier) -> None:
-    from astune.search.tracking import open_client
+    from astune.store.writer import open_client
 
     barrier.wait(timeout=120)  # every process reaches the fresh store at the same moment
     client = open_client(uri)

@@ -9,10 +9,12 @@ import pytest
 import torch
 from training_runs import Interrupt, read_metrics, run_config, sst5_slice, timeless
 
-from astune import checkpointing as ckpt
 from astune.config import TrainConfig
 from astune.data import majority_baseline
-from astune.training import FUSED_CPU_ADAMW_TORCH, Run, fit, load_encoded
+from astune.data.encoded import load_encoded
+from astune.training import Run, fit
+from astune.training import state as ckpt
+from astune.training.compute import FUSED_CPU_ADAMW_TORCH
 
 BASE = dict(backbone="minilm", num_layers=1, max_length=48, seed=7, weight_decay=0.0)
 
@@ -175,8 +177,6 @@ def best_so_far(records: list[dict]) -> list[int]:
 
 
 def test_checkpoints_store_each_best_once_and_the_test_split_uses_it(tmp_path, data_dir, sst5):
-    from astune.training import evaluate
-
     cfg = config(
         tmp_path,
         "best",
@@ -194,8 +194,8 @@ def test_checkpoints_store_each_best_once_and_the_test_split_uses_it(tmp_path, d
     def watch(record, folder):
         named.append(ckpt.read_checkpoint(folder)["best_weights"])
 
-    run = Run(cfg, sst5, best_weights=store)
-    final = run.train(watch, progress=False)
+    run = Run(cfg, data=sst5, best_weights=store)
+    final = run.train(watch)
     records = read_metrics(cfg)
     bests = best_so_far(records)
     expected = [
@@ -213,7 +213,7 @@ def test_checkpoints_store_each_best_once_and_the_test_split_uses_it(tmp_path, d
 
     state = ckpt.read_checkpoint(Path(cfg.output_dir, "checkpoint"))
     run.model.load_state_dict(ckpt.best_weights_of(state, store, tmp_path))
-    test_metrics, _, _ = evaluate(run, "test")
+    test_metrics, _, _ = run.evaluate("test")
     assert final["test_accuracy"] == test_metrics["accuracy"]
 
 
@@ -296,12 +296,12 @@ def test_each_optimizer_step_uses_the_rate_of_where_its_window_started(
         batch_size=64,
         lr_warmup_ratio=lr_warmup_ratio,
     )
-    run = Run(run_config, sst5)
+    run = Run(run_config, data=sst5)
     rates: list[float] = []
     run.optimizer.register_step_pre_hook(
         lambda opt, args, kwargs: rates.append(opt.param_groups[0]["lr"])
     )
-    run.train(None, False)
+    run.train()
     assert rates == pytest.approx([1e-3 * f for f in factors], rel=1e-12)
 
 
@@ -353,11 +353,11 @@ def test_bf16_training_on_a_cuda_gpu_learns_and_resumes_from_its_checkpoint(
 ):
     common = dict(dataset="sst5", epochs=4, lr=2e-3, batch_size=16, loss="as_softmax")
     run_config = config(tmp_path, "gpu", data_dir, device="cuda", precision="bf16", **common)
-    run = Run(run_config, sst5)
+    run = Run(run_config, data=sst5)
     assert run.device.type == "cuda" and run.autocast == torch.bfloat16
     logits, _ = run.forward(sst5.collate("train", torch.arange(4)))
     assert logits.dtype == torch.float32 and logits.device.type == "cuda"
-    final = run.train(None, False)
+    final = run.train()
     assert final["val_accuracy"] > majority_baseline(sst5, "validation") + 0.02, final
     state = ckpt.read_checkpoint(Path(run_config.output_dir, "checkpoint"))
     assert len(state["rng"]["cuda"]) == torch.cuda.device_count()

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from astune.config import TrainConfig
+from astune.data.encoded import load_encoded
 from astune.data.media_encoding import TrainData
-from astune.training import load_encoded
 
 
 def run_config(

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from astune._checks import check_int
+from astune.config import SPEED_FIELDS
 from astune.losses.catalogue import AS_LOSSES, LOSS_PARAM_NAMES, family_loss, loss_info
-from astune.search.space_params import SPEED_PARAMS
 from astune.store.confirmed import config_label
 from astune.store.conventions import CONFIRM_BASELINE, STOPPED_EARLY_TAG, TASK_TAG
 from astune.store.reader import Store, finished_trials, objective, param
@@ -127,7 +127,7 @@ def _baseline(config: dict[str, Any], baseline: str, task: str | None) -> Candid
             f"baseline {baseline!r} does not serve the search's task {task!r}; accepted: "
             f"losses for {', '.join(info.tasks)}."
         )
-    dropped = set(SPEED_PARAMS) | set(LOSS_PARAM_NAMES)
+    dropped = set(SPEED_FIELDS) | set(LOSS_PARAM_NAMES)
     for name in AS_LOSSES:
         dropped |= set(loss_info(name).config_keys)
     kept = {k: v for k, v in config.items() if k not in dropped}

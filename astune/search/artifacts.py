@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from astune.search.tracking import SearchTracker, _now_ms, _param_value, flat_params
 from astune.store.conventions import BEST_TAG_PREFIX, TrackingError
+from astune.store.writer import SearchTracker, flat_params, now_ms, param_value
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -145,7 +145,7 @@ def log_search_artifacts(
 
     if mode not in ("max", "min"):
         raise TrackingError(f"mode must be 'max' or 'min', got {mode!r}.")
-    run_id = tracker._require_parent()
+    run_id = tracker.require_parent()
     mapping = best_config_mapping(best_config, dataset=tracker.dataset, base_config=base_config)
     if best_objective is None:
         best_objective = _best_value(trials_df, metric, mode)
@@ -161,10 +161,10 @@ def log_search_artifacts(
         series = plot_objective_vs_delta(trials_df, plot, metric=metric, mode=mode)
         for name in ("best_config.yaml", "trials.csv", "objective_vs_delta.png"):
             tracker.client.log_artifact(run_id, str(out / name))
-    tags = {f"{BEST_TAG_PREFIX}{k}": _param_value(v) for k, v in flat_params(mapping).items()}
+    tags = {f"{BEST_TAG_PREFIX}{k}": param_value(v) for k, v in flat_params(mapping).items()}
     metrics = []
     if best_objective is not None:
-        metrics.append(Metric("best_objective", best_objective, _now_ms(), 0))
+        metrics.append(Metric("best_objective", best_objective, now_ms(), 0))
     tracker.client.log_batch(run_id, metrics=metrics)
     tracker._log(run_id, tags=tags)
     return {"config": mapping, "best_objective": best_objective, "plot": series}

@@ -21,10 +21,10 @@ from astune._checks import check_int, check_range
 from astune.confirm.plan import CONFIRMS_KEY, ConfirmPlan, plan_confirm
 from astune.confirm.table import ConfirmRow, format_table, markdown, plot, summarize, write_csv
 from astune.search.settings import SearchSettings
-from astune.search.tracking import SearchTracker
 from astune.store.confirmed import confirmed_configs, confirmed_winner
 from astune.store.conventions import CONFIRM_ROLE, CONFIRMS_TAG, DATASET_TAG, TASK_TAG
 from astune.store.reader import param
+from astune.store.writer import SearchTracker
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -141,8 +141,10 @@ def run_confirm(settings: ConfirmSettings) -> ConfirmSummary:
 def prepare_confirm(settings: ConfirmSettings) -> PreparedConfirm:
     """Validate the request against the store and rebuild the search's data (ValueError)."""
     from astune.config import TrainConfig
+    from astune.data.encoded import load_encoded
+    from astune.data.resolve import resolve_dataset
     from astune.search.execution import check_local_gpus
-    from astune.search.runner import base_config, encode
+    from astune.search.runner import base_config
 
     settings.validate()
     plan = plan_confirm(
@@ -154,8 +156,9 @@ def prepare_confirm(settings: ConfirmSettings) -> PreparedConfirm:
     )
     search = search_settings(settings, plan.parent.data.params)
     check_local_gpus(search)
-    train_base = TrainConfig.from_dict(base_config(search)).validate()
-    data = encode(train_base)
+    base = base_config(search, resolve_dataset(search.dataset))
+    train_base = TrainConfig.from_dict(base).validate()
+    data = load_encoded(train_base)  # the search checked that its metric is computed
     return PreparedConfirm(settings, plan, search, train_base, data, finished_pairs(plan))
 
 
@@ -213,15 +216,12 @@ def execute_confirm(prepared: PreparedConfirm) -> ConfirmSummary:
 
 
 def _fit(prepared: PreparedConfirm, points: list[dict[str, Any]]) -> None:
-    from ray import tune
     from ray.tune.schedulers import FIFOScheduler
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
-    from astune.checkpointing import KEPT_CHECKPOINTS
-    from astune.search.console import ConsoleCallback
-    from astune.search.execution import fitting_trials, trial_dirname
+    from astune.search.execution import fitting_trials
     from astune.search.scratch import clean_stale_scratch
-    from astune.search.tracking import MLflowTrialCallback
+    from astune.search.tuner import build_tuner, trainable
 
     search, parent = prepared.search, prepared.plan.parent
     tracker = ConfirmTracker(
@@ -232,34 +232,18 @@ def _fit(prepared: PreparedConfirm, points: list[dict[str, Any]]) -> None:
         search_params={},
     )
     tracker.attach(parent)
-    callbacks: list[Any] = [MLflowTrialCallback(tracker)]
-    if search.console:
-        callbacks.append(ConsoleCallback("objective", len(points)))
-    resources = {"cpu": search.cpus_per_trial, "gpu": search.gpus_per_trial or 0}
-    trainable = tune.with_resources(
-        tune.with_parameters(confirm_trial, data=prepared.data, base=prepared.train_base),
-        resources,
-    )
     limit = search.max_concurrent or fitting_trials(search)
-    tuner = tune.Tuner(
-        trainable,
+    tuner = build_tuner(
+        search,
+        trainable(confirm_trial, search, base=prepared.train_base, data=prepared.data),
+        name=f"{prepared.plan.experiment}-confirm-{time.strftime('%Y%m%d-%H%M%S')}",
+        tracker=tracker,
+        search_alg=BasicVariantGenerator(points_to_evaluate=points, max_concurrent=limit),
+        scheduler=FIFOScheduler(),  # no early stopping: every seed runs to the end
+        num_samples=len(points),
+        metric="objective",
         # Every key of every point must exist in the space for Ray to take the points as given.
         param_space={key: None for point in points for key in point},
-        tune_config=tune.TuneConfig(
-            search_alg=BasicVariantGenerator(points_to_evaluate=points, max_concurrent=limit),
-            scheduler=FIFOScheduler(),  # no early stopping: every seed runs to the end
-            num_samples=len(points),
-            reuse_actors=search.reuse_actors,
-            trial_dirname_creator=trial_dirname,
-        ),
-        run_config=tune.RunConfig(
-            name=f"{prepared.plan.experiment}-confirm-{time.strftime('%Y%m%d-%H%M%S')}",
-            storage_path=search.experiment_path().rsplit("/", 1)[0],
-            callbacks=callbacks,
-            failure_config=tune.FailureConfig(max_failures=search.max_failures),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=KEPT_CHECKPOINTS),
-            verbose=0,
-        ),
     )
     try:
         tuner.fit()

@@ -10,10 +10,8 @@ from astune.search.settings import PreparedSearch, SearchError, SearchSettings, 
 if TYPE_CHECKING:
     from ray.tune import Result, ResultGrid
 
-    from astune.config import TrainConfig
-    from astune.data.media_encoding import TrainData
-    from astune.search.space import SearchSpace
-    from astune.search.tracking import SearchTracker
+    from astune.space.space import SearchSpace
+    from astune.store.writer import SearchTracker
 
 
 def init_ray(settings: SearchSettings) -> bool:
@@ -114,66 +112,15 @@ def _scheduler(space: SearchSpace, max_t: int) -> Any:
     )
 
 
-def _trainable(settings: SearchSettings, base: TrainConfig, data: TrainData) -> Any:
-    from ray import tune
-
-    from astune.search.trainable import train_trial
-
-    resources = {"cpu": settings.cpus_per_trial, "gpu": settings.gpus_per_trial or 0}
-    return tune.with_resources(tune.with_parameters(train_trial, data=data, base=base), resources)
-
-
-def _callbacks(settings: SearchSettings, space: SearchSpace, tracker: SearchTracker) -> list:
-    from astune.search.console import ConsoleCallback
-    from astune.search.tracking import MLflowTrialCallback
-
-    callbacks = [MLflowTrialCallback(tracker)]
-    if settings.console:
-        callbacks.append(ConsoleCallback(space.metric, space.num_samples))
-    return callbacks
-
-
-def _tuner(
-    settings: SearchSettings, space: SearchSpace, trainable: Any, tracker: SearchTracker, max_t: int
-) -> Any:
-    from ray import tune
-
-    from astune.checkpointing import KEPT_CHECKPOINTS
-
-    path = settings.experiment_path()
-    if settings.resume:
-        return tune.Tuner.restore(
-            path, trainable=trainable, resume_unfinished=True, resume_errored=True
-        )
-    run_config = tune.RunConfig(
-        name=settings.experiment_name,
-        storage_path=path.rsplit("/", 1)[0],
-        callbacks=_callbacks(settings, space, tracker),
-        failure_config=tune.FailureConfig(max_failures=settings.max_failures),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=KEPT_CHECKPOINTS),
-        verbose=0,
-    )
-    tune_config = tune.TuneConfig(
-        search_alg=_searcher(space, settings),
-        scheduler=_scheduler(space, max_t),
-        num_samples=space.num_samples,
-        reuse_actors=settings.reuse_actors,
-        trial_dirname_creator=trial_dirname,
-    )
-    return tune.Tuner(trainable, tune_config=tune_config, run_config=run_config)
-
-
-def trial_dirname(trial: Any) -> str:
-    """Short trial folders (Ray's default spells out the whole config)."""
-    return f"trial_{trial.trial_id}"
-
-
 def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
     """Run the trials under MLflow tracking; the parent run ends with the search's status."""
+    from astune.search.callbacks import attach_tracker
     from astune.search.optuna_storage import write_study
     from astune.search.resume import search_params
     from astune.search.scratch import clean_stale_scratch
-    from astune.search.tracking import SearchTracker, attach_tracker
+    from astune.search.trainable import train_trial
+    from astune.search.tuner import build_tuner, restore_tuner, trainable
+    from astune.store.writer import SearchTracker
 
     settings, space, base, data = prepared.settings, prepared.space, prepared.base, prepared.data
 
@@ -187,9 +134,20 @@ def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
     tracker.start(resume=settings.resume)
     status = "FAILED"
     try:
-        tuner = _tuner(
-            settings, space, _trainable(settings, prepared.train_base, data), tracker, max_t
-        )
+        function = trainable(train_trial, settings, base=prepared.train_base, data=data)
+        if settings.resume:
+            tuner = restore_tuner(settings, function)
+        else:
+            tuner = build_tuner(
+                settings,
+                function,
+                name=settings.experiment_name,
+                tracker=tracker,
+                search_alg=_searcher(space, settings),
+                scheduler=_scheduler(space, max_t),
+                num_samples=space.num_samples,
+                metric=space.metric,
+            )
         if settings.resume:  # the restored Tuner brings its pickled callbacks: point them here
             attach_tracker(tuner, tracker)
             restored = _restored_trials(settings.experiment_path())

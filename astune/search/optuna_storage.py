@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import optuna
     from mlflow.entities import Run
 
-    from astune.search.tracking import SearchTracker
+    from astune.store.writer import SearchTracker
 
 logger = logging.getLogger(__name__)
 

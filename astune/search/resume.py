@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from astune.search.settings import SearchError, SearchSettings
 
 if TYPE_CHECKING:
-    from astune.search.space import SearchSpace
+    from astune.space.space import SearchSpace
 
 SPACE_DIGEST = "space_sha256"  # the resolved space: a file edited in place is a changed space
 # Param keys that come from the space, not from a flag: how a refusal names them.

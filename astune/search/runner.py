@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from astune.config import TrainConfig
 from astune.data.registry import DatasetSpec
+from astune.data.resolve import DatasetRef
 from astune.search.settings import (
     PreparedSearch,
     SearchError,
@@ -21,10 +22,10 @@ from astune.search.settings import (
     SearchSummary,
     settings_from_args,
 )
-from astune.search.space import SearchSpace
+from astune.space.space import SearchSpace
 
 if TYPE_CHECKING:
-    from astune.data.media_encoding import TrainData
+    pass
 
 __all__ = ["SearchError", "SearchSettings", "SearchSummary", "run_search", "settings_from_args"]
 
@@ -36,26 +37,30 @@ def run_search(settings: SearchSettings) -> SearchSummary:
 
 def prepare_search(settings: SearchSettings) -> PreparedSearch:
     """Validate the settings, the space, the data and the store (ValueError: bad input)."""
+    from astune.data.encoded import load_encoded
+    from astune.data.resolve import resolve_dataset
+    from astune.metrics import check_metric_computed
     from astune.search.execution import check_local_gpus
     from astune.search.resume import as_before, check_unchanged, parent_params
-    from astune.search.space import load_space
+    from astune.space.space import load_space
     from astune.store.uri import check_tracking_uri, resolve_tracking_uri
-    from astune.training import check_metric_computed
 
     settings.validate()
-    registry_name = _registry_name(settings.dataset)
-    _check_metric(settings.dataset)
+    ref = resolve_dataset(settings.dataset)  # once: every step below takes it from here
+    if ref.spec is not None:  # a registry dataset: checked before its data is read
+        check_metric_computed(ref.spec.name, ref.spec.metric)
     _check_experiment_path(settings)
     tracking_uri = resolve_tracking_uri(settings.tracking_uri)
     check_tracking_uri(tracking_uri)
     before = parent_params(settings, tracking_uri)  # {} unless --resume
     settings = as_before(settings, before).validate()
     check_local_gpus(settings)
-    space = load_space(settings.space, dataset=None if settings.space else registry_name)
-    base = base_config(settings)
+    space = load_space(settings.space, dataset=None if settings.space else ref.registry_name)
+    base = base_config(settings, ref)
     train_base = TrainConfig.from_dict(base).validate()
-    data = encode(train_base)
-    check_metric_computed(data.spec.name, data.spec.metric)  # a user folder's own metric
+    data = load_encoded(train_base)
+    if ref.spec is None:  # a user folder: its own metric, known once it is read
+        check_metric_computed(data.spec.name, data.spec.metric)
     space = _apply_settings(space, settings, data.spec.task)
     check_unchanged(settings, space, before)
     return PreparedSearch(settings, space, base, train_base, data, tracking_uri)
@@ -66,29 +71,10 @@ def execute_search(prepared: PreparedSearch) -> SearchSummary:
     return _run(prepared)
 
 
-def _registry_name(dataset: str) -> str | None:
-    from astune.data.resolve import resolve_dataset
-
-    return resolve_dataset(dataset).registry_name
-
-
-def _check_metric(dataset: str) -> None:
-    """A registry dataset scored with a metric astune does not compute fails here, before its
-    data is read, not in every trial."""
-    from astune.data.resolve import resolve_dataset
-    from astune.training import check_metric_computed
-
-    spec = resolve_dataset(dataset).spec
-    if spec is not None:
-        check_metric_computed(spec.name, spec.metric)
-
-
-def base_config(settings: SearchSettings) -> dict[str, Any]:
-    """The config keys every trial shares (validated now, with a typical loss)."""
+def base_config(settings: SearchSettings, ref: DatasetRef) -> dict[str, Any]:
+    """The config keys every trial shares (validated now, with a typical loss); ``ref``: the
+    settings' dataset, resolved."""
     data_dir = settings.data_dir or os.environ.get("ASTUNE_DATA_DIR")
-    from astune.data.resolve import resolve_dataset
-
-    ref = resolve_dataset(settings.dataset)
     dataset = str(ref.folder) if ref.folder is not None else ref.name
     base = dict(
         dataset=dataset,
@@ -127,12 +113,6 @@ def _check_experiment_path(settings: SearchSettings) -> None:
             f"search {settings.experiment_name!r} already exists at {path}; "
             f"pass --resume to continue it or --name NAME to start another."
         )
-
-
-def encode(base: TrainConfig) -> TrainData:
-    from astune.training import load_encoded
-
-    return load_encoded(base)
 
 
 def _apply_settings(space: SearchSpace, settings: SearchSettings, task: str) -> SearchSpace:

@@ -4,6 +4,7 @@ floor shares (so that none of them imports another in a loop)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,7 @@ from astune.checkpoint_policy import SEARCH_DEFAULT, CheckpointPolicy
 if TYPE_CHECKING:
     from astune.config import TrainConfig
     from astune.data.media_encoding import TrainData
-    from astune.search.space import SearchSpace
+    from astune.space.space import SearchSpace
 
 DEFAULT_STORAGE = "astune-runs/ray"
 
@@ -77,7 +78,7 @@ class SearchSettings:
         CheckpointPolicy(self.checkpoint_every)
         return self
 
-    @property
+    @functools.cached_property
     def experiment_name(self) -> str:
         """``--name``, else ``astune-<dataset>`` (the display name of
         :func:`astune.data.resolve.resolve_dataset`: a folder by its resolved name, so that

@@ -25,9 +25,9 @@ def train_trial(config: dict[str, Any], *, data: TrainData, base: TrainConfig) -
     from ray import tune
 
     from astune._private import trial_storage
-    from astune.checkpointing import BestWeights
     from astune.search.scratch import clean_stale_scratch, make_scratch
     from astune.training import fit
+    from astune.training.state import BestWeights
 
     # The run folder is scratch: Ray persists each reported checkpoint and MLflow every record.
     # Inside the trial folder Ray would copy it again at every experiment snapshot, and a reused

@@ -153,3 +153,8 @@ def best_weights_of(state: dict[str, Any], store: BestWeights, folder: Path) -> 
     if ref == BEST_IS_CURRENT:
         return state["model"]
     return (store if store.has(ref) else BestWeights.local(folder)).get(ref)
+
+
+def cpu_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A detached CPU copy of ``model``'s state dict (the best weights, a checkpoint's model)."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}

@@ -15,10 +15,10 @@ from typing import Any
 import yaml
 
 from astune._checks import check_choice, check_int, check_range
-from astune.search.space_params import (
+from astune.config import SPEED_FIELDS
+from astune.space.params import (
     LOSS_KEY_NAMES,
     LOSS_KEYS,
-    SPEED_PARAMS,
     TRAIN_PARAMS,
     Invalid,
     Param,
@@ -49,7 +49,7 @@ def _parse_params(raw: Any, where: str, allowed: Iterable[str], hint: str) -> di
 def misplaced(name: Any, allowed: tuple[str, ...], hint: str) -> str:
     if name in LOSS_KEY_NAMES:
         return f"{name!r} is a loss parameter; put it under loss_params.<loss>"
-    if name in SPEED_PARAMS:
+    if name in SPEED_FIELDS:
         return f"{name!r} is an AS-Speed parameter; put it under speed_params"
     if name in TRAIN_PARAMS:
         return f"{name!r} is a training parameter; put it under params"
@@ -135,7 +135,7 @@ SECTIONS = {
     "losses": parse_losses,
     "params": lambda v: _parse_params(v, "params", TRAIN_PARAMS, "params"),
     "loss_params": _parse_loss_params,
-    "speed_params": lambda v: _parse_params(v, "speed_params", SPEED_PARAMS, "speed_params"),
+    "speed_params": lambda v: _parse_params(v, "speed_params", SPEED_FIELDS, "speed_params"),
     "seed_points": _parse_points,
 }
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
-from astune.config import TRAIN_FIELDS
+from astune.config import SPEED_FIELDS, TRAIN_FIELDS
 from astune.losses.catalogue import CATALOGUE, WARMUP_RATIO, ParamSpec
 
 if TYPE_CHECKING:  # only for type hints: this module never imports optuna or ray
@@ -33,16 +33,14 @@ TRAIN_PARAMS = (
     "dropout",
 )
 """The keys of a space's ``params`` section (TrainConfig fields)."""
-SPEED_PARAMS = ("as_speed", "lam", "max_accum_steps", "as_skip", "skip_keep", "skip_anneal")
-"""The keys of ``speed_params`` (AS-Speed and AS-Skip, AS losses only)."""
-SKIP_PARAMS = ("skip_keep", "skip_anneal")
-"""AS-Skip's parameters: optional in a space (else the config's defaults), sampled only when
-``as_skip`` is true."""
+# The keys of ``speed_params`` (AS-Speed and AS-Skip, AS losses only) are config's SPEED_FIELDS;
+# AS-Skip's (SKIP_FIELDS) are optional in a space (else the config's defaults), sampled only when
+# ``as_skip`` is true.
 LOSS_KEYS: Mapping[str, tuple[str, ...]] = {n: i.config_keys for n, i in CATALOGUE.items()}
 """Loss name -> its ``loss_params`` keys: its parameters, plus ``warmup_ratio`` for an AS loss."""
 LOSS_KEY_NAMES = frozenset(k for keys in LOSS_KEYS.values() for k in keys)
 DOMAINS: Mapping[str, ParamSpec] = {
-    **{name: TRAIN_FIELDS[name] for name in TRAIN_PARAMS + SPEED_PARAMS},
+    **{name: TRAIN_FIELDS[name] for name in TRAIN_PARAMS + SPEED_FIELDS},
     **{p.name: p for info in CATALOGUE.values() for p in info.params},
     WARMUP_RATIO.name: WARMUP_RATIO,
 }

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from astune._checks import check_choice
+from astune.config import SKIP_FIELDS, SPEED_FIELDS
 from astune.losses.catalogue import (
     AS_LOSSES,
     MULTI_LABEL_TASKS,
@@ -35,20 +36,7 @@ from astune.losses.catalogue import (
     TASKS,
     family_loss,
 )
-from astune.search.space_params import (
-    DOMAINS,
-    LOSS_KEY_NAMES,
-    LOSS_KEYS,
-    SKIP_PARAMS,
-    SPEED_PARAMS,
-    TRAIN_PARAMS,
-    Invalid,
-    Param,
-    SpaceError,
-    named,
-    parse_param,
-)
-from astune.search.space_yaml import (
+from astune.space.files import (
     SECTIONS,
     available_spaces,
     known_losses,
@@ -58,6 +46,17 @@ from astune.search.space_yaml import (
     parse_scheduler,
     resolve_space_file,
     space_dir,
+)
+from astune.space.params import (
+    DOMAINS,
+    LOSS_KEY_NAMES,
+    LOSS_KEYS,
+    TRAIN_PARAMS,
+    Invalid,
+    Param,
+    SpaceError,
+    named,
+    parse_param,
 )
 
 if TYPE_CHECKING:  # only for type hints: this module never imports optuna or ray
@@ -159,7 +158,7 @@ class SearchSpace:
             if switch.contains(True) and name not in self.speed_params:
                 raise self._error(f"speed_params.{name}", "missing; as_speed can be true")
         skip = self.speed_params.get("as_skip")
-        for name in SKIP_PARAMS:
+        for name in SKIP_FIELDS:
             if name in self.speed_params and (skip is None or not skip.contains(True)):
                 raise self._error(
                     f"speed_params.{name}", "is sampled only when as_skip can be true"
@@ -207,7 +206,7 @@ class SearchSpace:
                     f"{where}.{key}",
                     f"{key} is sampled only when as_speed is true; add as_speed: true to the point",
                 )
-        for key in SKIP_PARAMS:
+        for key in SKIP_FIELDS:
             if key in point and point.get("as_skip") is not True:
                 raise self._error(
                     f"{where}.{key}",
@@ -230,9 +229,9 @@ class SearchSpace:
                 f"{key!r} is not a parameter of loss {loss!r} (it takes: "
                 f"{', '.join(LOSS_KEYS[loss]) or 'none'})"
             )
-        if key in SPEED_PARAMS and loss not in AS_LOSSES:
+        if key in SPEED_FIELDS and loss not in AS_LOSSES:
             return f"{key!r} applies to the AS losses only, not to {loss!r}"
-        if key in SPEED_PARAMS:
+        if key in SPEED_FIELDS:
             return f"{key!r} is not in this space's speed_params"
         if key in TRAIN_PARAMS:
             return f"{key!r} is not in this space's params"
@@ -264,7 +263,7 @@ class SearchSpace:
                 _sample(trial, name, self.speed_params[name], constants)
         skip = self.speed_params.get("as_skip")
         if loss in AS_LOSSES and skip is not None and _sample(trial, "as_skip", skip, constants):
-            for name in SKIP_PARAMS:
+            for name in SKIP_FIELDS:
                 if name in self.speed_params:
                     _sample(trial, name, self.speed_params[name], constants)
         return constants
@@ -375,7 +374,7 @@ class SearchSpace:
     def _section(self, name: str, loss: str) -> tuple[str, dict[str, Param]]:
         if name in TRAIN_PARAMS:
             section, params = "params", self.params
-        elif name in SPEED_PARAMS:
+        elif name in SPEED_FIELDS:
             section, params = "speed_params", self.speed_params
         elif loss in LOSS_KEYS and name in LOSS_KEYS[loss]:
             section, params = f"loss_params.{loss}", self.loss_params.get(loss, {})

@@ -1,10 +1,10 @@
-"""MLflow tracking of a search: one parent run on the driver, one child run per Ray Tune trial.
+"""The MLflow writer of a search: one parent run on the driver, one child run per trial.
 
-All MLflow calls happen on the driver: :class:`SearchTracker` owns the experiment and the parent
-run, and :class:`MLflowTrialCallback` (a ``ray.tune.Callback``) turns trial events into child
-runs. Trials themselves never talk to MLflow, so a trial restart, a trial on another node or a
-resumed search cannot create duplicate runs: a child run is found again by its
-``astune.trial_id`` tag under the parent.
+No Ray here: :class:`SearchTracker` owns the experiment and the parent run and writes the child
+runs; ``astune.search.callbacks.MLflowTrialCallback`` (a ``ray.tune.Callback`` on the driver)
+forwards Ray Tune's trial events to it. Trials themselves never talk to MLflow, so a trial
+restart, a trial on another node or a resumed search cannot create duplicate runs: a child run
+is found again by its ``astune.trial_id`` tag under the parent.
 
 Conventions (DESIGN.md, "MLflow conventions"):
 
@@ -21,7 +21,6 @@ Conventions (DESIGN.md, "MLflow conventions"):
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import numbers
@@ -30,8 +29,6 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-
-from ray.tune import Callback
 
 from astune.store.conventions import (
     CONVENTION_PARAMS,
@@ -42,9 +39,6 @@ from astune.store.conventions import (
     NOT_APPLICABLE,
     PARENT_TAG,
     RAY_RESULT_KEYS,
-    RESTARTED_TAG,
-    RETRIES_TAG,
-    RETRY_ERROR_TAG,
     ROLE_TAG,
     RUN_STATUSES,
     SEARCH_ID_TAG,
@@ -59,7 +53,6 @@ from astune.store.uri import artifact_location, open_sqlite_locked, resolve_trac
 if TYPE_CHECKING:
     from mlflow import MlflowClient
     from mlflow.entities import Run
-    from ray.tune.experiment import Trial
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +64,7 @@ _BAD_METRIC_CHARS = re.compile(r"[^\w\-. /:]")  # MLflow rejects a batch with ot
 
 
 # ----------------------------------------------------------------------------------- values
-def _param_value(value: Any) -> str:
+def param_value(value: Any) -> str:
     return str(value)[:_MAX_PARAM_LENGTH]
 
 
@@ -83,7 +76,7 @@ def flat_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
         if isinstance(value, Mapping) and value:
             params.update(flat_params(value, f"{name}/"))
         else:
-            params[name] = _param_value(value)
+            params[name] = param_value(value)
     return params
 
 
@@ -114,7 +107,7 @@ def _chunks(items: list, size: int) -> Iterator[list]:
         yield items[start : start + size]
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
     return int(time.time() * 1000)
 
 
@@ -284,7 +277,7 @@ class SearchTracker:
         self.finish("FINISHED")
 
     # --------------------------------------------------------------------- child runs
-    def _require_parent(self) -> str:
+    def require_parent(self) -> str:
         if self.parent_run_id is None:
             raise TrackingError(
                 f"search {self.search_id!r} has no parent run: call SearchTracker.start() "
@@ -297,7 +290,7 @@ class SearchTracker:
         runs = self.client.search_runs(
             [self.experiment_id],
             filter_string=f"tags.`{TRIAL_ID_TAG}` = {quote(trial_id)} and "
-            f"tags.`{PARENT_TAG}` = {quote(self._require_parent())} and {self._role_filter()}",
+            f"tags.`{PARENT_TAG}` = {quote(self.require_parent())} and {self._role_filter()}",
             max_results=1,
             order_by=["attributes.start_time DESC"],
         )
@@ -316,7 +309,7 @@ class SearchTracker:
                     self.client.delete_tag(run_id, tag)
             self._reopen(run_id, run.data.params, params)
             return run_id
-        parent = self._require_parent()
+        parent = self.require_parent()
         tags = {**self._base_tags(self.child_role), TRIAL_ID_TAG: trial_id, PARENT_TAG: parent}
         tags.update(extra_tags)
         run = self.client.create_run(self.experiment_id, run_name=name or trial_id, tags=tags)
@@ -341,7 +334,7 @@ class SearchTracker:
         values, step = result_metrics(result)
         if step <= after:
             return 0
-        now = _now_ms()
+        now = now_ms()
         metrics = [Metric(key, value, now, step) for key, value in values.items()]
         for chunk in _chunks(metrics, _MAX_METRICS_PER_BATCH):
             self.client.log_batch(run_id, metrics=chunk)
@@ -358,7 +351,7 @@ class SearchTracker:
         keep = {k: v for k, v in values.items() if k.startswith("test_") or k in FINAL_METRICS}
         if "objective" in values:
             keep["best_objective"] = values["objective"]
-        now = _now_ms()
+        now = now_ms()
         self.client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in keep.items()])
         if isinstance(result.get("p_margin_json"), str):
             self.client.log_dict(run_id, json.loads(result["p_margin_json"]), "p_margin.json")
@@ -377,7 +370,7 @@ class SearchTracker:
         """The child runs of this parent still RUNNING."""
         runs = self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.`{PARENT_TAG}` = {quote(self._require_parent())} and "
+            filter_string=f"tags.`{PARENT_TAG}` = {quote(self.require_parent())} and "
             f"attributes.status = 'RUNNING' and {self._role_filter()}",
             max_results=10000,
         )
@@ -418,7 +411,7 @@ class SearchTracker:
         """All child runs of this parent (``mlflow.entities.Run``)."""
         return self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.`{PARENT_TAG}` = {quote(self._require_parent())} and "
+            filter_string=f"tags.`{PARENT_TAG}` = {quote(self.require_parent())} and "
             f"{self._role_filter()}",
             max_results=10000,
         )
@@ -447,156 +440,3 @@ class SearchTracker:
         )
         for param_chunk, tag_chunk in batches:
             self.client.log_batch(run_id, params=param_chunk, tags=tag_chunk)
-
-
-# ----------------------------------------------------------------------------------- callback
-def _guarded(hook):
-    """Log a tracking failure and let the search go on: hours of trials outweigh a lost run."""
-
-    @functools.wraps(hook)
-    def wrapper(self: "MLflowTrialCallback", *args: Any, **kwargs: Any) -> None:
-        try:
-            hook(self, *args, **kwargs)
-        except Exception as err:
-            message = str(err).strip().splitlines()
-            logger.warning(
-                "MLflow tracking: %s failed (%s: %s); the search goes on",
-                hook.__name__,
-                type(err).__name__,
-                message[0] if message else "",
-            )
-
-    return wrapper
-
-
-class MLflowTrialCallback(Callback):
-    """Ray Tune callback (driver side) mapping each trial to a child run of the tracker's parent.
-
-    A trial that Tune stops (scheduler or stopper: the result it gets back has ``done=True``)
-    before its ``final`` report (the trainable's last, after training ends) ends FINISHED with
-    ``astune.stopped_early=true``; :meth:`mark_stopped_early` marks one explicitly.
-    An MLflow failure inside a hook is logged as a warning; it does not stop the search.
-    """
-
-    def __init__(self, tracker: SearchTracker):
-        self.tracker = tracker
-        self._runs: dict[str, str] = {}  # trial id -> open child run id
-        self._stopped_early: set[str] = set()
-        self._last_step: dict[str, int] = {}  # trial id -> last evaluation logged
-
-    def get_state(self) -> dict[str, Any]:
-        return {"runs": dict(self._runs), "stopped_early": set(self._stopped_early)}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self._runs = dict(state.get("runs", {}))
-        self._stopped_early = set(state.get("stopped_early", ()))
-
-    def mark_stopped_early(self, trial_id: str) -> None:
-        """Tag the trial's run ``astune.stopped_early=true`` when it completes."""
-        self._stopped_early.add(trial_id)
-
-    def setup(self, **info: Any) -> None:
-        self.tracker._require_parent()
-
-    @_guarded
-    def on_trial_start(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
-        self._stopped_early.discard(trial.trial_id)
-        run_id = self.tracker.open_trial_run(trial.trial_id, trial.config, _run_name(trial))
-        self._runs[trial.trial_id] = run_id
-        self._last_step[trial.trial_id] = self.tracker.last_step(run_id)
-
-    @_guarded
-    def on_trial_result(
-        self, iteration: int, trials: list, trial: "Trial", result: dict, **info: Any
-    ) -> None:
-        run_id = self._run_of(trial)
-        if run_id is None:
-            return
-        if result.get("final"):
-            self.tracker.log_final(run_id, result)
-            return
-        after = self._last_step.get(trial.trial_id, -1)
-        if self.tracker.log_result(run_id, result, after=after):
-            self._last_step[trial.trial_id] = result_metrics(result)[1]
-        if result.get("done"):  # Tune stopped it before its final report
-            self._stopped_early.add(trial.trial_id)
-
-    @_guarded
-    def on_trial_complete(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
-        tags = {STOPPED_EARLY_TAG: "true"} if trial.trial_id in self._stopped_early else None
-        self._close(trial, "FINISHED", tags)
-
-    @_guarded
-    def on_trial_recover(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
-        """Ray restarts the trial (from its last checkpoint) after a failure: the run stays
-        open and says so (``astune.retries``, ``astune.retry_error``). A trial whose checkpoint
-        is gone from storage restarts from its start instead of failing its retry too."""
-        from astune._private import checkpoint_gone, forget_checkpoints
-        from astune.search.trial_errors import trial_error_message
-
-        tags = {}
-        if checkpoint_gone(trial):
-            forget_checkpoints(trial)
-            tags[RESTARTED_TAG] = "true"
-        run_id = self._run_of(trial)
-        if run_id is not None:
-            retries = int(self.tracker.client.get_run(run_id).data.tags.get(RETRIES_TAG, 0)) + 1
-            tags.update({RETRIES_TAG: str(retries), RETRY_ERROR_TAG: trial_error_message(trial)})
-            self.tracker.tag_run(run_id, tags)
-
-    @_guarded
-    def on_trial_error(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
-        from astune.search.trial_errors import trial_error_message
-
-        self._close(trial, "FAILED", {ERROR_TAG: trial_error_message(trial)})
-
-    @_guarded
-    def on_experiment_end(self, trials: list, **info: Any) -> None:
-        """Runs still open here were neither completed nor failed: the search was
-        interrupted (or ended with trials unfinished), so they end KILLED."""
-        by_id = {trial.trial_id: trial for trial in trials}
-        for trial_id, run_id in list(self._runs.items()):
-            trial = by_id.get(trial_id)
-            failed = trial is not None and trial.status == "ERROR"
-            self.tracker.close_trial_run(run_id, "FAILED" if failed else "KILLED")
-            self._runs.pop(trial_id, None)
-
-    def _run_of(self, trial: "Trial") -> str | None:
-        if trial.trial_id not in self._runs:
-            run_id = self.tracker.find_trial_run(trial.trial_id)
-            if run_id is None:
-                return None  # never started (stopped while pending): nothing to log
-            self._runs[trial.trial_id] = run_id
-        return self._runs[trial.trial_id]
-
-    def _close(self, trial: "Trial", status: str, tags: Mapping[str, str] | None) -> None:
-        run_id = self._run_of(trial)
-        if run_id is not None:
-            self.tracker.close_trial_run(run_id, status, tags)
-        self._runs.pop(trial.trial_id, None)
-        self._stopped_early.discard(trial.trial_id)
-
-
-def attach_tracker(tuner: Any, tracker: SearchTracker) -> MLflowTrialCallback | None:
-    """Point the callback of a restored Tuner at ``tracker``; return it (None if not found).
-
-    ``Tuner.restore`` takes no ``RunConfig``: it unpickles the one the first Tuner saved, with
-    its callbacks and their tracker (same URI and parent run as then). This rebinds that
-    callback to the driver's current tracker, so that both share one parent run and
-    :meth:`MLflowTrialCallback.mark_stopped_early` reaches the live callback. It reads Ray's
-    private ``Tuner._local_tuner`` (absent with Ray Client): without it, the restored callback
-    goes on with its pickled tracker.
-    """
-    from astune._private import restored_run_config
-
-    run_config = restored_run_config(tuner)
-    for callback in getattr(run_config, "callbacks", None) or []:
-        if isinstance(callback, MLflowTrialCallback):
-            callback.tracker = tracker
-            return callback
-    return None
-
-
-def _run_name(trial: "Trial") -> str:
-    loss = trial.config.get("loss") if isinstance(trial.config, Mapping) else None
-    return f"{loss}-{trial.trial_id}" if loss else trial.trial_id

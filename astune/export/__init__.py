@@ -156,7 +156,7 @@ def _best_metric(store: Store, run: "Run") -> tuple[str | None, float | None]:
 # ----------------------------------------------------------------------------------- output
 def render(best: BestTrial, fmt: str) -> str:
     """The export text of ``best`` in ``fmt`` (one of :data:`FORMATS`)."""
-    from astune.export_code import hf_snippet, python_snippet
+    from astune.export.code import hf_snippet, python_snippet
 
     renderers = {
         "yaml": render_yaml,
@@ -198,6 +198,7 @@ def render_json(best: BestTrial) -> str:
 def export(
     experiment: str,
     fmt: str = "yaml",
+    *,
     output: str | Path | None = None,
     tracking_uri: str | None = None,
 ) -> str:

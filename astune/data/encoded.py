@@ -1,0 +1,29 @@
+"""A run's dataset loaded, checked and encoded once: tokenized text, or media file paths that the
+backbone's processor decodes per batch. A search driver calls this once for all its trials."""
+
+from __future__ import annotations
+
+from astune.config import TrainConfig
+from astune.data.media_encoding import TrainData
+from astune.losses.catalogue import MEDIA_TASKS
+
+
+def load_encoded(config: TrainConfig) -> TrainData:
+    """Load ``config.dataset`` (local files or the hub) and encode it for ``config.backbone``.
+    Whether astune computes its metric is the caller's check, made once
+    (:func:`astune.metrics.check_metric_computed`)."""
+    from astune.backbones import load_processor, load_tokenizer
+    from astune.data import encode_splits, load_dataset_splits
+    from astune.data.media_encoding import encode_media
+
+    loaded = load_dataset_splits(
+        config.dataset,
+        data_dir=config.data_dir,
+        max_train_samples=config.max_train_samples,
+        max_eval_samples=config.max_eval_samples,
+        seed=config.seed,
+        validation_fraction=config.validation_fraction,
+    )
+    if loaded.spec.task in MEDIA_TASKS:
+        return encode_media(loaded, load_processor(config.backbone, loaded.spec.task))
+    return encode_splits(loaded, load_tokenizer(config.backbone), max_length=config.max_length)

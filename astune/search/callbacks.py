@@ -1,0 +1,219 @@
+"""Ray Tune callbacks of a search (driver side): trial events forwarded to the MLflow writer
+(:class:`astune.store.writer.SearchTracker`), and the restart of a trial whose checkpoint is gone.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ray.tune import Callback
+
+from astune.store.conventions import (
+    ERROR_TAG,
+    RESTARTED_TAG,
+    RETRIES_TAG,
+    RETRY_ERROR_TAG,
+    STOPPED_EARLY_TAG,
+)
+from astune.store.writer import SearchTracker, result_metrics
+
+if TYPE_CHECKING:
+    from ray.tune.experiment import Trial
+
+logger = logging.getLogger(__name__)
+
+
+# ----------------------------------------------------------------------------------- checkpoints
+class CheckpointRecovery(Callback):
+    """A trial whose checkpoint is gone from storage (a driver killed between a checkpoint and
+    the snapshot naming it) restarts from its start instead of failing its retry too.
+
+    Goes before :class:`MLflowTrialCallback` in the Tuner's callbacks: Ray calls them in order,
+    and the tracking callback tags the run with what this one did.
+    """
+
+    def __init__(self) -> None:
+        self._from_start: set[str] = set()
+
+    def on_trial_recover(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
+        from astune._private import checkpoint_gone, forget_checkpoints
+
+        try:
+            if checkpoint_gone(trial):
+                forget_checkpoints(trial)
+                self._from_start.add(trial.trial_id)
+        except Exception as err:
+            logger.warning(
+                "checkpoint recovery of trial %s failed (%s: %s); Ray retries it from the "
+                "checkpoint it knows",
+                trial.trial_id,
+                type(err).__name__,
+                _first_line(err),
+            )
+
+    def restarted_from_start(self, trial_id: str) -> bool:
+        """True once after this callback sent ``trial_id`` back to its start."""
+        if trial_id in self._from_start:
+            self._from_start.discard(trial_id)
+            return True
+        return False
+
+
+def _first_line(err: BaseException) -> str:
+    message = str(err).strip().splitlines()
+    return message[0] if message else ""
+
+
+# ----------------------------------------------------------------------------------- tracking
+def _guarded(hook):
+    """Log a tracking failure and let the search go on: hours of trials outweigh a lost run."""
+
+    @functools.wraps(hook)
+    def wrapper(self: "MLflowTrialCallback", *args: Any, **kwargs: Any) -> None:
+        try:
+            hook(self, *args, **kwargs)
+        except Exception as err:
+            logger.warning(
+                "MLflow tracking: %s failed (%s: %s); the search goes on",
+                hook.__name__,
+                type(err).__name__,
+                _first_line(err),
+            )
+
+    return wrapper
+
+
+class MLflowTrialCallback(Callback):
+    """Ray Tune callback (driver side) mapping each trial to a child run of the tracker's parent.
+
+    A trial that Tune stops (scheduler or stopper: the result it gets back has ``done=True``)
+    before its ``final`` report (the trainable's last, after training ends) ends FINISHED with
+    ``astune.stopped_early=true``; :meth:`mark_stopped_early` marks one explicitly.
+    An MLflow failure inside a hook is logged as a warning; it does not stop the search.
+    """
+
+    def __init__(self, tracker: SearchTracker, recovery: "CheckpointRecovery | None" = None):
+        self.tracker = tracker
+        self.recovery = recovery  # placed before this callback in the Tuner's list
+        self._runs: dict[str, str] = {}  # trial id -> open child run id
+        self._stopped_early: set[str] = set()
+        self._last_step: dict[str, int] = {}  # trial id -> last evaluation logged
+
+    def get_state(self) -> dict[str, Any]:
+        return {"runs": dict(self._runs), "stopped_early": set(self._stopped_early)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._runs = dict(state.get("runs", {}))
+        self._stopped_early = set(state.get("stopped_early", ()))
+
+    def mark_stopped_early(self, trial_id: str) -> None:
+        """Tag the trial's run ``astune.stopped_early=true`` when it completes."""
+        self._stopped_early.add(trial_id)
+
+    def setup(self, **info: Any) -> None:
+        self.tracker.require_parent()
+
+    @_guarded
+    def on_trial_start(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
+        self._stopped_early.discard(trial.trial_id)
+        run_id = self.tracker.open_trial_run(trial.trial_id, trial.config, _run_name(trial))
+        self._runs[trial.trial_id] = run_id
+        self._last_step[trial.trial_id] = self.tracker.last_step(run_id)
+
+    @_guarded
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: "Trial", result: dict, **info: Any
+    ) -> None:
+        run_id = self._run_of(trial)
+        if run_id is None:
+            return
+        if result.get("final"):
+            self.tracker.log_final(run_id, result)
+            return
+        after = self._last_step.get(trial.trial_id, -1)
+        if self.tracker.log_result(run_id, result, after=after):
+            self._last_step[trial.trial_id] = result_metrics(result)[1]
+        if result.get("done"):  # Tune stopped it before its final report
+            self._stopped_early.add(trial.trial_id)
+
+    @_guarded
+    def on_trial_complete(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
+        tags = {STOPPED_EARLY_TAG: "true"} if trial.trial_id in self._stopped_early else None
+        self._close(trial, "FINISHED", tags)
+
+    @_guarded
+    def on_trial_recover(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
+        """Ray restarts the trial (from its last checkpoint) after a failure: the run stays
+        open and says so (``astune.retries``, ``astune.retry_error``, and
+        ``astune.restarted_from_start`` when :class:`CheckpointRecovery` found its checkpoint
+        gone)."""
+        from astune.search.trial_errors import trial_error_message
+
+        tags = {}
+        if self.recovery is not None and self.recovery.restarted_from_start(trial.trial_id):
+            tags[RESTARTED_TAG] = "true"
+        run_id = self._run_of(trial)
+        if run_id is not None:
+            retries = int(self.tracker.client.get_run(run_id).data.tags.get(RETRIES_TAG, 0)) + 1
+            tags.update({RETRIES_TAG: str(retries), RETRY_ERROR_TAG: trial_error_message(trial)})
+            self.tracker.tag_run(run_id, tags)
+
+    @_guarded
+    def on_trial_error(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
+        from astune.search.trial_errors import trial_error_message
+
+        self._close(trial, "FAILED", {ERROR_TAG: trial_error_message(trial)})
+
+    @_guarded
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        """Runs still open here were neither completed nor failed: the search was
+        interrupted (or ended with trials unfinished), so they end KILLED."""
+        by_id = {trial.trial_id: trial for trial in trials}
+        for trial_id, run_id in list(self._runs.items()):
+            trial = by_id.get(trial_id)
+            failed = trial is not None and trial.status == "ERROR"
+            self.tracker.close_trial_run(run_id, "FAILED" if failed else "KILLED")
+            self._runs.pop(trial_id, None)
+
+    def _run_of(self, trial: "Trial") -> str | None:
+        if trial.trial_id not in self._runs:
+            run_id = self.tracker.find_trial_run(trial.trial_id)
+            if run_id is None:
+                return None  # never started (stopped while pending): nothing to log
+            self._runs[trial.trial_id] = run_id
+        return self._runs[trial.trial_id]
+
+    def _close(self, trial: "Trial", status: str, tags: Mapping[str, str] | None) -> None:
+        run_id = self._run_of(trial)
+        if run_id is not None:
+            self.tracker.close_trial_run(run_id, status, tags)
+        self._runs.pop(trial.trial_id, None)
+        self._stopped_early.discard(trial.trial_id)
+
+
+def attach_tracker(tuner: Any, tracker: SearchTracker) -> MLflowTrialCallback | None:
+    """Point the callback of a restored Tuner at ``tracker``; return it (None if not found).
+
+    ``Tuner.restore`` takes no ``RunConfig``: it unpickles the one the first Tuner saved, with
+    its callbacks and their tracker (same URI and parent run as then). This rebinds that
+    callback to the driver's current tracker, so that both share one parent run and
+    :meth:`MLflowTrialCallback.mark_stopped_early` reaches the live callback. It reads Ray's
+    private ``Tuner._local_tuner`` (absent with Ray Client): without it, the restored callback
+    goes on with its pickled tracker.
+    """
+    from astune._private import restored_run_config
+
+    run_config = restored_run_config(tuner)
+    for callback in getattr(run_config, "callbacks", None) or []:
+        if isinstance(callback, MLflowTrialCallback):
+            callback.tracker = tracker
+            return callback
+    return None
+
+
+def _run_name(trial: "Trial") -> str:
+    loss = trial.config.get("loss") if isinstance(trial.config, Mapping) else None
+    return f"{loss}-{trial.trial_id}" if loss else trial.trial_id

@@ -1,0 +1,143 @@
+"""Batch sources of the training loop: the epoch's micro-batches, each with its :class:`Visit`.
+
+:class:`ShuffledBatches` gives every sample of a seeded shuffled order; :class:`SkipBatches`
+(AS-Skip) fills the micro-batches from the samples its plan keeps. The loop treats both alike:
+``epoch(pos)`` yields ``(batch, visit)`` and advances ``pos.batch``; ``after_forward`` sees each
+computed micro-batch's mask; ``skipped_rows`` gives the rows a visit left out (None: the source
+never skips); ``record`` adds the source's metrics to an evaluation record.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from astune.config import SpeedSettings
+from astune.losses.as_softmax import MaskStats
+from astune.skip import ASSkip, Visit
+from astune.training.progress import Position, Window
+
+if TYPE_CHECKING:
+    from astune.data.media_encoding import TrainData
+
+ORDER_SEED_STRIDE = 1_000_003
+"""Mixes the epoch into the seed of the epoch's order (a prime, so epochs do not collide)."""
+
+Batch = dict[str, Tensor]
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> Tensor:
+    """The epoch's seeded permutation of ``range(n)``."""
+    gen = torch.Generator().manual_seed(seed * ORDER_SEED_STRIDE + epoch)
+    return torch.randperm(n, generator=gen)
+
+
+class ShuffledBatches:
+    """Every sample once per epoch, in a seeded shuffled order, ``batch_size`` at a time."""
+
+    def __init__(self, data: TrainData, *, batch_size: int, seed: int):
+        self.data, self.batch_size, self.seed = data, batch_size, seed
+        self.n = len(data.splits["train"])
+
+    def epoch(self, pos: Position) -> Iterator[tuple[Batch | None, Visit]]:
+        """The micro-batches of ``pos.epoch`` from ``pos.batch`` on."""
+        order = epoch_order(self.n, self.seed, pos.epoch)
+        size = self.batch_size
+        for b in range(pos.batch, math.ceil(self.n / size)):
+            pos.batch = b + 1
+            index = order[b * size : (b + 1) * size]
+            yield self.data.collate("train", index), Visit(index, len(index), order[:0])
+
+    def after_forward(self, visit: Visit, stats: MaskStats | None, samples_seen: int) -> None:
+        """Nothing to learn: every sample is computed every epoch."""
+
+    def skipped_rows(self, visit: Visit) -> Tensor | None:
+        return None
+
+    def record(self, since_eval: Window) -> dict[str, float]:
+        return {}
+
+    def state_dict(self) -> dict[str, Any] | None:
+        return None
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        """The order is a function of seed and epoch: nothing to restore."""
+
+
+class SkipBatches(ShuffledBatches):
+    """AS-Skip: the epoch's order, planned by :class:`ASSkip`; micro-batches are filled from
+    the kept samples (an epoch that keeps none yields one empty visit, batch None)."""
+
+    def __init__(
+        self,
+        data: TrainData,
+        *,
+        batch_size: int,
+        seed: int,
+        speed: SpeedSettings,
+        total_samples: int,
+        device: torch.device,
+    ):
+        super().__init__(data, batch_size=batch_size, seed=seed)
+        self.skip = ASSkip(
+            self.n,
+            keep=speed.skip_keep,
+            anneal=speed.skip_anneal,
+            total_samples=total_samples,
+            seed=seed,
+            device=device,
+        )
+
+    def epoch(self, pos: Position) -> Iterator[tuple[Batch | None, Visit]]:
+        order = epoch_order(self.n, self.seed, pos.epoch)
+        plan = self.skip.plan_for(pos.epoch, order, pos.epoch * self.n)
+        for visit in self.skip.visits(order, plan, self.batch_size, pos.batch):
+            pos.batch += 1
+            batch = self.data.collate("train", visit.index) if len(visit.index) else None
+            yield batch, visit
+
+    def after_forward(self, visit: Visit, stats: MaskStats | None, samples_seen: int) -> None:
+        """Record which computed samples had zero loss (no device sync)."""
+        if stats is not None:
+            self.skip.record(visit.index, *stats.rows(), samples_seen)
+
+    def skipped_rows(self, visit: Visit) -> Tensor:
+        return self.skip.skipped_rows(visit.skipped)
+
+    def record(self, since_eval: Window) -> dict[str, float]:
+        """``skipped_ratio``: the share of the samples visited since the last evaluation that
+        were left out."""
+        return {"skipped_ratio": 1.0 - since_eval.computed / max(1, since_eval.samples)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.skip.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        if state is not None:
+            self.skip.load_state_dict(state)
+
+
+def batch_source(
+    data: TrainData,
+    *,
+    batch_size: int,
+    seed: int,
+    speed: SpeedSettings,
+    total_samples: int,
+    device: torch.device,
+) -> ShuffledBatches:
+    """AS-Skip's source when ``speed.as_skip``, else the plain shuffled one."""
+    if not speed.as_skip:
+        return ShuffledBatches(data, batch_size=batch_size, seed=seed)
+    return SkipBatches(
+        data,
+        batch_size=batch_size,
+        seed=seed,
+        speed=speed,
+        total_samples=total_samples,
+        device=device,
+    )

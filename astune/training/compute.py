@@ -1,0 +1,76 @@
+"""The model's side of a step: device and precision, the forward pass, the loss with the rows it
+counted, and the optimizer."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from astune.config import TrainConfig
+from astune.data.encoding import model_inputs
+from astune.losses.as_softmax import MaskStats
+
+FUSED_CPU_ADAMW_TORCH = (2, 4)
+"""The first torch with ``AdamW(fused=True)`` on the CPU; ``pyproject.toml``'s lower bound."""
+
+
+def choose_device(choice: str) -> torch.device:
+    """``auto``: CUDA when there is one; ValueError for ``cuda`` on a machine without it."""
+    if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise ValueError(
+                "device 'cuda' was asked for, but this machine has no CUDA GPU; use --device cpu."
+            )
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype of ``precision`` (None: float32 throughout)."""
+    if precision == "bf16" and device.type != "cuda":
+        raise ValueError("precision 'bf16' needs a CUDA GPU; on the CPU use precision 'fp32'.")
+    if precision == "bf16" or (
+        precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported()
+    ):
+        return torch.bfloat16
+    return None
+
+
+def forward(
+    model: nn.Module, batch: dict[str, Tensor], device: torch.device, dtype: torch.dtype | None
+) -> tuple[Tensor, Tensor]:
+    """Logits ``(B, C)`` or ``(B, T, C)`` and the labels, on ``device``."""
+    inputs = {k: v.to(device) for k, v in model_inputs(batch).items()}
+    with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+        logits = model(**inputs).logits
+    # float32: the loss's softmax and the AS-Softmax threshold p_t - p_i > delta are compared in
+    # probabilities, where bf16's 8-bit mantissa would flip rows near the threshold.
+    return logits.float(), batch["labels"].to(device)
+
+
+def loss_counts(
+    loss_fn: nn.Module, logits: Tensor, labels: Tensor
+) -> tuple[Tensor, Tensor, MaskStats | None]:
+    """The summed loss, ``[n_active, n_masked]`` rows as a device tensor (no sync), and the
+    loss's ``MaskStats`` (None for a loss without one)."""
+    loss = loss_fn(logits, labels)
+    stats = getattr(loss_fn, "last_stats", None)
+    if stats is not None:
+        return loss, stats.counts(), stats
+    active = torch.tensor(len(labels)) if labels.is_floating_point() else (labels != -100).sum()
+    active = active.to(loss.device)
+    return loss, torch.stack([active, torch.zeros_like(active)]), None
+
+
+def adamw(model: nn.Module, config: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (no decay on biases and LayerNorm)."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        (no_decay if param.ndim < 2 or "LayerNorm" in name else decay).append(param)
+    groups = [
+        {"params": decay, "weight_decay": config.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    # The fused kernel is 10-20x faster than the per-tensor loop on a CPU, where the embedding
+    # table dominates the step.
+    return torch.optim.AdamW(groups, lr=config.lr, fused=True)

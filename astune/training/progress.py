@@ -1,0 +1,99 @@
+"""Where a run is and what it summed: the position, the accumulation windows, the LR schedule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class Position:
+    """Where training is, in units that survive a change of accumulation steps."""
+
+    epoch: int = 0
+    batch: int = 0  # the next micro-batch of ``epoch``
+    samples: int = 0  # training examples seen (visited: AS-Skip's skipped ones count)
+    computed: int = 0  # training examples that went through the model
+    steps: int = 0  # optimizer steps taken
+    evaluations: int = 0
+
+
+@dataclass
+class Window:
+    """Sums over micro-batches: of an accumulation window, or since the last evaluation.
+
+    An accumulation window sums on the device (``pending``: loss, active, masked and skipped
+    rows) and reads them once, in :meth:`settle`; ``samples`` (visited) and ``computed`` are
+    host counts, kept per visit by the loop.
+    """
+
+    batches: int = 0
+    loss: float = 0.0
+    active: int = 0
+    masked: int = 0
+    skipped: int = 0  # rows of AS-Skip's skipped samples (counted as masked by AS-Speed)
+    samples: int = 0
+    computed: int = 0
+    pending: Tensor | None = None  # float64 (4,) on the run's device
+
+    def add(self, loss: Tensor, counts: Tensor, skipped: Tensor | None) -> None:
+        """Fold in one micro-batch: summed ``loss`` (0-dim), ``counts`` ``[active, masked]``."""
+        zero = torch.zeros((), dtype=counts.dtype, device=counts.device)
+        skipped = zero if skipped is None else skipped
+        values = torch.stack([loss.double(), *counts.double(), skipped.double()])
+        self.pending = values if self.pending is None else self.pending + values
+        self.batches += 1
+
+    def add_skipped(self, skipped: Tensor) -> None:
+        """Fold in the skipped rows of a visit that computed nothing."""
+        values = torch.zeros(4, dtype=torch.float64, device=skipped.device)
+        values[3] = skipped
+        self.pending = values if self.pending is None else self.pending + values
+
+    def settle(self) -> None:
+        """Read the device sums into the host fields (one sync)."""
+        if self.pending is not None:
+            loss, active, masked, skipped = self.pending.tolist()
+            self.loss += loss
+            self.active += round(active)
+            self.masked += round(masked)
+            self.skipped += round(skipped)
+            self.pending = None
+
+    def skipped_rows_so_far(self) -> int:
+        """The skipped rows of an open window, read for a checkpoint (one sync). A checkpoint
+        follows an optimizer step or an epoch's end, so a window is open then only after an
+        epoch whose every sample was skipped: its rows still go to the next AS-Speed update."""
+        self.settle()
+        return self.skipped
+
+    def merge(self, other: "Window") -> None:
+        """Add a settled window's row sums (samples are counted per visit)."""
+        self.loss += other.loss
+        self.active += other.active
+        self.masked += other.masked
+        self.skipped += other.skipped
+
+
+class LinearSchedule:
+    """Linear warm-up then linear decay of the learning rate, driven by samples seen.
+
+    ``factor(samples)`` rises from ``1 / (warmup + 1)`` to 1 over the first ``warmup`` samples and
+    falls to 0 at ``total`` samples (the number of optimizer steps is not known in advance under
+    AS-Speed). A step uses the factor of the samples seen when its window started: the first step
+    gets the full (or warm-up start) rate, the last one a positive rate.
+    """
+
+    def __init__(self, total: int, warmup_ratio: float):
+        self.total = max(1, total)
+        self.warmup = warmup_ratio * self.total
+
+    def factor(self, samples: int) -> float:
+        if samples < self.warmup:
+            return (samples + 1) / (self.warmup + 1)
+        return max(0.0, (self.total - samples) / max(1.0, self.total - self.warmup))
+
+    def state_dict(self) -> dict[str, float]:
+        return {"total": self.total, "warmup": self.warmup}

@@ -1,0 +1,71 @@
+"""What a run writes: one record per evaluation (``metrics.jsonl``, the MLflow metrics of a
+trial) and the final record (``final.json``). Names follow DESIGN.md's MLflow conventions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from astune.training.evaluate import Evaluation
+from astune.training.progress import Position, Window
+
+
+def evaluation_record(
+    result: Evaluation,
+    *,
+    metric: str,
+    since_eval: Window,
+    pos: Position,
+    n_train: int,
+    seconds: float,
+    accum_steps: int,
+    delta_now: float,
+    lr_now: float,
+) -> dict[str, Any]:
+    """``val_<metric>`` of ``result``, ``objective`` (its ``metric``) and the training figures
+    summed in ``since_eval`` over the last ``seconds`` of training."""
+    window = since_eval
+    return {
+        **{f"val_{k}": v for k, v in result.metrics.items()},
+        "objective": result.metrics[metric],
+        "val_loss": result.loss,
+        "train_loss": window.loss / max(1, window.active),
+        # AS-Skip's skipped rows count as masked (as AS-Speed counts them)
+        "masked_ratio": (window.masked + window.skipped) / max(1, window.active + window.skipped),
+        "accum_steps": accum_steps,
+        "delta_now": delta_now,
+        "lr_now": lr_now,
+        "samples_per_second": window.samples / max(1e-9, seconds),
+        "epoch": pos.samples / n_train,
+        "step": pos.steps,
+        "samples_seen": pos.samples,
+        "samples_computed": pos.computed,
+        "evaluation": pos.evaluations,
+    }
+
+
+def final_record(
+    history: list[dict[str, Any]],
+    test: Evaluation,
+    *,
+    pos: Position,
+    train_seconds: float,
+    checkpoint_stats: dict[str, int],
+    best_margins: dict[str, list] | None,
+) -> dict[str, Any]:
+    """The best evaluation's ``val_`` metrics, the test split's (of the best weights) and the
+    run's costs."""
+    best = max(history, key=lambda r: r["objective"])
+    return {
+        **{k: v for k, v in best.items() if k.startswith("val_")},
+        **{f"test_{k}": v for k, v in test.metrics.items()},
+        "test_loss": test.loss,
+        "best_evaluation": best["evaluation"],
+        "best_objective": best["objective"],
+        "optimizer_steps": pos.steps,
+        "samples_seen": pos.samples,
+        "samples_computed": pos.computed,
+        "train_seconds": train_seconds,
+        **checkpoint_stats,
+        "p_margin_json": json.dumps(best_margins),
+    }
