@@ -77,8 +77,8 @@ import torch
 
 from astune.config import TrainConfig
 from astune.confirm.stats import t_interval
-from astune.skip import Visit
 from astune.data.encoded import load_encoded
+from astune.skip import Visit
 from astune.training import LoopHooks, Run
 
 VARIANTS = (
@@ -213,7 +213,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = [v for v in args.variants if v not in VARIANTS]
     if unknown or not args.variants:
         p.error(
-            f"--variants takes a comma-separated subset of {', '.join(VARIANTS)}; got {unknown or 'none'}"
+            f"--variants takes a comma-separated subset of {', '.join(VARIANTS)}; "
+            f"got {unknown or 'none'}"
         )
     return args
 
@@ -686,40 +687,50 @@ def print_report(
     print(
         f"config: {args.dataset} {args.backbone} layers={args.num_layers or 'all'} "
         f"train={summary[next(iter(summary))]['n_train']} samples x {args.epochs:g} epochs, "
-        f"max_length={args.max_length}, batch={args.batch_size}, lr={args.lr:g}, delta={args.delta:g}, "
-        f"lam={args.lam:g}, max_accum={args.max_accum_steps}, seed={args.seed}, repeats={args.repeats}, "
+        f"max_length={args.max_length}, batch={args.batch_size}, lr={args.lr:g}, "
+        f"delta={args.delta:g}, lam={args.lam:g}, max_accum={args.max_accum_steps}, "
+        f"seed={args.seed}, repeats={args.repeats}, "
         f"tokenize once: {tokenize_s:.1f} s"
     )
     print(
-        f"\nTiming, {args.schedule} schedule (medians over repeats; ratios to softmax taken within each "
-        "repeat, then the median)\n"
+        f"\nTiming, {args.schedule} schedule (medians over repeats; ratios to softmax taken "
+        "within each repeat, then the median)\n"
     )
     print(
-        "| variant | train s (excl. eval) | x softmax | lib train_seconds | x softmax | optimizer steps | x softmax "
+        "| variant | train s (excl. eval) | x softmax | lib train_seconds | x softmax "
+        "| optimizer steps | x softmax "
         "| micro-batches | fwd+bwd s | opt-step s | other s |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def ratio(r: dict[str, Any], k: str) -> str:
+        return fmt(r.get(k), ".3f")
+
     for v, r in summary.items():
-        ratio = lambda k: fmt(r.get(k), ".3f")
         print(
-            f"| {v} | {r['train_s']:.1f} | {ratio('train_s_ratio')} | {fmt(r['lib_train_seconds'], '.1f')} | "
-            f"{ratio('lib_train_seconds_ratio')} | {r['optimizer_steps']} | {ratio('steps_ratio')} | "
+            f"| {v} | {r['train_s']:.1f} | {ratio(r, 'train_s_ratio')} | "
+            f"{fmt(r['lib_train_seconds'], '.1f')} | "
+            f"{ratio(r, 'lib_train_seconds_ratio')} | {r['optimizer_steps']} | "
+            f"{ratio(r, 'steps_ratio')} | "
             f"{r['micro_batches']} | {r['micro_s']:.1f} | {r['step_s']:.1f} | {r['other_s']:.1f} |"
         )
     print("\nSamples and accuracy\n")
     print(
-        "| variant | samples fwd+bwd | samples with a gradient | masked (all) | masked (last epoch) "
+        "| variant | samples fwd+bwd | samples with a gradient | masked (all) "
+        "| masked (last epoch) "
         "| final accum steps | val acc | test acc | evals | eval s (excluded) |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for v, r in summary.items():
         print(
-            f"| {v} | {r['samples_fwd_bwd']} | {r['samples_with_grad']} | {r['masked_ratio']:.1%} | "
+            f"| {v} | {r['samples_fwd_bwd']} | {r['samples_with_grad']} | "
+            f"{r['masked_ratio']:.1%} | "
             f"{r['masked_ratio_last_epoch']:.1%} | {r['final_accum']} | {r['val_accuracy']:.4f} | "
             f"{r['test_accuracy']:.4f} | {r['n_evals']} | {r['eval_s']:.1f} |"
         )
     print(
-        "\nOver training (first repeat): masked ratio / optimizer steps / largest accumulation steps / val acc, per epoch\n"
+        "\nOver training (first repeat): masked ratio / optimizer steps / "
+        "largest accumulation steps / val acc, per epoch\n"
     )
     rows = {v: r["per_epoch"] for v, r in summary.items()}
     n_epochs = max(len(r) for r in rows.values())
@@ -727,7 +738,7 @@ def print_report(
     print("|---|" + "---|" * len(rows))
     for e in range(n_epochs):
         cells = []
-        for v, r in rows.items():
+        for _, r in rows.items():
             if e < len(r):
                 x = r[e]
                 acc = "-" if x["val_accuracy"] is None else f"{x['val_accuracy']:.3f}"
@@ -747,7 +758,8 @@ def print_report(
         )
         if not all(r["deterministic"] for r in summary.values()):
             print(
-                "note: accuracy or steps differed between repeats (non-deterministic kernels); the first repeat's are shown"
+                "note: accuracy or steps differed between repeats (non-deterministic kernels); "
+                "the first repeat's are shown"
             )
     print("\nPer-unit costs (median seconds)\n")
     print("| variant | micro-batch (in run) | optimizer step (in run) |")
@@ -756,13 +768,16 @@ def print_report(
         print(f"| {v} | {r['t_micro_median']:.4f} | {r['t_step_median']:.4f} |")
     if probe:
         print(
-            f"\ninterleaved probe ({args.probe_rounds} rounds): micro-batch starting a window {probe['first']:.4f} s, "
-            f"accumulating micro-batch {probe['accum']:.4f} s, optimizer step {probe['step']:.4f} s "
+            f"\ninterleaved probe ({args.probe_rounds} rounds): "
+            f"micro-batch starting a window {probe['first']:.4f} s, "
+            f"accumulating micro-batch {probe['accum']:.4f} s, "
+            f"optimizer step {probe['step']:.4f} s "
             f"(step / first micro-batch = {probe['step'] / probe['first']:.3f})"
         )
     if model:
         print(
-            f"optimizer steps' share of softmax's training time, from the probe: {model['step_share_softmax']:.1%}"
+            "optimizer steps' share of softmax's training time, from the probe: "
+            f"{model['step_share_softmax']:.1%}"
         )
         print(
             "time ratio to softmax the probe's unit costs predict: "
@@ -833,7 +848,8 @@ def plot(path: str, results: dict[str, list[dict[str, Any]]], args) -> None:
     lines = ax.get_legend_handles_labels(), ax2.get_legend_handles_labels()
     ax.legend(lines[0][0] + lines[1][0], lines[0][1] + lines[1][1], loc="upper left", fontsize=8)
     ax.set_title(
-        f"{args.dataset}, {args.backbone} (layers={args.num_layers or 'all'}), delta={args.delta:g}, "
+        f"{args.dataset}, {args.backbone} (layers={args.num_layers or 'all'}), "
+        f"delta={args.delta:g}, "
         f"lam={args.lam:g}, s={args.max_accum_steps}; dots: metrics.jsonl per evaluation",
         fontsize=9,
     )
@@ -1005,8 +1021,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         else "cpu"
     )
     print(
-        f"{args.dataset}: {len(data.splits['train'])} train, {len(data.splits['validation'])} validation, "
-        f"{len(data.splits['test'])} test; tokenized in {tokenize_s:.1f} s; device {machine_name(device)}",
+        f"{args.dataset}: {len(data.splits['train'])} train, "
+        f"{len(data.splits['validation'])} validation, "
+        f"{len(data.splits['test'])} test; tokenized in {tokenize_s:.1f} s; "
+        f"device {machine_name(device)}",
         file=sys.stderr,
     )
 
@@ -1036,7 +1054,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             r = done[v]
             results[v].append(r)
             print(
-                f"repeat {rep} {v}: train {r['train_s']:.1f} s (eval {r['eval_s']:.1f} s excluded), "
+                f"repeat {rep} {v}: train {r['train_s']:.1f} s "
+                f"(eval {r['eval_s']:.1f} s excluded), "
                 f"{r['optimizer_steps']} steps, test acc {r['test_accuracy']:.4f}",
                 file=sys.stderr,
             )

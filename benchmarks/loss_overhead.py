@@ -52,7 +52,8 @@ def make_losses(delta: float) -> dict[str, LossFn]:
 def make_inputs(
     n: int, c: int, device: str, dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logits of a half-trained classifier: the target leads by a margin, so some rows are masked."""
+    """Logits of a half-trained classifier: the target leads by a margin, so some rows are
+    masked."""
     gen = torch.Generator().manual_seed(0)
     labels = torch.randint(0, c, (n,), generator=gen)
     logits = torch.randn(n, c, generator=gen) * 2.0
@@ -170,7 +171,8 @@ def main() -> None:
         else platform.processor() or platform.machine()
     )
     print(
-        f"# device={args.device} ({machine}), threads={torch.get_num_threads()}, dtype={args.dtype}, "
+        f"# device={args.device} ({machine}), threads={torch.get_num_threads()}, "
+        f"dtype={args.dtype}, "
         f"delta={args.delta}, torch={torch.__version__}"
     )
     header = f"{'N x C':>13} {'masked':>7} {'CE ms':>8} {'AS ms':>8} {'AS/CE':>6} {'naive/CE':>8} "

@@ -35,9 +35,9 @@ import torch
 
 from astune.config import TrainConfig
 from astune.confirm.stats import paired_difference, t_interval
+from astune.data.encoded import load_encoded
 from astune.data.registry import get_spec
 from astune.losses.catalogue import family_loss
-from astune.data.encoded import load_encoded
 from astune.training import fit
 
 VARIANTS = ("softmax", "as_softmax", "as_speed", "as_skip")

@@ -58,3 +58,37 @@ def tiny_wav2vec2_dir(tmp_path_factory) -> Path:
     from media_data import tiny_wav2vec2
 
     return tiny_wav2vec2(tmp_path_factory.mktemp("tiny-wav2vec2"))
+
+
+# -- test tiers: markers ray, cluster, slow, gpu (pyproject.toml) ----------------------------
+RAY_SESSION_LINK = Path("/tmp/ray/session_latest")  # Ray's default temp folder
+
+
+def _ray_session() -> str | None:
+    return os.readlink(RAY_SESSION_LINK) if RAY_SESSION_LINK.is_symlink() else None
+
+
+@pytest.fixture(autouse=True)
+def _ray_only_where_marked(request: pytest.FixtureRequest):
+    """A test that starts a Ray session without the ``ray`` or ``cluster`` marker fails: the fast
+    tier (``-m "not ray and not cluster"``) must stay free of Ray."""
+    before = _ray_session()
+    yield
+    marked = {m.name for m in request.node.iter_markers()} & {"ray", "cluster"}
+    if not marked and _ray_session() != before:
+        pytest.fail(f"{request.node.nodeid} started Ray: mark it @pytest.mark.ray", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray for the Ray tests that can share it (searches join a running Ray and leave it
+    running); shut down at the end of the session."""
+    import ray
+
+    from astune.search.execution import init_ray
+    from astune.search.settings import SearchSettings
+
+    started = init_ray(SearchSettings(dataset="sst5"))
+    yield
+    if started:
+        ray.shutdown()

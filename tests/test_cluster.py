@@ -30,6 +30,8 @@ from cluster_processes import (
 )
 from mlflow import MlflowClient
 
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
 BUCKET = "astune-test"
 SPACE = {
     "extends": "default",

@@ -17,6 +17,8 @@ from scipy import stats
 
 from astune.cli import main
 
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
 SPACE = Path(__file__).parent / "spaces" / "confirm.yaml"
 TINY = ("--backbone", "minilm", "--num-layers", "1", "--max-train-samples", "192")
 

@@ -41,6 +41,7 @@ def test_tuner_local_run_config(tmp_path) -> None:
     assert run_config is not None and run_config.name == "x"
 
 
+@pytest.mark.ray
 def test_trial_storage_is_the_trial_folder_on_the_storage_path(tmp_path) -> None:
     import ray
     from ray import tune

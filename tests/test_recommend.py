@@ -40,6 +40,7 @@ def test_fit_line_follows_the_history_and_stays_inside_it():
     assert thin.slope == 0.0 and thin.predict(0.9) == pytest.approx(0.325) and thin.resid_sd is None
 
 
+@pytest.mark.ray
 def test_recommend_fits_the_history_of_two_datasets(searches, data_dir):
     rec = recommend("conll2003", tracking_uri=searches.tracking_uri, data_dir=str(data_dir))
     assert 0.0 <= rec.low <= rec.delta <= rec.high <= 1.0 and rec.low < rec.high
@@ -66,6 +67,7 @@ def test_recommend_fits_the_history_of_two_datasets(searches, data_dir):
     assert by_dataset["conll2003"] < by_dataset["sst5"]
 
 
+@pytest.mark.ray
 def test_difficulty_is_stored_on_the_search_runs(searches, data_dir):
     from mlflow import MlflowClient
 
@@ -77,6 +79,7 @@ def test_difficulty_is_stored_on_the_search_runs(searches, data_dir):
         assert json.loads(tags[PROBE_TAG])["n_eval"] > 0
 
 
+@pytest.mark.ray
 def test_cli_writes_a_space_centred_on_the_recommendation(searches, tmp_path, capsys):
     path = tmp_path / "narrow.yaml"
     argv = ["recommend", "--dataset", "sst5", "--tracking-uri", searches.tracking_uri]

@@ -25,8 +25,11 @@ from astune.cli import main
 from astune.search.runner import SearchSettings, run_search
 from astune.store.experiment import load_runs
 
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
 REPO = Path(__file__).resolve().parents[1]
 SPACE = Path(__file__).parent / "spaces" / "report.yaml"
+
 EXPERIMENT = "report-sst5"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FIGURES = [f"{name}.png" for name in STUDIES]

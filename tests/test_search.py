@@ -59,6 +59,8 @@ def write_space(folder: Path, **changes) -> Path:
     return path
 
 
+@pytest.mark.ray
+@pytest.mark.slow
 def test_search_tracks_every_trial_and_runs_the_seed_points_first(workdir):
     space = write_space(
         workdir,
@@ -132,6 +134,8 @@ def test_search_tracks_every_trial_and_runs_the_seed_points_first(workdir):
     assert summary.trial_states == {"TERMINATED": 3, "ERROR": 1}
 
 
+@pytest.mark.ray
+@pytest.mark.slow
 def test_asha_stopped_trials_are_pruned_in_optuna_not_complete(workdir):
     from ray.tune.search import ConcurrencyLimiter
 
@@ -216,6 +220,8 @@ def count_finished(db: Path) -> int:
         return 0
 
 
+@pytest.mark.ray
+@pytest.mark.slow
 def test_search_killed_after_its_first_trial_resumes_to_completion(workdir):
     space = write_space(
         workdir,

@@ -155,6 +155,7 @@ def steps(client: MlflowClient, run_id: str, key: str) -> list[int]:
 
 
 # ------------------------------------------------------------------------------ search runs
+@pytest.mark.ray
 def test_search_logs_parent_and_one_child_per_trial(ray_local, store, tmp_path):
     tracker = make_tracker(store, "three-trials")
     parent_id = tracker.start()
@@ -201,6 +202,7 @@ def test_search_logs_parent_and_one_child_per_trial(ray_local, store, tmp_path):
     assert len(metric_batches) == 9  # one log_batch per result, not one call per metric
 
 
+@pytest.mark.ray
 def test_failed_trial_is_failed_with_its_error(ray_local, store, tmp_path):
     tracker = make_tracker(store, "one-fails")
     tracker.start()
@@ -230,6 +232,7 @@ def test_failed_trial_is_failed_with_its_error(ray_local, store, tmp_path):
     assert ok.info.status == "FINISHED" and "astune.error" not in ok.data.tags
 
 
+@pytest.mark.ray
 def test_trial_stopped_by_tune_is_tagged_stopped_early(ray_local, store, tmp_path):
     tracker = make_tracker(store, "stopped")
     tracker.start()
@@ -384,6 +387,7 @@ def test_resume_with_explicit_parent_and_a_wrong_one(store):
         make_tracker(store, "resume-explicit").start(resume=True, parent_run_id="deadbeef")
 
 
+@pytest.mark.ray
 def test_tuner_restore_reuses_the_pickled_callback(ray_local, store, tmp_path):
     """Tuner.restore unpickles the RunConfig (callbacks included) saved by the first Tuner."""
     tracker = make_tracker(store, "restore")

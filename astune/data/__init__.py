@@ -12,8 +12,10 @@ from typing import Any
 from astune.data.errors import DataError
 from astune.data.listing import format_datasets_table
 from astune.data.loading import ENV_DATA_DIR, LoadedData, load_dataset_splits
-from astune.data.registry import METRICS, REGISTRY, TASKS, DatasetSpec, get_spec
+from astune.data.registry import REGISTRY, get_spec
 from astune.data.resolve import DatasetRef, resolve_dataset
+from astune.data.spec import METRICS, DatasetSpec
+from astune.losses.catalogue import TASKS
 
 _LAZY = {
     "EncodedData": "astune.data.encoding",

@@ -16,7 +16,7 @@ import torch
 from astune._checks import check_int
 from astune.data.batching import Batching
 from astune.data.errors import DataError
-from astune.data.registry import DatasetSpec
+from astune.data.spec import DatasetSpec
 
 IGNORE_INDEX = -100
 MODEL_KEYS = ("input_ids", "attention_mask", "token_type_ids", "pixel_values", "input_values")

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from astune.data.errors import DataError
-from astune.data.registry import METRICS, TASKS
+from astune.data.spec import METRICS
+from astune.losses.catalogue import TASKS
 
 FORMATS = (".jsonl", ".csv", ".parquet")
 _JSON_KEYS = (

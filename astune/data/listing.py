@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 from astune.data.loading import ENV_DATA_DIR
-from astune.data.registry import REGISTRY, DatasetSpec
+from astune.data.registry import REGISTRY
+from astune.data.spec import DatasetSpec
 
 _HEADER = (
     "name",

@@ -22,9 +22,9 @@ from astune.config import TRAIN_FIELDS
 from astune.data.errors import DataError
 from astune.data.files import read_dataset_json, read_rows, split_file
 from astune.data.media import class_folder_rows, default_media_columns, has_class_folders
-from astune.data.registry import SPLITS, DatasetSpec, column_keys
 from astune.data.resolve import resolve_dataset
 from astune.data.rows import check_columns, infer_label_space, normalize_rows
+from astune.data.spec import SPLITS, DatasetSpec, column_keys
 from astune.losses.catalogue import MEDIA_TASKS
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from astune.data.batching import Batching
 from astune.data.encoding import EncodedData
 from astune.data.errors import DataError
 from astune.data.media import PATH_KEY, RATE_KEY, load_audio, load_images
-from astune.data.registry import DatasetSpec
+from astune.data.spec import DatasetSpec
 
 if TYPE_CHECKING:
     from transformers.feature_extraction_utils import FeatureExtractionMixin

@@ -13,7 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from astune.data.registry import DatasetSpec, get_spec
+from astune.data.registry import get_spec
+from astune.data.spec import DatasetSpec
 
 _MARKERS = ("dataset.json", "train.jsonl", "train.csv", "train.parquet")
 

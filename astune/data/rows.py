@@ -17,7 +17,7 @@ from typing import Any
 
 from astune.data.errors import DataError
 from astune.data.media import media_item
-from astune.data.registry import DatasetSpec
+from astune.data.spec import DatasetSpec
 from astune.losses.catalogue import MEDIA_TASKS
 
 _LIST_LABELS = ("token", "multi_label")

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune.config import TrainConfig
-from astune.data.registry import DatasetSpec
 from astune.data.resolve import DatasetRef
+from astune.data.spec import DatasetSpec
 from astune.search.settings import (
     PreparedSearch,
     SearchError,
