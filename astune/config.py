@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -63,7 +63,7 @@ def _default(name: str) -> Any:
     return TRAIN_FIELDS[name].default
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SpeedSettings:
     """AS-Speed and AS-Skip of one run, as one object: what the loop, its batch source and the
     exports read. The fields are :class:`TrainConfig`'s of the same names (flat there: they are
@@ -98,6 +98,7 @@ class TrainConfig:
     """
 
     dataset: str = "sst5"
+    _: KW_ONLY
     data_dir: str | None = None
     backbone: str = "bert-base-cased"
     num_layers: int | None = _default("num_layers")

@@ -101,7 +101,9 @@ class ASSkip:
         self.plan, self.plan_epoch = ~zero | recheck | late, epoch
         return self.plan
 
-    def visits(self, order: Tensor, plan: Tensor, batch_size: int, first: int) -> Iterator[Visit]:
+    def visits(
+        self, order: Tensor, plan: Tensor, *, batch_size: int, first: int = 0
+    ) -> Iterator[Visit]:
         """The epoch's micro-batches from micro-batch ``first`` on: ``batch_size`` planned samples
         each (the last may be short). Each covers the order positions since the previous one;
         the last also covers the skipped positions after it. An epoch that computes nothing
@@ -121,7 +123,7 @@ class ASSkip:
             yield Visit(order[at], hi - lo, skipped)
 
     # -- recording ------------------------------------------------------------------------------
-    def record(self, index: Tensor, active: Tensor, masked: Tensor, samples_seen: int) -> None:
+    def record(self, index: Tensor, active: Tensor, masked: Tensor, *, samples_seen: int) -> None:
         """Fold in one computed micro-batch, without a device sync.
 
         ``index``: dataset indices ``(B,)``; ``active``/``masked``: bool rows of the loss

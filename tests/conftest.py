@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ def data_dir() -> Path:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(RAY_TMP, ignore_errors=True)  # every Ray of the session has ended by now
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
     if skipped and exitstatus == 0:
@@ -61,11 +64,17 @@ def tiny_wav2vec2_dir(tmp_path_factory) -> Path:
 
 
 # -- test tiers: markers ray, cluster, slow, gpu (pyproject.toml) ----------------------------
-RAY_SESSION_LINK = Path("/tmp/ray/session_latest")  # Ray's default temp folder
+# Every Ray this session starts (in this process or in the commands it runs, which inherit the
+# variable) keeps its folders here, apart from any other Ray on the machine: the marker check
+# below sees only this session's Ray, and the folder goes at the end. Short: Ray's unix sockets
+# live under it (paths of at most 107 bytes).
+RAY_TMP = Path(tempfile.mkdtemp(prefix="astune-rt-", dir="/tmp"))
+os.environ["RAY_TMPDIR"] = str(RAY_TMP)
 
 
 def _ray_session() -> str | None:
-    return os.readlink(RAY_SESSION_LINK) if RAY_SESSION_LINK.is_symlink() else None
+    link = RAY_TMP / "ray" / "session_latest"
+    return os.readlink(link) if link.is_symlink() else None
 
 
 @pytest.fixture(autouse=True)
@@ -77,18 +86,3 @@ def _ray_only_where_marked(request: pytest.FixtureRequest):
     marked = {m.name for m in request.node.iter_markers()} & {"ray", "cluster"}
     if not marked and _ray_session() != before:
         pytest.fail(f"{request.node.nodeid} started Ray: mark it @pytest.mark.ray", pytrace=False)
-
-
-@pytest.fixture(scope="session")
-def ray_session():
-    """One local Ray for the Ray tests that can share it (searches join a running Ray and leave it
-    running); shut down at the end of the session."""
-    import ray
-
-    from astune.search.execution import init_ray
-    from astune.search.settings import SearchSettings
-
-    started = init_ray(SearchSettings(dataset="sst5"))
-    yield
-    if started:
-        ray.shutdown()

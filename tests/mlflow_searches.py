@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tiny import one_ray, tiny_settings
+
 SPACE = Path(__file__).parent / "spaces" / "warmup.yaml"
 _DONE: dict[str, "Searches"] = {}
 
@@ -31,27 +33,17 @@ def tiny_searches(tmp_path_factory: Any, data_dir: Path) -> Searches:
 
 
 def _run(root: Path, data_dir: Path) -> Searches:
-    from astune.search.runner import SearchSettings, run_search
+    from astune.search.runner import run_search
 
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    common = dict(
-        space=str(SPACE),
-        backbone="minilm",
-        num_layers=1,
-        max_train_samples=64,
-        max_eval_samples=32,
-        max_concurrent=2,
-        tracking_uri=uri,
-        storage_path=str(root / "ray"),
-        data_dir=str(data_dir),
-        console=False,
-    )
+    common = dict(space=str(SPACE), max_concurrent=2, root=root, data_dir=data_dir)
     cwd = os.getcwd()
     os.chdir(root)  # Ray and MLflow write next to the working directory
     try:
-        sst5 = SearchSettings(dataset="sst5", name="sst5-tiny", losses="as_softmax", **common)
-        conll = SearchSettings(dataset="conll2003", name="conll-tiny", **common)
-        summaries = {"sst5-tiny": run_search(sst5), "conll-tiny": run_search(conll)}
+        sst5 = tiny_settings("sst5", name="sst5-tiny", losses="as_softmax", **common)
+        conll = tiny_settings("conll2003", name="conll-tiny", **common)
+        with one_ray():  # both searches join one Ray
+            summaries = {"sst5-tiny": run_search(sst5), "conll-tiny": run_search(conll)}
     finally:
         os.chdir(cwd)
+    uri = sst5.tracking_uri
     return Searches(root, uri, summaries)

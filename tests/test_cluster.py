@@ -29,6 +29,7 @@ from cluster_processes import (
     wait_for,
 )
 from mlflow import MlflowClient
+from tiny import tiny_flags
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -64,14 +65,7 @@ class Cluster:
             "sst5",
             "--space",
             str(space),
-            "--backbone",
-            "minilm",
-            "--num-layers",
-            "1",
-            "--max-train-samples",
-            "192",
-            "--max-eval-samples",
-            "32",
+            *tiny_flags(max_train_samples=192),
             "--max-concurrent",
             "2",
             "--address",

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 from scipy import stats
+from tiny import one_ray, tiny_flags
 
 from astune.cli import main
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 SPACE = Path(__file__).parent / "spaces" / "confirm.yaml"
-TINY = ("--backbone", "minilm", "--num-layers", "1", "--max-train-samples", "192")
 
 
 @dataclass
@@ -41,27 +41,21 @@ def _run_main(argv: list[str]) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def confirmed(tmp_path_factory, data_dir) -> Confirmed:
     """A 2-trial AS-Softmax search, then `confirm --top 1 --seeds 2`, in one Ray session."""
-    import ray
-
-    from astune.search.execution import init_ray
-    from astune.search.settings import SearchSettings
-
     root = tmp_path_factory.mktemp("confirm")
     uri = f"sqlite:///{root / 'mlflow.db'}"
     cwd = os.getcwd()
     os.chdir(root)
-    init_ray(SearchSettings(dataset="sst5"))  # both commands join it: one Ray start, not two
     try:
-        search = ["search", "--dataset", "sst5", "--space", str(SPACE), *TINY, "--name", "cf"]
-        search += ["--max-eval-samples", "64"]
-        search += ["--max-concurrent", "1", "--tracking-uri", uri, "--data-dir", str(data_dir)]
-        code, _ = _run_main(search)
-        assert code == 0
-        args = ["confirm", "--experiment", "cf", "--top", "1", "--seeds", "2"]
-        code, out = _run_main([*args, "--tracking-uri", uri])
-        assert code == 0, out
+        with one_ray():  # both commands join it: one Ray start, not two
+            search = ["search", "--dataset", "sst5", "--space", str(SPACE), "--name", "cf"]
+            search += tiny_flags(max_train_samples=192, max_eval_samples=64)
+            search += ["--max-concurrent", "1", "--tracking-uri", uri, "--data-dir", str(data_dir)]
+            code, _ = _run_main(search)
+            assert code == 0
+            args = ["confirm", "--experiment", "cf", "--top", "1", "--seeds", "2"]
+            code, out = _run_main([*args, "--tracking-uri", uri])
+            assert code == 0, out
     finally:
-        ray.shutdown()
         os.chdir(cwd)
     return Confirmed(root, uri, out, MlflowClient(tracking_uri=uri))
 

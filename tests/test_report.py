@@ -18,11 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mlflow import MlflowClient
+from tiny import tiny_settings
 
 from astune.analysis.p_margin import read_histogram
 from astune.analysis.report import STUDIES, render_markdown, run_study, write_report
 from astune.cli import main
-from astune.search.runner import SearchSettings, run_search
+from astune.search.runner import run_search
 from astune.store.experiment import load_runs
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -39,23 +40,17 @@ FIGURES = [f"{name}.png" for name in STUDIES]
 def search(tmp_path_factory, data_dir):
     """The search, its tracking URI and the report written from it."""
     root = tmp_path_factory.mktemp("report")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    settings = SearchSettings(
-        dataset="sst5",
+    settings = tiny_settings(
         space=str(SPACE),
-        backbone="minilm",
-        num_layers=1,
-        max_train_samples=64,
+        root=root,
+        data_dir=data_dir,
         max_eval_samples=64,
         max_length=48,
         num_samples=4,
         max_concurrent=2,
         name=EXPERIMENT,
-        tracking_uri=uri,
-        storage_path=str(root / "ray"),
-        data_dir=str(data_dir),
-        console=False,
     )
+    uri = settings.tracking_uri
     summary = run_search(settings)
     client = MlflowClient(uri)
     _ensure_p_margin(client)

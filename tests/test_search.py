@@ -15,6 +15,7 @@ import ray
 import torch
 import yaml
 from mlflow import MlflowClient
+from tiny import tiny_flags, tiny_settings
 
 from astune.cli import main
 from astune.search.runner import SearchSettings, run_search
@@ -23,15 +24,6 @@ from astune.store.conventions import LOST_TAG
 GPUS = torch.cuda.device_count()
 
 SPACES = Path(__file__).parent / "spaces"
-TINY = dict(
-    dataset="sst5",
-    backbone="minilm",
-    num_layers=1,
-    max_train_samples=64,
-    max_eval_samples=32,
-    max_length=48,
-    console=False,
-)
 
 
 def runs(client: MlflowClient, experiment: str, role: str) -> list:
@@ -88,7 +80,7 @@ def test_search_tracks_every_trial_and_runs_the_seed_points_first(workdir):
         },
     )
     summary = run_search(
-        SearchSettings(space=str(space), num_samples=4, max_concurrent=2, name="tiny", **TINY)
+        tiny_settings(space=str(space), num_samples=4, max_concurrent=2, name="tiny", max_length=48)
     )
 
     client = MlflowClient(summary.tracking_uri)
@@ -154,9 +146,11 @@ def test_asha_stopped_trials_are_pruned_in_optuna_not_complete(workdir):
     )
     # CoNLL: entity F1 separates learning rates after one epoch (SST-5 slices all score the
     # majority)
-    settings = {**TINY, "dataset": "conll2003", "max_train_samples": 160, "max_eval_samples": 100}
+    settings = dict(max_train_samples=160, max_eval_samples=100, max_length=48)
     summary = run_search(
-        SearchSettings(space=str(space), num_samples=5, max_concurrent=1, name="asha", **settings)
+        tiny_settings(
+            "conll2003", space=str(space), num_samples=5, max_concurrent=1, name="asha", **settings
+        )
     )
 
     restored = ConcurrencyLimiter(
@@ -188,10 +182,9 @@ def test_asha_stopped_trials_are_pruned_in_optuna_not_complete(workdir):
 
 def search_argv(name: str, space: Path, *extra: str, samples: int = 3) -> list[str]:
     """``astune search`` arguments of a tiny search (1-layer MiniLM, 64 training samples)."""
-    tiny = ["--backbone", "minilm", "--num-layers", "1", "--max-train-samples", "64"]
     return [
-        *("search", "--dataset", "sst5", "--space", str(space), *tiny),
-        *("--max-eval-samples", "32", "--num-samples", str(samples), "--name", name, *extra),
+        *("search", "--dataset", "sst5", "--space", str(space), *tiny_flags()),
+        *("--num-samples", str(samples), "--name", name, *extra),
     ]
 
 
@@ -373,12 +366,12 @@ def test_asha_max_t_counts_the_reports_trials_make():
         space, params={k: v for k, v in space.params.items() if k != "epochs"}
     )
     conll = get_spec("conll2003")
-    assert max_reports(no_epochs, {}, conll, 160) == 21
-    assert max_reports(no_epochs, {"epochs": 3}, conll, 160) == 4
-    assert max_reports(space, {}, conll, 160) == 3  # the space's 2 epochs
+    assert max_reports(no_epochs, {}, spec=conll, n_train=160) == 21
+    assert max_reports(no_epochs, {"epochs": 3}, spec=conll, n_train=160) == 4
+    assert max_reports(space, {}, spec=conll, n_train=160) == 3  # the space's 2 epochs
     # 160 samples in batches of 16: at most 10 optimizer steps an epoch, an evaluation every
     # 4 of them (2) and one at the epoch's end
-    assert max_reports(space, {"eval_every": 4}, conll, 160) == 2 * 3 + 1
+    assert max_reports(space, {"eval_every": 4}, spec=conll, n_train=160) == 2 * 3 + 1
 
 
 def test_summary_prints_the_link_to_the_runs_view():

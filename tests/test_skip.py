@@ -52,9 +52,8 @@ def test_visits_fill_full_batches_and_cover_every_position(size):
     order = torch.randperm(23, generator=gen)
     plan = torch.rand(23, generator=gen) < 0.6
     skip = ASSkip(23, keep=0.0, anneal=0.0, total_samples=23, seed=1)
-    got = [
-        (v.index.tolist(), v.visited, v.skipped.tolist()) for v in skip.visits(order, plan, size, 0)
-    ]
+    visits = skip.visits(order, plan, batch_size=size)
+    got = [(v.index.tolist(), v.visited, v.skipped.tolist()) for v in visits]
     assert got == reference_visits(order.tolist(), plan.tolist(), size)
     assert sum(v for _, v, _ in got) == 23
     assert all(len(i) == size for i, _, _ in got[:-1])
@@ -63,10 +62,10 @@ def test_visits_fill_full_batches_and_cover_every_position(size):
 def test_an_epoch_that_computes_nothing_still_visits_every_sample():
     skip = ASSkip(5, keep=0.0, anneal=0.0, total_samples=50, seed=0)
     order = torch.arange(5)
-    (visit,) = skip.visits(order, torch.zeros(5, dtype=torch.bool), 2, 0)
+    (visit,) = skip.visits(order, torch.zeros(5, dtype=torch.bool), batch_size=2)
     assert visit.visited == 5 and len(visit.index) == 0
     assert visit.skipped.tolist() == [0, 1, 2, 3, 4]
-    assert list(skip.visits(order, torch.zeros(5, dtype=torch.bool), 2, 1)) == []
+    assert list(skip.visits(order, torch.zeros(5, dtype=torch.bool), batch_size=2, first=1)) == []
 
 
 def test_zero_loss_samples_are_skipped_rechecked_and_come_back_when_active_again():
@@ -198,8 +197,8 @@ def test_skipped_samples_come_back_when_active_and_as_speed_counts_skipped_as_ma
         calls.append((n_active, n_masked))
         return update(self, n_active, n_masked)
 
-    def spy_record(self, index, active, masked, samples_seen):
-        record(self, index, active, masked, samples_seen)
+    def spy_record(self, index, active, masked, *, samples_seen):
+        record(self, index, active, masked, samples_seen=samples_seen)
         for i in index.tolist():
             history.setdefault(i, []).append(bool(self.zero[i]))
 

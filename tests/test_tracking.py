@@ -25,13 +25,13 @@ from ray import tune  # noqa: E402
 from ray.tune.search import Searcher  # noqa: E402
 
 from astune.config import TrainConfig  # noqa: E402
-from astune.search.artifacts import best_config_mapping, log_search_artifacts  # noqa: E402
 from astune.search.callbacks import (  # noqa: E402
     CheckpointRecovery,
     MLflowTrialCallback,
     attach_tracker,
 )
 from astune.search.execution import best_finished  # noqa: E402
+from astune.store.artifacts import best_config_mapping, log_search_artifacts  # noqa: E402
 from astune.store.conventions import CONVENTION_PARAMS, TrackingError  # noqa: E402
 from astune.store.uri import (  # noqa: E402
     check_tracking_uri,

@@ -18,7 +18,8 @@ from astune.store.conventions import (
     RETRY_ERROR_TAG,
     STOPPED_EARLY_TAG,
 )
-from astune.store.writer import SearchTracker, result_metrics
+from astune.store.values import result_metrics
+from astune.store.writer import SearchTracker
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial

@@ -13,7 +13,7 @@ import dataclasses
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ class ConfirmSettings:
     """What `astune confirm` was asked for; resources left None take the search's values."""
 
     experiment: str
+    _: KW_ONLY
     top: int = 2
     seeds: int = 3
     baseline: str = "softmax"
@@ -63,7 +64,7 @@ class ConfirmSettings:
         return self
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PreparedConfirm:
     """A confirm checked and ready for Ray: the plan, the search's settings and data, and the
     (config, seed) pairs that already have a finished run."""
@@ -76,7 +77,7 @@ class PreparedConfirm:
     done: set[tuple[str, int]]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ConfirmSummary:
     """What a confirm hands back: the table rows, the winner and where the results are."""
 
@@ -159,7 +160,10 @@ def prepare_confirm(settings: ConfirmSettings) -> PreparedConfirm:
     base = base_config(search, resolve_dataset(search.dataset))
     train_base = TrainConfig.from_dict(base).validate()
     data = load_encoded(train_base)  # the search checked that its metric is computed
-    return PreparedConfirm(settings, plan, search, train_base, data, finished_pairs(plan))
+    done = finished_pairs(plan)
+    return PreparedConfirm(
+        settings=settings, plan=plan, search=search, train_base=train_base, data=data, done=done
+    )
 
 
 def search_settings(settings: ConfirmSettings, params: Mapping[str, str]) -> SearchSettings:

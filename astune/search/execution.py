@@ -202,7 +202,7 @@ def _summarize(
     results: ResultGrid,
     tracker: SearchTracker,
 ) -> SearchSummary:
-    from astune.search.artifacts import log_search_artifacts
+    from astune.store.artifacts import log_search_artifacts
 
     frame = results.get_dataframe(filter_metric=space.metric, filter_mode=space.mode)
     states: dict[str, int] = {}

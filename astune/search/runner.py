@@ -63,7 +63,14 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
         check_metric_computed(data.spec.name, data.spec.metric)
     space = _apply_settings(space, settings, data.spec.task)
     check_unchanged(settings, space, before)
-    return PreparedSearch(settings, space, base, train_base, data, tracking_uri)
+    return PreparedSearch(
+        settings=settings,
+        space=space,
+        base=base,
+        train_base=train_base,
+        data=data,
+        tracking_uri=tracking_uri,
+    )
 
 
 def execute_search(prepared: PreparedSearch) -> SearchSummary:
@@ -133,7 +140,9 @@ def _numbers(space: SearchSpace, name: str) -> list[float]:
     return [b for b in param.bounds() if isinstance(b, (int, float))] if param else []
 
 
-def max_reports(space: SearchSpace, base: dict[str, Any], spec: DatasetSpec, n_train: int) -> int:
+def max_reports(
+    space: SearchSpace, base: dict[str, Any], *, spec: DatasetSpec, n_train: int
+) -> int:
     """How many results a trial reports at most (ASHA's ``max_t``): its evaluations (one per
     epoch, or every ``eval_every`` optimizer steps and at each epoch's end), plus the final one.
     Epochs are the space's largest, else ``--epochs``, else the dataset's paper value."""
@@ -152,7 +161,9 @@ def _run(prepared: PreparedSearch) -> SearchSummary:
     from astune.search import execution
 
     settings, data = prepared.settings, prepared.data
-    max_t = max_reports(prepared.space, prepared.base, data.spec, len(data.splits["train"]))
+    max_t = max_reports(
+        prepared.space, prepared.base, spec=data.spec, n_train=len(data.splits["train"])
+    )
     started_here = execution.init_ray(settings)
     try:
         execution.check_resources(settings)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ class SearchSettings:
     """What `astune search` was asked for (the CLI flags of DESIGN.md)."""
 
     dataset: str
+    _: KW_ONLY
     space: str | None = None
     num_samples: int | None = None
     max_concurrent: int | None = None
@@ -96,7 +97,7 @@ class SearchSettings:
         return f"{root.rstrip('/')}/{self.experiment_name}"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SearchSummary:
     """What a finished search hands back: the best trial, and where everything is."""
 
@@ -112,7 +113,7 @@ class SearchSummary:
     experiment_id: str | None = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PreparedSearch:
     """A search checked and ready for Ray: every bad input has failed by now."""
 

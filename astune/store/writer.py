@@ -23,22 +23,16 @@ from __future__ import annotations
 
 import json
 import logging
-import numbers
-import re
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from astune.store.conventions import (
-    CONVENTION_PARAMS,
     DATASET_TAG,
     ERROR_TAG,
     FINAL_METRICS,
     LOST_TAG,
-    NOT_APPLICABLE,
     PARENT_TAG,
-    RAY_RESULT_KEYS,
     ROLE_TAG,
     RUN_STATUSES,
     SEARCH_ID_TAG,
@@ -49,6 +43,12 @@ from astune.store.conventions import (
     quote,
 )
 from astune.store.uri import artifact_location, open_sqlite_locked, resolve_tracking_uri
+from astune.store.values import (
+    flat_params,
+    now_ms,
+    result_metrics,
+    trial_params,
+)
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -58,57 +58,12 @@ logger = logging.getLogger(__name__)
 
 _MAX_PARAMS_PER_BATCH = 100  # MLflow's limit on params (and tags) per log_batch
 _MAX_METRICS_PER_BATCH = 1000
-_MAX_PARAM_LENGTH = 6000
 _MAX_TAG_LENGTH = 5000
-_BAD_METRIC_CHARS = re.compile(r"[^\w\-. /:]")  # MLflow rejects a batch with other characters
-
-
-# ----------------------------------------------------------------------------------- values
-def param_value(value: Any) -> str:
-    return str(value)[:_MAX_PARAM_LENGTH]
-
-
-def flat_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """MLflow params of a (possibly nested) mapping: nested keys joined with ``/``."""
-    params: dict[str, str] = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            params.update(flat_params(value, f"{name}/"))
-        else:
-            params[name] = param_value(value)
-    return params
-
-
-def trial_params(config: Mapping[str, Any]) -> dict[str, str]:
-    """The params of a trial run: its config, and every convention param ("None" if absent)."""
-    params = {key: NOT_APPLICABLE for key in CONVENTION_PARAMS}
-    params.update(flat_params(config))
-    return params
-
-
-def result_metrics(result: Mapping[str, Any]) -> tuple[dict[str, float], int]:
-    """The metrics of one Tune result and their step (``evaluation``, else iteration - 1)."""
-    metrics = {
-        _BAD_METRIC_CHARS.sub("_", str(key)): float(value)
-        for key, value in result.items()
-        if key not in RAY_RESULT_KEYS
-        and isinstance(value, numbers.Real)
-        and not isinstance(value, bool)
-    }
-    step = result.get("evaluation")
-    if not isinstance(step, numbers.Integral) or isinstance(step, bool):
-        step = int(result.get("training_iteration") or 1) - 1
-    return metrics, int(step)
 
 
 def _chunks(items: list, size: int) -> Iterator[list]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def open_client(tracking_uri: str) -> MlflowClient:

@@ -95,7 +95,7 @@ class SkipBatches(ShuffledBatches):
     def epoch(self, pos: Position) -> Iterator[tuple[Batch | None, Visit]]:
         order = epoch_order(self.n, self.seed, pos.epoch)
         plan = self.skip.plan_for(pos.epoch, order, pos.epoch * self.n)
-        for visit in self.skip.visits(order, plan, self.batch_size, pos.batch):
+        for visit in self.skip.visits(order, plan, batch_size=self.batch_size, first=pos.batch):
             pos.batch += 1
             batch = self.data.collate("train", visit.index) if len(visit.index) else None
             yield batch, visit
@@ -103,7 +103,7 @@ class SkipBatches(ShuffledBatches):
     def after_forward(self, visit: Visit, stats: MaskStats | None, samples_seen: int) -> None:
         """Record which computed samples had zero loss (no device sync)."""
         if stats is not None:
-            self.skip.record(visit.index, *stats.rows(), samples_seen)
+            self.skip.record(visit.index, *stats.rows(), samples_seen=samples_seen)
 
     def skipped_rows(self, visit: Visit) -> Tensor:
         return self.skip.skipped_rows(visit.skipped)

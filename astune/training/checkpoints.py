@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from astune.training.state import (
 )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Best:
     """The best evaluation so far: its objective, p_margin histogram, evaluation number and a
     CPU copy of its weights (for the test split at the end)."""
@@ -33,7 +34,27 @@ class Best:
     evaluation: int | None = None
     weights: dict[str, Tensor] | None = None
 
-    def update(self, objective: float, margins: dict, evaluation: int, model: nn.Module) -> None:
+    def state_dict(self) -> dict[str, Any]:
+        """The checkpoint keys of the best so far (its weights are named by the checkpointer)."""
+        return {
+            "best": self.objective,
+            "best_evaluation": self.evaluation,
+            "best_margins": self.margins,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "Best":
+        """The best so far of a checkpoint ``state``, without its weights (see
+        :meth:`Checkpointer.restore`)."""
+        return cls(
+            objective=state["best"],
+            margins=state["best_margins"],
+            evaluation=state["best_evaluation"],
+        )
+
+    def update(
+        self, objective: float, *, margins: dict, evaluation: int, model: nn.Module
+    ) -> None:
         """Take this evaluation when it beats the best (the first of equal ones stays)."""
         if self.objective is None or objective > self.objective:
             self.objective, self.margins, self.evaluation = objective, margins, evaluation
@@ -59,6 +80,20 @@ class Checkpointer:
     def due(self, *, last: bool) -> bool:
         """Whether the policy writes a checkpoint at this evaluation (``last``: the run's)."""
         return self.policy.due(seconds_since_last=time.monotonic() - self._last, last=last)
+
+    def write_if_due(
+        self,
+        state: Callable[[], dict[str, Any]],
+        best: Best,
+        record: dict[str, Any],
+        *,
+        last: bool,
+    ) -> Path | None:
+        """At the evaluation ``record`` (``last``: the run's last), write a checkpoint of
+        ``state()`` when the policy says so; the folder, or None."""
+        if not self.due(last=last):
+            return None
+        return self.write(state(), best, record["evaluation"])
 
     def write(self, state: dict[str, Any], best: Best, evaluation: int) -> Path:
         """Write ``state`` naming where ``best``'s weights are; ``evaluation``: the one just

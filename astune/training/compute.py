@@ -3,11 +3,14 @@ counted, and the optimizer."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import Tensor, nn
 
 from astune.config import TrainConfig
 from astune.data.encoding import model_inputs
+from astune.data.spec import DatasetSpec
 from astune.losses.as_softmax import MaskStats
 
 FUSED_CPU_ADAMW_TORCH = (2, 4)
@@ -37,7 +40,7 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
 
 
 def forward(
-    model: nn.Module, batch: dict[str, Tensor], device: torch.device, dtype: torch.dtype | None
+    model: nn.Module, batch: dict[str, Tensor], *, device: torch.device, dtype: torch.dtype | None
 ) -> tuple[Tensor, Tensor]:
     """Logits ``(B, C)`` or ``(B, T, C)`` and the labels, on ``device``."""
     inputs = {k: v.to(device) for k, v in model_inputs(batch).items()}
@@ -74,3 +77,48 @@ def adamw(model: nn.Module, config: TrainConfig) -> torch.optim.AdamW:
     # The fused kernel is 10-20x faster than the per-tensor loop on a CPU, where the embedding
     # table dominates the step.
     return torch.optim.AdamW(groups, lr=config.lr, fused=True)
+
+
+class ModelParts(NamedTuple):
+    model: nn.Module
+    loss_fn: nn.Module
+    optimizer: torch.optim.Optimizer
+
+
+def model_parts(config: TrainConfig, spec: DatasetSpec, device: torch.device) -> ModelParts:
+    """The backbone with its head for ``spec``'s task (the head seeded by ``config.seed``), the
+    loss (summed: a step divides by the rows it counted) and AdamW."""
+    from astune.backbones import build_model
+    from astune.losses.registry import build_loss
+
+    torch.manual_seed(config.seed)  # the head's initialisation
+    model = build_model(
+        config.backbone,
+        task=spec.task,
+        num_labels=spec.num_labels,
+        num_layers=config.num_layers,
+        dropout=config.dropout,
+    ).to(device)
+    loss_fn = build_loss(config.loss, reduction="sum", **config.loss_kwargs())
+    return ModelParts(model, loss_fn, adamw(model, config))
+
+
+def update_weights(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    *,
+    rows: int,
+    max_grad_norm: float,
+    lr: float,
+) -> None:
+    """One optimizer step on summed gradients: divide them by ``rows`` (at least 1), clip their
+    norm to ``max_grad_norm``, step at ``lr`` and clear them."""
+    scale = 1.0 / max(1, rows)
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad.mul_(scale)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)

@@ -1,23 +1,19 @@
 """The one training loop: micro-batches, accumulation (AS-Speed), optimizer steps, evaluations.
 
-Not the Hugging Face Trainer: AS-Speed changes the number of accumulated micro-batches from one
-optimizer step to the next, so the learning-rate schedule and the delta warm-up are driven by
-samples seen rather than by a step count fixed up front. No Ray: a search gets each evaluation
-through ``callback(record, checkpoint_dir)``, the folder None when the checkpoint policy
-(``checkpoint_every``) writes none at that evaluation. :class:`LoopHooks` are the public place
-to time or watch the phases (benchmarks use them).
+Not the Hugging Face Trainer: AS-Speed changes the number of accumulated micro-batches between
+optimizer steps, so the LR schedule and the delta warm-up run on samples seen, not on a step
+count fixed up front. No Ray: a search gets each evaluation through ``callback(record,
+checkpoint_dir)`` (None: the policy wrote no checkpoint then); :class:`LoopHooks` time phases.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
 from torch import Tensor
 
 from astune.checkpoint_policy import CheckpointPolicy
@@ -28,11 +24,18 @@ from astune.skip import Visit
 from astune.training import state as ckpt
 from astune.training.batches import batch_source
 from astune.training.checkpoints import Best, Checkpointer
-from astune.training.compute import adamw, autocast_dtype, choose_device, forward, loss_counts
+from astune.training.compute import (
+    autocast_dtype,
+    choose_device,
+    forward,
+    loss_counts,
+    model_parts,
+    update_weights,
+)
 from astune.training.evaluate import Evaluation, evaluate
 from astune.training.hooks import LoopHooks
 from astune.training.progress import LinearSchedule, Position, Window
-from astune.training.records import evaluation_record, final_record
+from astune.training.records import RunLog, evaluation_record, final_record
 
 if TYPE_CHECKING:
     from astune.data.media_encoding import TrainData
@@ -51,9 +54,7 @@ class Run:
         best_weights: ckpt.BestWeights | None = None,
         hooks: Sequence[LoopHooks] = (),
     ):
-        from astune.backbones import build_model
         from astune.data.encoded import load_encoded
-        from astune.losses.registry import build_loss
         from astune.metrics import check_metric_computed
 
         config = config.validate()
@@ -64,16 +65,7 @@ class Run:
         self.config = config = config.with_paper_defaults(self.spec)
         self.device = choose_device(config.device)
         self.autocast = autocast_dtype(config.precision, self.device)
-        torch.manual_seed(config.seed)  # the head's initialisation
-        self.model = build_model(
-            config.backbone,
-            task=self.spec.task,
-            num_labels=self.spec.num_labels,
-            num_layers=config.num_layers,
-            dropout=config.dropout,
-        ).to(self.device)
-        self.loss_fn = build_loss(config.loss, reduction="sum", **config.loss_kwargs())
-        self.optimizer = adamw(self.model, config)
+        self.model, self.loss_fn, self.optimizer = model_parts(config, self.spec, self.device)
         self.n_train = len(self.data.splits["train"])
         self.total_samples = max(1, round(config.epochs * self.n_train))
         self.lr_schedule = LinearSchedule(self.total_samples, config.lr_warmup_ratio)
@@ -97,6 +89,7 @@ class Run:
         self.best = Best()
         self.history: list[dict[str, Any]] = []
         self.out = Path(config.output_dir or "astune-runs/train").resolve()
+        self.log = RunLog(self.out)
         self.checkpoints = Checkpointer(
             self.out / "checkpoint",
             CheckpointPolicy(config.checkpoint_every),
@@ -107,27 +100,25 @@ class Run:
         self._window_start = 0  # samples seen when the current window's first micro-batch began
         self._since_eval = Window()
 
-    # -- training ---------------------------------------------------------------------------
     def train(self, callback: Callback | None = None) -> dict[str, Any]:
         """Run to the end (from where a restore left off) and return the final record."""
-        self.out.mkdir(parents=True, exist_ok=True)
-        if not self.history:  # a fresh run starts a fresh log; a resumed one rewrote it
-            (self.out / "metrics.jsonl").write_text("")
+        self.log.start(self.history)
         self._clock = time.perf_counter() - self.train_seconds  # counts training, not evaluation
+        every = self.config.eval_every  # optimizer steps between evaluations (None: per epoch)
         while self.pos.samples < self.total_samples:
             for batch, visit in self.batches.epoch(self.pos):
                 self.micro_step(batch, visit)
                 if self.window.batches >= self.accum_steps:
                     self.optimizer_step()
-                    if self._eval_due():
+                    if every is not None and self.pos.steps % every == 0:
                         self._evaluate(callback)
                 if self.pos.samples >= self.total_samples:
                     break
             if self.window.batches:  # an epoch ends on an optimizer step
                 self.optimizer_step()
             self.pos.epoch, self.pos.batch = self.pos.epoch + 1, 0
-            if not self._just_evaluated():
-                self._evaluate(callback)
+            if not self.history or self.history[-1]["samples_seen"] != self.pos.samples:
+                self._evaluate(callback)  # each epoch ends with an evaluation
         return self._finish()
 
     def micro_step(self, batch: dict[str, Tensor] | None, visit: Visit) -> None:
@@ -154,7 +145,7 @@ class Run:
 
     def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Logits ``(B, C)`` or ``(B, T, C)`` in float32, and the labels, on the run's device."""
-        return forward(self.model, batch, self.device, self.autocast)
+        return forward(self.model, batch, device=self.device, dtype=self.autocast)
 
     def optimizer_step(self) -> None:
         """Divide the window's summed gradient by its rows, clip, step; AS-Speed updates."""
@@ -167,16 +158,13 @@ class Run:
                 f"{self.pos.steps + 1} (lr {self.config.lr}, loss {self.config.loss}); "
                 "the run stops here."
             )
-        scale = 1.0 / max(1, self.gradient_rows(window))
-        for p in self.model.parameters():
-            if p.grad is not None:
-                p.grad.mul_(scale)
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
-        lr = self.config.lr * self.lr_schedule.factor(self._window_start)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        update_weights(
+            self.model,
+            self.optimizer,
+            rows=self.gradient_rows(window),
+            max_grad_norm=self.config.max_grad_norm,
+            lr=self.config.lr * self.lr_schedule.factor(self._window_start),
+        )
         self.pos.steps += 1
         if self.speed is not None:
             # AS-Skip's skipped rows had zero loss when last computed: they count as masked, so
@@ -199,8 +187,7 @@ class Run:
         return 1 if self.speed is None else self.speed.steps
 
     def delta_now(self) -> float:
-        """The delta of the current position (:class:`DeltaSchedule` over samples seen); 1.0 for a
-        loss that is not an AS loss."""
+        """The delta at the samples seen so far; 1.0 for a loss that is not an AS loss."""
         schedule = self.delta_schedule
         return 1.0 if schedule is None else schedule.delta_at(self.pos.samples)
 
@@ -209,18 +196,10 @@ class Run:
         if self.delta_schedule is not None:
             self.loss_fn.set_delta(self.delta_now())
 
-    def _eval_due(self) -> bool:
-        every = self.config.eval_every
-        return every is not None and self.pos.steps % every == 0
-
-    def _just_evaluated(self) -> bool:
-        return bool(self.history) and self.history[-1]["samples_seen"] == self.pos.samples
-
     def _hook(self, name: str, *args: Any) -> None:
         for hook in self.hooks:
             getattr(hook, name)(self, *args)
 
-    # -- evaluation and checkpoints ------------------------------------------------------------
     def evaluate(self, split: str) -> Evaluation:
         """The model as it is now on ``split``, at the current delta."""
         self.apply_delta()
@@ -238,27 +217,7 @@ class Run:
         self._hook("on_evaluate_start")
         elapsed = time.perf_counter() - self._clock
         result = self.evaluate("validation")
-        record = self._record(result, elapsed)
-        self.pos.evaluations += 1
-        self.best.update(record["objective"], result.margins, record["evaluation"], self.model)
-        self.history.append(record)
-        self.train_seconds = elapsed
-        self._since_eval = Window()
-        due = self.checkpoints.due(last=self.pos.samples >= self.total_samples)
-        folder = None
-        if due:
-            folder = self.checkpoints.write(self.state_dict(), self.best, record["evaluation"])
-        with open(self.out / "metrics.jsonl", "a") as fh:
-            fh.write(json.dumps(record) + "\n")
-        if callback is not None:
-            callback(record, folder)
-        if folder is not None:  # reported (a search has persisted it): older bests can go
-            self.checkpoints.reported()
-        self._clock = time.perf_counter() - self.train_seconds
-        self._hook("on_evaluate_end")
-
-    def _record(self, result: Evaluation, elapsed: float) -> dict[str, Any]:
-        return evaluation_record(
+        record = evaluation_record(
             result,
             metric=self.spec.metric,
             since_eval=self._since_eval,
@@ -269,6 +228,25 @@ class Run:
             delta_now=self.delta_now(),
             lr_now=self.config.lr * self.lr_schedule.factor(self.pos.samples),
         ) | self.batches.record(self._since_eval)
+        self.pos.evaluations += 1
+        self.best.update(
+            record["objective"],
+            margins=result.margins,
+            evaluation=record["evaluation"],
+            model=self.model,
+        )
+        self.history.append(record)
+        self.train_seconds = elapsed
+        self._since_eval = Window()
+        last = self.pos.samples >= self.total_samples
+        folder = self.checkpoints.write_if_due(self.state_dict, self.best, record, last=last)
+        self.log.append(record)
+        if callback is not None:
+            callback(record, folder)
+        if folder is not None:  # reported (a search has persisted it): older bests can go
+            self.checkpoints.reported()
+        self._clock = time.perf_counter() - self.train_seconds
+        self._hook("on_evaluate_end")
 
     def state_dict(self) -> dict[str, Any]:
         """What an exact resume needs (the checkpointer adds where the best weights are)."""
@@ -281,9 +259,7 @@ class Run:
             "skip": self.batches.state_dict(),
             "window_skipped": self.window.skipped_rows_so_far(),
             "position": vars(self.pos).copy(),
-            "best": self.best.objective,
-            "best_evaluation": self.best.evaluation,
-            "best_margins": self.best.margins,
+            **self.best.state_dict(),
             "history": self.history,
             "train_seconds": self.train_seconds,
             "rng": ckpt.rng_state(),
@@ -300,29 +276,23 @@ class Run:
         self.window = Window(skipped=state.get("window_skipped", 0))
         self.pos = Position(**state["position"])
         self.history = state["history"]
-        self.best = Best(state["best"], state["best_margins"], state["best_evaluation"])
+        self.best = Best.from_state(state)
         self.checkpoints.restore(state, Path(folder), self.best)
         self.train_seconds = state["train_seconds"]
-        self.out.mkdir(parents=True, exist_ok=True)
-        with open(self.out / "metrics.jsonl", "w") as fh:  # drop evaluations after the checkpoint
-            fh.writelines(json.dumps(r) + "\n" for r in self.history)
+        self.log.rewrite(self.history)  # drops evaluations made after the checkpoint
         ckpt.set_rng_state(state["rng"])
 
     def _finish(self) -> dict[str, Any]:
         self._hook("on_test_start")
         self.model.load_state_dict(self.best.weights)
-        final = self._final(self.evaluate("test"))
-        (self.out / "final.json").write_text(json.dumps(final, indent=2))
-        self._hook("on_test_end")
-        return final
-
-
-    def _final(self, test: Evaluation) -> dict[str, Any]:
-        return final_record(
+        final = final_record(
             self.history,
-            test,
+            self.evaluate("test"),
             pos=self.pos,
             train_seconds=self.train_seconds,
             checkpoint_stats=self.checkpoints.stats,
             best_margins=self.best.margins,
         )
+        self.log.write_final(final)
+        self._hook("on_test_end")
+        return final

@@ -4,6 +4,7 @@ trial) and the final record (``final.json``). Names follow DESIGN.md's MLflow co
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from astune.training.evaluate import Evaluation
@@ -69,3 +70,30 @@ def final_record(
         **checkpoint_stats,
         "p_margin_json": json.dumps(best_margins),
     }
+
+
+class RunLog:
+    """The run folder's ``metrics.jsonl`` (one record per evaluation) and ``final.json``."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.metrics = out / "metrics.jsonl"
+
+    def start(self, history: list[dict[str, Any]]) -> None:
+        """A fresh run starts a fresh log; a resumed one was rewritten by :meth:`rewrite`."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        if not history:
+            self.metrics.write_text("")
+
+    def append(self, record: dict[str, Any]) -> None:
+        with open(self.metrics, "a") as fh:
+            fh.write(json.dumps(record) + "\n")
+
+    def rewrite(self, history: list[dict[str, Any]]) -> None:
+        """The log as of a checkpoint: the evaluations made after it are dropped."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        with open(self.metrics, "w") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in history)
+
+    def write_final(self, final: dict[str, Any]) -> None:
+        (self.out / "final.json").write_text(json.dumps(final, indent=2))

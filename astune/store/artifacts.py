@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune.store.conventions import BEST_TAG_PREFIX, TrackingError
-from astune.store.writer import SearchTracker, flat_params, now_ms, param_value
+from astune.store.values import flat_params, now_ms, param_value
+from astune.store.writer import SearchTracker
 
 if TYPE_CHECKING:
     import pandas as pd
