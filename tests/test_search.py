@@ -273,6 +273,7 @@ def tiny_argv(name: str, space: Path, *extra: str) -> list[str]:
     return search_argv(name, space, "--epochs", "1", *extra, samples=1)
 
 
+@pytest.mark.ray
 def test_resume_refuses_changed_settings_before_ray_starts(workdir, capsys):
     from astune.search.runner import prepare_search
 
