@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from astune.checkpoint_policy import SEARCH_DEFAULT, TRAIN_DEFAULT
+from astune.config import SPEED_FIELDS
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -198,12 +199,7 @@ TRAIN_FLAGS = (
     "loss",
     "delta",
     "warmup_ratio",
-    "lam",
-    "max_accum_steps",
-    "as_speed",
-    "as_skip",
-    "skip_keep",
-    "skip_anneal",
+    *SPEED_FIELDS,
     "lr",
     "batch_size",
     "output_dir",

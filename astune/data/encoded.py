@@ -5,19 +5,21 @@ from __future__ import annotations
 
 from astune.config import TrainConfig
 from astune.data.media_encoding import TrainData
+from astune.data.resolve import DatasetRef
 from astune.losses.catalogue import MEDIA_TASKS
 
 
-def load_encoded(config: TrainConfig) -> TrainData:
+def load_encoded(config: TrainConfig, *, ref: DatasetRef | None = None) -> TrainData:
     """Load ``config.dataset`` (local files or the hub) and encode it for ``config.backbone``.
-    Whether astune computes its metric is the caller's check, made once
+    ``ref``: ``config.dataset`` resolved already (a search resolves it once). Whether astune
+    computes its metric is the caller's check, made once
     (:func:`astune.metrics.check_metric_computed`)."""
     from astune.backbones import load_processor, load_tokenizer
     from astune.data import encode_splits, load_dataset_splits
     from astune.data.media_encoding import encode_media
 
     loaded = load_dataset_splits(
-        config.dataset,
+        config.dataset if ref is None else ref,
         data_dir=config.data_dir,
         max_train_samples=config.max_train_samples,
         max_eval_samples=config.max_eval_samples,

@@ -22,7 +22,7 @@ from astune.config import TRAIN_FIELDS
 from astune.data.errors import DataError
 from astune.data.files import read_dataset_json, read_rows, split_file
 from astune.data.media import class_folder_rows, default_media_columns, has_class_folders
-from astune.data.resolve import resolve_dataset
+from astune.data.resolve import DatasetRef, resolve_dataset
 from astune.data.rows import check_columns, infer_label_space, normalize_rows
 from astune.data.spec import SPLITS, DatasetSpec, column_keys
 from astune.losses.catalogue import MEDIA_TASKS
@@ -48,7 +48,7 @@ class LoadedData:
 
 
 def load_dataset_splits(
-    name_or_path: str | os.PathLike,
+    name_or_path: str | os.PathLike | DatasetRef,
     *,
     data_dir: str | os.PathLike | None = None,
     max_train_samples: int | None = None,
@@ -56,7 +56,8 @@ def load_dataset_splits(
     seed: int = 0,
     validation_fraction: float = TRAIN_FIELDS["validation_fraction"].default,
 ) -> LoadedData:
-    """Load, check and subset a dataset; DataError (a ValueError) before any training if bad.
+    """Load, check and subset a dataset (a ``--dataset`` value, or one resolved already);
+    DataError (a ValueError) before any training if bad.
 
     ``max_train_samples`` / ``max_eval_samples`` keep a random subset of that size drawn with
     ``seed`` (rows stay in file order); the eval limit applies to validation and test each.
@@ -71,7 +72,8 @@ def load_dataset_splits(
             check_int(key, value, 1)
     check_int("seed", seed)
     TRAIN_FIELDS["validation_fraction"].check(validation_fraction)
-    loaded = _load_full(str(name_or_path), data_dir, validation_fraction)
+    ref = name_or_path if isinstance(name_or_path, DatasetRef) else resolve_dataset(name_or_path)
+    loaded = _load_full(ref, data_dir, validation_fraction)
     for note in loaded.notes:
         logger.warning(note)
     limits = {"train": max_train_samples, "validation": max_eval_samples, "test": max_eval_samples}
@@ -79,8 +81,7 @@ def load_dataset_splits(
     return dataclasses.replace(loaded, splits=splits)
 
 
-def _load_full(name: str, data_dir: str | os.PathLike | None, fraction: float) -> LoadedData:
-    ref = resolve_dataset(name)  # raises the unknown-dataset error
+def _load_full(ref: DatasetRef, data_dir: str | os.PathLike | None, fraction: float) -> LoadedData:
     if ref.folder is not None:
         return _load_folder(ref.folder, None, fraction)
     candidates = local_candidates(ref.name, data_dir)

@@ -157,9 +157,9 @@ def prepare_confirm(settings: ConfirmSettings) -> PreparedConfirm:
     )
     search = search_settings(settings, plan.parent.data.params)
     check_local_gpus(search)
-    base = base_config(search, resolve_dataset(search.dataset))
-    train_base = TrainConfig.from_dict(base).validate()
-    data = load_encoded(train_base)  # the search checked that its metric is computed
+    ref = resolve_dataset(search.dataset)
+    train_base = TrainConfig.from_dict(base_config(search, ref)).validate()
+    data = load_encoded(train_base, ref=ref)  # the search checked that its metric is computed
     done = finished_pairs(plan)
     return PreparedConfirm(
         settings=settings, plan=plan, search=search, train_base=train_base, data=data, done=done

@@ -58,7 +58,7 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     space = load_space(settings.space, dataset=None if settings.space else ref.registry_name)
     base = base_config(settings, ref)
     train_base = TrainConfig.from_dict(base).validate()
-    data = load_encoded(train_base)
+    data = load_encoded(train_base, ref=ref)
     if ref.spec is None:  # a user folder: its own metric, known once it is read
         check_metric_computed(data.spec.name, data.spec.metric)
     space = _apply_settings(space, settings, data.spec.task)
