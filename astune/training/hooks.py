@@ -1,7 +1,8 @@
 """Public hooks around the phases of the training loop, for timing and watching a run.
 
-Subclass :class:`LoopHooks` and pass it to ``fit(..., hooks=)`` or ``Run(..., hooks=)``: each
-method is called with the run, before and after the phase it names. The loop computes the same
+Subclass :class:`LoopHooks` and pass instances in ``fit(..., hooks=[...])`` or
+``Run(..., hooks=[...])``: each method is called with the run, hooks in the order given, before
+and after the phase it names. The loop computes the same
 with or without hooks; a hook that wants device time synchronises itself.
 """
 
