@@ -1,6 +1,7 @@
 """A search on a real two-node Ray cluster, with an MLflow tracking server over HTTP and trial
 storage on a local S3-compatible server, under faults: a worker node's raylet SIGKILLed after
-the first evaluation, the driver SIGKILLed and resumed; and a search submitted as a Ray job.
+the first evaluation, then the driver SIGKILLed and the search resumed; and a search submitted
+as a Ray job.
 
 Everything runs as separate processes on this machine (README, "Clusters", gives the same
 recipe by hand); every process is ended by its PID when the module ends, passed or failed.
@@ -47,6 +48,7 @@ SPACE = {
     },
 }
 EVALUATIONS = 3  # one per epoch: a kill after the first leaves two to resume
+TRIALS = 3  # two at once (one per node), the third after a fault
 
 
 class Cluster:
@@ -160,18 +162,35 @@ def assert_complete(cluster: Cluster, name: str, trials: int) -> list:
     return children
 
 
-def test_a_worker_node_lost_after_the_first_evaluation(cluster, worker, tmp_path):
-    name = "worker-lost"
-    driver = cluster.procs.start(name, cluster.search_argv(name, write_space(tmp_path)))
+def test_a_worker_node_lost_then_the_driver_killed_the_search_resumes(cluster, worker, tmp_path):
+    """One search under both faults, one after the other: the raylet of the worker node
+    SIGKILLed after the first evaluation (its trial retried on the head), then the driver
+    SIGKILLed with a trial finished and one unfinished, and the search resumed."""
+    name = "faults"
+    space = write_space(tmp_path, num_samples=TRIALS)
+    driver = cluster.procs.start(name, cluster.search_argv(name, space))
     # both slots busy, each trial evaluated once: one of them runs on the worker node
     wait_for(lambda: len(cluster.evaluated(name)) == 2, "two trials evaluated", timeout=180)
     raylet_of(cluster.procs, worker).kill()  # SIGKILL
-    assert driver.wait(timeout=300) == 0, cluster.procs.tail(name)
-
-    children = assert_complete(cluster, name, trials=4)
-    retried = [c for c in children if "astune.retries" in c.data.tags]
+    retried = wait_for(lambda: retried_runs(cluster, name), "a trial retried", timeout=180)
     assert len(retried) == 1 and retried[0].data.tags["astune.retries"] == "1"
     assert retried[0].data.tags["astune.retry_error"]  # the failure Ray reported, one line
+
+    finished = lambda: [r for r in cluster.runs(name, "trial") if r.info.status == "FINISHED"]  # noqa: E731
+    wait_for(lambda: finished() and cluster.evaluated(name), "a finished and a running trial", 240)
+    assert driver.poll() is None, cluster.procs.tail(name)
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+    resumed = subprocess.run(
+        cluster.search_argv(name, space, "--resume"),
+        env=cluster.procs.env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "best objective" in resumed.stdout
+    children = assert_complete(cluster, name, trials=TRIALS)  # no run twice, none lost
 
     keys = cluster.s3_keys(f"searches/{name}/")
     for child in children:
@@ -196,25 +215,8 @@ def test_a_worker_node_lost_after_the_first_evaluation(cluster, worker, tmp_path
     )
 
 
-def test_a_driver_killed_mid_search_resumes_without_duplicate_runs(cluster, worker, tmp_path):
-    name = "driver-lost"
-    space = write_space(tmp_path)
-    driver = cluster.procs.start(name, cluster.search_argv(name, space))
-    finished = lambda: [r for r in cluster.runs(name, "trial") if r.info.status == "FINISHED"]  # noqa: E731
-    wait_for(lambda: finished() and cluster.evaluated(name), "a finished and a running trial", 240)
-    os.killpg(driver.pid, signal.SIGKILL)
-    driver.wait()
-
-    resumed = subprocess.run(
-        cluster.search_argv(name, space, "--resume"),
-        env=cluster.procs.env,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert_complete(cluster, name, trials=4)
-    assert "best objective" in resumed.stdout
+def retried_runs(cluster: Cluster, name: str) -> list:
+    return [r for r in cluster.runs(name, "trial") if "astune.retries" in r.data.tags]
 
 
 def test_a_search_submitted_as_a_ray_job(cluster, worker, tmp_path):

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
-from training_runs import Interrupt, read_metrics, run_config, sst5_slice, timeless
+from training_runs import Interrupt, Snapshots, read_metrics, run_config, sst5_slice, timeless
 
 from astune.config import TrainConfig
 from astune.data import majority_baseline
 from astune.data.encoded import load_encoded
+from astune.data.media_encoding import TrainData
 from astune.training import Run, fit
 from astune.training import state as ckpt
 from astune.training.compute import FUSED_CPU_ADAMW_TORCH
 
-BASE = dict(backbone="minilm", num_layers=1, max_length=48, seed=7, weight_decay=0.0)
+# checkpoints only where a test reads or resumes from them: each costs ~0.4 s on 2 CPU cores
+BASE = dict(
+    backbone="minilm", num_layers=1, max_length=48, seed=7, weight_decay=0.0, checkpoint_every="end"
+)
+EVERY_EVALUATION = dict(checkpoint_every="eval")
 
 
 def config(tmp_path: Path, name: str, data_dir: Path, **overrides) -> TrainConfig:
@@ -28,10 +34,52 @@ def sst5(data_dir):
     return sst5_slice(BASE, data_dir, n_train=320, n_eval=200)
 
 
+@dataclass
+class Finished:
+    """A run the module's tests share: its config, final record, ``metrics.jsonl`` and the
+    snapshots of its folder (one per checkpoint)."""
+
+    config: TrainConfig
+    final: dict
+    records: list[dict]
+    snapshots: Snapshots | None = None
+
+
+def run_once(tmp_path: Path, data_dir: Path, data: TrainData, **overrides) -> Finished:
+    run = config(tmp_path, "run", data_dir, **overrides)
+    snapshots = Snapshots(tmp_path / "snapshots")
+    final = fit(run, data=data, callback=snapshots)
+    return Finished(run, final, read_metrics(run), snapshots)
+
+
+def assert_beats_the_trivial_baseline(encoded: TrainData, run: Finished, epochs: int) -> None:
+    metric = encoded.spec.metric
+    baseline = majority_baseline(encoded, "validation")
+    assert run.final[f"val_{metric}"] > baseline + 0.02, (run.final, baseline)
+    assert f"test_{metric}" in run.final and 0.0 <= run.final[f"test_{metric}"] <= 1.0
+    assert len(run.records) == epochs
+    assert [r["epoch"] for r in run.records] == [pytest.approx(e + 1) for e in range(epochs)]
+    for key in ("objective", f"val_{metric}", "val_loss", "masked_ratio", "accum_steps"):
+        assert key in run.records[-1]
+    assert {"delta_now", "step"} <= set(run.records[-1])
+
+
+SPEED_EPOCHS = 6
+
+
+@pytest.fixture(scope="module")
+def speed_run(tmp_path_factory, data_dir, sst5) -> Finished:
+    """AS-Softmax with AS-Speed on the SST-5 slice, long enough for samples to be masked."""
+    return run_once(
+        tmp_path_factory.mktemp("speed"), data_dir, sst5, dataset="sst5", epochs=SPEED_EPOCHS,
+        lr=2e-3, batch_size=16, loss="as_softmax", delta=0.05, as_speed=True, lam=1.0,
+        max_accum_steps=4,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "dataset, loss, samples, epochs, lr",
     [
-        ("sst5", "as_softmax", 640, 4, 2e-3),
         ("conll2003", "as_softmax", 320, 3, 1e-3),
         ("go_emotions", "multilabel_as_softmax", 480, 2, 1e-3),
     ],
@@ -40,37 +88,16 @@ def test_runs_beat_the_trivial_baseline_on_validation(
     tmp_path, data_dir, dataset, loss, samples, epochs, lr
 ):
     run = config(
-        tmp_path,
-        dataset,
-        data_dir,
-        dataset=dataset,
-        loss=loss,
-        delta=0.3,
-        max_train_samples=samples,
-        max_eval_samples=200,
-        epochs=epochs,
-        lr=lr,
-        batch_size=16,
-    )
+        tmp_path, dataset, data_dir, dataset=dataset, loss=loss, delta=0.3,
+        max_train_samples=samples, max_eval_samples=200, epochs=epochs, lr=lr, batch_size=16,
+    )  # fmt: skip
     encoded = load_encoded(run)
     final = fit(run, data=encoded)
-    metric = encoded.spec.metric
-    baseline = majority_baseline(encoded, "validation")
-    assert final[f"val_{metric}"] > baseline + 0.02, (final, baseline)
-    assert f"test_{metric}" in final and 0.0 <= final[f"test_{metric}"] <= 1.0
-    records = read_metrics(run)
-    assert len(records) == epochs
-    assert [r["epoch"] for r in records] == [pytest.approx(e + 1) for e in range(epochs)]
-    for key in (
-        "objective",
-        f"val_{metric}",
-        "val_loss",
-        "masked_ratio",
-        "accum_steps",
-        "delta_now",
-        "step",
-    ):
-        assert key in records[-1]
+    assert_beats_the_trivial_baseline(encoded, Finished(run, final, read_metrics(run)), epochs)
+
+
+def test_an_sst5_run_beats_the_trivial_baseline_on_validation(sst5, speed_run):
+    assert_beats_the_trivial_baseline(sst5, speed_run, SPEED_EPOCHS)
 
 
 def test_as_softmax_at_delta_one_follows_the_softmax_trajectory(tmp_path, data_dir, sst5):
@@ -87,83 +114,50 @@ def test_as_softmax_at_delta_one_follows_the_softmax_trajectory(tmp_path, data_d
         assert x["objective"] == y["objective"] and x["step"] == y["step"]
 
 
-def test_as_speed_raises_accumulation_once_samples_are_masked(tmp_path, data_dir, sst5):
-    speed = config(
-        tmp_path,
-        "speed",
-        data_dir,
-        dataset="sst5",
-        epochs=6,
-        lr=2e-3,
-        batch_size=16,
-        loss="as_softmax",
-        delta=0.05,
-        as_speed=True,
-        lam=1.0,
-        max_accum_steps=4,
-    )
-    final = fit(speed, data=sst5)
-    records = read_metrics(speed)
-    steps = [r["accum_steps"] for r in records]
+def test_as_speed_raises_accumulation_once_samples_are_masked(speed_run):
+    steps = [r["accum_steps"] for r in speed_run.records]
     assert steps == sorted(steps) and steps[0] == 1 and steps[-1] > 1, steps
     first_raise = next(i for i, s in enumerate(steps) if s > 1)
     # lam * N / (N - masked) >= 1.5 needs a third of a window masked; the ratio logged is the
     # mean over the evaluation interval, so it only has to come close
-    ratios = [r["masked_ratio"] for r in records]
+    ratios = [r["masked_ratio"] for r in speed_run.records]
     assert ratios[first_raise] > 0.25 and max(ratios[:first_raise]) < ratios[first_raise]
-    assert final["optimizer_steps"] < 6 * (320 // 16)  # what plain accumulation takes
+    plain_steps = SPEED_EPOCHS * (320 // 16)  # what plain accumulation takes
+    assert speed_run.final["optimizer_steps"] < plain_steps
 
 
-def test_delta_warmup_holds_delta_at_one_for_the_first_r_of_training(tmp_path, data_dir, sst5):
-    run = config(
-        tmp_path,
-        "warm",
-        data_dir,
-        dataset="sst5",
-        epochs=2,
-        lr=3e-4,
-        batch_size=16,
-        loss="as_softmax",
-        delta=0.2,
-        warmup_ratio=0.5,
-        eval_every=4,
-    )
-    fit(run, data=sst5)
-    records = read_metrics(run)
+WARM_DELTA = 0.2
+
+
+@pytest.fixture(scope="module")
+def warm_run(tmp_path_factory, data_dir, sst5) -> Finished:
+    """AS-Softmax with the delta warm-up over half the run and AS-Speed, a checkpoint at each
+    evaluation (each kept as a snapshot, to resume from)."""
+    return run_once(
+        tmp_path_factory.mktemp("warm"), data_dir, sst5, dataset="sst5", epochs=2, lr=3e-4,
+        batch_size=16, loss="as_softmax", delta=WARM_DELTA, warmup_ratio=0.5, eval_every=4,
+        as_speed=True, lam=1.5, max_accum_steps=3, dropout=0.1, **EVERY_EVALUATION,
+    )  # fmt: skip
+
+
+def test_delta_warmup_holds_delta_at_one_for_the_first_r_of_training(warm_run):
+    records = warm_run.records
     half = 320  # 2 epochs x 320 samples x 0.5
-    assert all(r["delta_now"] == (1.0 if r["samples_seen"] < half else 0.2) for r in records)
-    assert {r["delta_now"] for r in records} == {1.0, 0.2}
+    assert all(r["delta_now"] == (1.0 if r["samples_seen"] < half else WARM_DELTA) for r in records)
+    assert {r["delta_now"] for r in records} == {1.0, WARM_DELTA}
     assert all(r["masked_ratio"] == 0 for r in records if r["samples_seen"] <= half)
 
 
-def test_resumed_run_ends_with_the_same_metrics_as_an_uninterrupted_one(tmp_path, data_dir, sst5):
-    common = dict(
-        dataset="sst5",
-        epochs=2,
-        lr=3e-4,
-        batch_size=16,
-        loss="as_softmax",
-        delta=0.3,
-        as_speed=True,
-        lam=1.5,
-        max_accum_steps=3,
-        dropout=0.1,
-    )
-    straight = config(tmp_path, "straight", data_dir, **common)
-    expected = fit(straight, data=sst5)
-
-    broken = config(tmp_path, "broken", data_dir, **common)
-
-    def stop_after_first_epoch(record, folder):
-        raise Interrupt
-
-    with pytest.raises(Interrupt):
-        fit(broken, data=sst5, callback=stop_after_first_epoch)
-    resumed = fit(broken, data=sst5, resume_from=Path(broken.output_dir) / "checkpoint")
+def test_resumed_run_ends_with_the_same_metrics_as_an_uninterrupted_one(warm_run, sst5):
+    snapshots = warm_run.snapshots
+    # resumed after the last evaluation of the first epoch: mid-run, AS-Speed's window open
+    stop_at = max(r["evaluation"] for r in warm_run.records if r["epoch"] <= 1)
+    assert stop_at in snapshots.taken and stop_at < warm_run.records[-1]["evaluation"]
+    resumed, final = snapshots.resume(warm_run.config, stop_at, sst5)
     for key in ("val_accuracy", "val_loss", "test_accuracy", "test_loss", "optimizer_steps"):
-        assert resumed[key] == expected[key], key
-
-    assert timeless(read_metrics(broken)) == timeless(read_metrics(straight))
+        assert final[key] == warm_run.final[key], key
+    assert max(r["accum_steps"] for r in warm_run.records) > 1  # AS-Speed's state was resumed
+    assert timeless(read_metrics(resumed)) == timeless(warm_run.records)
 
 
 def best_so_far(records: list[dict]) -> list[int]:
@@ -187,6 +181,7 @@ def test_checkpoints_store_each_best_once_and_the_test_split_uses_it(tmp_path, d
         batch_size=16,
         loss="softmax",
         eval_every=2,
+        **EVERY_EVALUATION,
     )
     store = ckpt.BestWeights.local(tmp_path / "apart")  # as a search keeps it: outside the folder
     named = []
@@ -218,7 +213,10 @@ def test_checkpoints_store_each_best_once_and_the_test_split_uses_it(tmp_path, d
 
 
 def test_a_resume_whose_best_is_stored_apart_ends_as_an_uninterrupted_run(tmp_path, data_dir, sst5):
-    common = dict(dataset="sst5", epochs=1, lr=1e-3, batch_size=16, loss="softmax", eval_every=2)
+    common = dict(
+        dataset="sst5", epochs=1, lr=1e-3, batch_size=16, loss="softmax", eval_every=2,
+        **EVERY_EVALUATION,
+    )  # fmt: skip
     straight = config(tmp_path, "straight", data_dir, **common)
     expected = fit(straight, data=sst5)
     records = read_metrics(straight)

@@ -3,13 +3,17 @@ shared data, the slices' encoded data, and a run's metrics."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 from astune.config import TrainConfig
 from astune.data.encoded import load_encoded
 from astune.data.media_encoding import TrainData
+from astune.training import fit
 
 
 def run_config(
@@ -49,3 +53,40 @@ def timeless(records: list[dict]) -> list[dict]:
 
 class Interrupt(Exception):
     """Raised from a ``fit`` callback to cut a run short at an evaluation."""
+
+
+class Snapshots:
+    """A ``fit`` callback keeping the run folder as it stands after each evaluation that wrote
+    a checkpoint, in ``root / f"e{evaluation}"``: what a run killed right there leaves behind,
+    so that one uninterrupted run serves as both the reference and the interrupted run.
+    Checkpoint files are hard-linked (a run replaces them, never rewrites one), the rest copied.
+    """
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.taken: list[int] = []
+
+    def __call__(self, record: dict[str, Any], folder: Path | None) -> None:
+        if folder is None:
+            return
+        shutil.copytree(folder.parent, self.folder(record["evaluation"]), copy_function=_link_pt)
+        self.taken.append(record["evaluation"])
+
+    def folder(self, evaluation: int) -> Path:
+        return self.root / f"e{evaluation}"
+
+    def resume(
+        self, run: TrainConfig, evaluation: int, data: TrainData
+    ) -> tuple[TrainConfig, dict]:
+        """``run`` continued from its snapshot after ``evaluation``: its config (the snapshot's
+        folder) and the final record."""
+        resumed = dataclasses.replace(run, output_dir=str(self.folder(evaluation)))
+        checkpoint = self.folder(evaluation) / "checkpoint"
+        return resumed, fit(resumed, data=data, resume_from=checkpoint)
+
+
+def _link_pt(src: str, dst: str) -> None:
+    if src.endswith(".pt"):
+        os.link(src, dst)
+    else:
+        shutil.copy2(src, dst)
