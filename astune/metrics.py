@@ -35,6 +35,7 @@ def check_metric_computed(dataset: str, metric: str) -> None:
             f"computed metrics: {', '.join(COMPUTED_METRICS)}."
         )
 
+
 def _to_numpy(values: Any) -> np.ndarray:
     """A numpy array from a numpy array, a list, or a torch tensor (any device or dtype)."""
     if hasattr(values, "detach"):

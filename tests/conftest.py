@@ -63,6 +63,16 @@ def tiny_wav2vec2_dir(tmp_path_factory) -> Path:
     return tiny_wav2vec2(tmp_path_factory.mktemp("tiny-wav2vec2"))
 
 
+@pytest.fixture(scope="module")
+def shared_ray():
+    """One local Ray that the module's in-process searches join (``tiny.one_ray``) instead of
+    each starting its own; shut down when the module ends."""
+    from tiny import one_ray
+
+    with one_ray():
+        yield
+
+
 # -- test tiers: markers ray, cluster, slow, gpu (pyproject.toml) ----------------------------
 # Every Ray this session starts (in this process or in the commands it runs, which inherit the
 # variable) keeps its folders here, apart from any other Ray on the machine: the marker check

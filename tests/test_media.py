@@ -246,8 +246,9 @@ def test_as_skip_keeping_every_sample_equals_as_softmax_on_images(
 @pytest.mark.slow
 @pytest.mark.parametrize("which", ["image", "audio"])
 def test_a_search_of_two_trials_tracks_both(
-    which, tmp_path, monkeypatch, digits_dir, speech_dir, tiny_vit_dir, tiny_wav2vec2_dir
-):
+    which, tmp_path, monkeypatch, digits_dir, speech_dir, tiny_vit_dir, tiny_wav2vec2_dir,
+    shared_ray,
+):  # fmt: skip
     monkeypatch.chdir(tmp_path)
     dataset, backbone = (
         (digits_dir, tiny_vit_dir) if which == "image" else (speech_dir, tiny_wav2vec2_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from astune.search.settings import PreparedSearch, SearchError, SearchSettings, SearchSummary
@@ -33,6 +34,26 @@ def init_ray(settings: SearchSettings) -> bool:
     else:
         ray.init(**kwargs)
     return True
+
+
+def init_ray_and_store(settings: SearchSettings, tracking_uri: str) -> bool:
+    """:func:`init_ray` while the MLflow store at ``tracking_uri`` opens in a thread: creating
+    a new SQLite store's schema takes as long as starting Ray (seconds each). True when this
+    call started Ray; a store that cannot be opened raises its TrackingError, Ray stopped."""
+    import ray
+
+    from astune.store.writer import open_client
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        store = pool.submit(open_client, tracking_uri)
+        started_here = init_ray(settings)
+    try:
+        store.result()
+    except BaseException:
+        if started_here:
+            ray.shutdown()
+        raise
+    return started_here
 
 
 def check_local_gpus(settings: SearchSettings) -> None:

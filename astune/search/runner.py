@@ -164,7 +164,7 @@ def _run(prepared: PreparedSearch) -> SearchSummary:
     max_t = max_reports(
         prepared.space, prepared.base, spec=data.spec, n_train=len(data.splits["train"])
     )
-    started_here = execution.init_ray(settings)
+    started_here = execution.init_ray_and_store(settings, prepared.tracking_uri)
     try:
         execution.check_resources(settings)
         return execution.tune_search(prepared, max_t)

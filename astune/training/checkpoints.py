@@ -52,9 +52,7 @@ class Best:
             evaluation=state["best_evaluation"],
         )
 
-    def update(
-        self, objective: float, *, margins: dict, evaluation: int, model: nn.Module
-    ) -> None:
+    def update(self, objective: float, *, margins: dict, evaluation: int, model: nn.Module) -> None:
         """Take this evaluation when it beats the best (the first of equal ones stays)."""
         if self.objective is None or objective > self.objective:
             self.objective, self.margins, self.evaluation = objective, margins, evaluation
