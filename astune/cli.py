@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 
 from astune.checkpoint_policy import SEARCH_DEFAULT, TRAIN_DEFAULT
 from astune.config import SPEED_FIELDS
+from astune.objectives import COSTS
+from astune.search.settings import SAMPLERS
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -83,7 +85,21 @@ def _build_parser() -> argparse.ArgumentParser:
     search.add_argument("--name", default=None, help="search name = MLflow experiment name")
     search.add_argument("--resume", action="store_true")
     search.add_argument("--losses", default=None, help="comma-separated losses to compare")
-    search.add_argument("--scheduler", choices=["asha", "none"], default=None)
+    search.add_argument(
+        "--scheduler",
+        choices=["asha", "none"],
+        default=None,
+        help="default: the space's (ASHA for one objective, none for several)",
+    )
+    search.add_argument(
+        "--objectives",
+        default=None,
+        help="the metric and costs to minimise, e.g. objective,train_seconds (also "
+        f"{', '.join(COSTS)}): a multi-objective search with a Pareto front",
+    )
+    search.add_argument(
+        "--sampler", choices=list(SAMPLERS), default=None, help="Optuna's sampler (default: tpe)"
+    )
     _add_checkpoint_flag(search, SEARCH_DEFAULT)
 
     train = sub.add_parser("train", help="one training run (the unit of a search trial)")
@@ -114,6 +130,21 @@ def _build_parser() -> argparse.ArgumentParser:
     export.add_argument("--experiment", required=True)
     export.add_argument("--format", choices=["yaml", "json", "python", "hf"], default="yaml")
     export.add_argument("-o", "--output", default=None)
+    point = export.add_mutually_exclusive_group()
+    point.add_argument(
+        "--within",
+        type=float,
+        default=None,
+        metavar="PTS",
+        help="a multi-objective search: the cheapest Pareto-front trial whose metric is at most "
+        "PTS percentage points below the best",
+    )
+    point.add_argument(
+        "--pick",
+        choices=["best", "fastest"],
+        default=None,
+        help="best metric (default) or the cheapest Pareto-front trial",
+    )
 
     recommend = sub.add_parser("recommend", help="recommend delta (and r) by task difficulty")
     _add_tracking_flag(recommend)
@@ -286,9 +317,11 @@ def _export(args: argparse.Namespace) -> int:
     from mlflow.exceptions import MlflowException
 
     from astune.export import find_best_trial, render
+    from astune.export.pick import Pick
 
     try:
-        best = find_best_trial(args.experiment, args.tracking_uri)
+        pick = Pick(kind=args.pick or "best", within=args.within)
+        best = find_best_trial(args.experiment, args.tracking_uri, pick=pick)
         text = render(best, args.format)
         if args.output is not None:
             Path(args.output).write_text(text)

@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "astune"
 # Lower floors first: a module may import its own floor and those below, never one above.
 FLOORS = (
     ("astune._checks", "astune._private", "astune.losses.catalogue", "astune.checkpoint_policy"),
-    ("astune.losses", "astune.speed", "astune.skip", "astune.metrics"),
+    ("astune.losses", "astune.speed", "astune.skip", "astune.metrics", "astune.objectives"),
     ("astune.data", "astune.backbones", "astune.config"),
     ("astune.training", "astune.probe"),
     ("astune.space", "astune.store"),

@@ -21,6 +21,7 @@ from media_data import DIGITS, EXTRACTOR_RATE, FILE_RATE, TRAINING, WORDS
 from mlflow import MlflowClient
 from PIL import Image
 from scipy.signal import resample_poly
+from training_runs import WALL_CLOCK
 
 from astune.backbones import build_model, load_processor
 from astune.cli import main
@@ -229,7 +230,7 @@ def test_as_skip_keeping_every_sample_equals_as_softmax_on_images(
             final = fit(config)
         lines = Path(config.output_dir, "metrics.jsonl").read_text().splitlines()
         records = [json.loads(line) for line in lines]
-        drop = ("samples_per_second", "skipped_ratio", "samples_computed")
+        drop = (*WALL_CLOCK, "skipped_ratio", "samples_computed")
         return final, [{k: v for k, v in r.items() if k not in drop} for r in records]
 
     plain, plain_records = run("plain")

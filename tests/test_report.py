@@ -329,8 +329,11 @@ def test_a_malformed_p_margin_artifact_is_refused(payload):
 
 
 # ------------------------------------------------------------------- parameter importances
-def _reference_importances(runs: list, client: MlflowClient) -> dict[str, float]:
-    """Optuna's fANOVA (seed 0) on the params every run has and that take several values."""
+def _reference_importances(
+    runs: list, client: MlflowClient, cost: str | None = None
+) -> dict[str, float]:
+    """Optuna's fANOVA (seed 0) on the params every run has and that take several values, of
+    the best objective (maximised) or of the run's ``cost`` (minimised)."""
     import optuna
 
     skipped = {"seed", "dataset", "data_dir", "backbone", "device", "output_dir", "precision"}
@@ -349,7 +352,7 @@ def _reference_importances(runs: list, client: MlflowClient) -> dict[str, float]
         distributions[key] = optuna.distributions.FloatDistribution(
             min(numbers), max(numbers), log=log
         )
-    study = optuna.create_study(direction="maximize")
+    study = optuna.create_study(direction="minimize" if cost else "maximize")
     for run in runs:
         params = {
             k: run.data.params[k]
@@ -357,7 +360,7 @@ def _reference_importances(runs: list, client: MlflowClient) -> dict[str, float]
             else float(run.data.params[k])
             for k, d in distributions.items()
         }
-        value = best_objective(client, run.info.run_id)
+        value = run.data.metrics[cost] if cost else best_objective(client, run.info.run_id)
         study.add_trial(
             optuna.trial.create_trial(params=params, distributions=distributions, value=value)
         )
@@ -380,3 +383,33 @@ def test_param_importances_equal_optunas_fanova_on_the_logged_trials(search):
         assert sum(importances.values()) == pytest.approx(1.0)
     assert "Parameter importances (Optuna fANOVA)" in search["report"].path.read_text()
     assert (search["report"].output_dir / "param_importance.png").read_bytes()[:8] == PNG_SIGNATURE
+
+
+def test_the_report_draws_the_front_and_the_importances_of_each_objective(search):
+    study = search["report"].studies["pareto"]
+    client = search["client"]
+    runs = trial_runs(client)
+    values = {
+        r.data.tags["astune.trial_id"]: (
+            best_objective(client, r.info.run_id),
+            r.data.metrics["train_seconds"],
+        )
+        for r in runs
+    }
+    front = {  # no other trial as good on both and better on one
+        t
+        for t, (score, cost) in values.items()
+        if not any(s >= score and c <= cost and (s > score or c < cost) for s, c in values.values())
+    }
+    assert {trial for trial, _ in study.data["front"]} == front
+    expected = {
+        "objective": _reference_importances(runs, client),
+        "train_seconds": _reference_importances(runs, client, cost="train_seconds"),
+    }
+    assert set(study.data["importance"]) == set(expected)
+    for name, importances in study.data["importance"].items():
+        assert list(importances) == list(expected[name]), name
+        assert list(importances.values()) == pytest.approx(list(expected[name].values()), abs=1e-9)
+    text = search["report"].path.read_text()
+    assert "Pareto front and importances per objective" in text
+    assert all(f"| {trial} |" in text for trial in front)

@@ -15,7 +15,7 @@ import ray
 import torch
 import yaml
 from mlflow import MlflowClient
-from tiny import one_ray, tiny_flags, tiny_settings
+from tiny import tiny_flags, tiny_settings
 
 from astune.cli import main
 from astune.search.runner import SearchSettings, run_search
@@ -53,145 +53,78 @@ def write_space(folder: Path, **changes) -> Path:
 
 @pytest.mark.ray
 @pytest.mark.slow
-class TestTwoSearchesInOneRay:
-    """In-process searches that join one Ray, started for the class and shut down after it
-    (the tests below it check that refused requests never start Ray)."""
-
-    @pytest.fixture(scope="class", autouse=True)
-    def one_ray_for_the_class(self):
-        with one_ray():
-            yield
-
-    def test_search_tracks_every_trial_and_runs_the_seed_points_first(self, workdir):
-        space = write_space(
-            workdir,
-            seed_points=[
-                {
-                    "loss": "as_softmax",
-                    "delta": 0.3,
-                    "as_speed": True,
-                    "lam": 1.5,
-                    "max_accum_steps": 3,
-                },
-                {"loss": "softmax"},
-                # overflows: a NaN loss, the trial fails
-                {"loss": "am_softmax", "s": 1.0e38, "m": 0.3},
-            ],
-            losses=["as_softmax", "softmax", "am_softmax"],
-            loss_params={
-                "as_softmax": {
-                    "delta": {"type": "float", "low": 0.1, "high": 0.5, "step": 0.05},
-                    "warmup_ratio": 0.0,
-                },
-                "am_softmax": {
-                    "s": {"type": "float", "low": 1.0, "high": 1.0e38, "log": True},
-                    "m": 0.3,
-                },
+def test_search_tracks_every_trial_and_runs_the_seed_points_first(workdir):
+    space = write_space(
+        workdir,
+        seed_points=[
+            {
+                "loss": "as_softmax",
+                "delta": 0.3,
+                "as_speed": True,
+                "lam": 1.5,
+                "max_accum_steps": 3,
             },
-        )
-        summary = run_search(
-            tiny_settings(
-                space=str(space), num_samples=4, max_concurrent=2, name="tiny", max_length=48
-            )
-        )
-
-        client = MlflowClient(summary.tracking_uri)
-        (parent,) = runs(client, "tiny", "search")
-        children = runs(client, "tiny", "trial")
-        assert summary.num_trials == 4 and len(children) == 4
-        assert parent.info.status == "FINISHED" and parent.data.tags["astune.dataset"] == "sst5"
-        assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
-        assert len({c.data.tags["astune.trial_id"] for c in children}) == 4
-        starts = [(c.data.params["loss"], c.data.params["delta"]) for c in children[:3]]
-        assert sorted(starts) == sorted(
-            [("as_softmax", "0.3"), ("softmax", "None"), ("am_softmax", "None")]
-        )
-        for child in children:
-            assert {"loss", "delta", "warmup_ratio", "lam", "max_accum_steps", "lr"} <= set(
-                child.data.params
-            )
-            assert child.data.tags["astune.task"] == "single_label"
-
-        failed = [c for c in children if c.info.status == "FAILED"]
-        assert [c.data.params["loss"] for c in failed] == ["am_softmax"]
-        assert failed[0].data.tags["astune.error"].startswith("FloatingPointError: loss is inf")
-        finished = [c for c in children if c.info.status == "FINISHED"]
-        assert len(finished) == 3
-        for child in finished:
-            history = client.get_metric_history(child.info.run_id, "objective")
-            assert [m.step for m in history] == [0, 1]  # one point per epoch, 2 epochs
-            for key in (
-                "val_accuracy",
-                "val_loss",
-                "masked_ratio",
-                "accum_steps",
-                "delta_now",
-                "test_accuracy",
-            ):
-                assert key in child.data.metrics, key
-
-        artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-        assert {"best_config.yaml", "trials.csv", "objective_vs_delta.png"} <= artifacts
-        assert summary.best_objective == pytest.approx(
-            max(c.data.metrics["best_objective"] for c in finished)
-        )
-        assert summary.trial_states == {"TERMINATED": 3, "ERROR": 1}
-
-    def test_asha_stopped_trials_are_pruned_in_optuna_not_complete(self, workdir):
-        from ray.tune.search import ConcurrencyLimiter
-
-        from astune.search.searcher import PruneAwareOptunaSearch
-
-        space = write_space(
-            workdir,
-            losses=["as_softmax"],
-            seed_points=[],
-            scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 2},
-            params={
-                "lr": {"type": "categorical", "choices": [1.0e-5, 2.0e-3]},
-                "batch_size": 16,
-                "epochs": {"type": "fixed", "value": 3},
+            {"loss": "softmax"},
+            # overflows: a NaN loss, the trial fails
+            {"loss": "am_softmax", "s": 1.0e38, "m": 0.3},
+        ],
+        losses=["as_softmax", "softmax", "am_softmax"],
+        loss_params={
+            "as_softmax": {
+                "delta": {"type": "float", "low": 0.1, "high": 0.5, "step": 0.05},
+                "warmup_ratio": 0.0,
             },
-        )
-        # CoNLL: entity F1 separates learning rates after one epoch (SST-5 slices all score the
-        # majority)
-        settings = dict(max_train_samples=160, max_eval_samples=100, max_length=48)
-        summary = run_search(
-            tiny_settings(
-                "conll2003",
-                space=str(space),
-                num_samples=5,
-                max_concurrent=1,
-                name="asha",
-                **settings,
-            )
-        )
+            "am_softmax": {
+                "s": {"type": "float", "low": 1.0, "high": 1.0e38, "log": True},
+                "m": 0.3,
+            },
+        },
+    )
+    summary = run_search(
+        tiny_settings(space=str(space), num_samples=4, max_concurrent=2, name="tiny", max_length=48)
+    )
 
-        restored = ConcurrencyLimiter(
-            PruneAwareOptunaSearch(metric="objective", mode="max"), max_concurrent=1
+    client = MlflowClient(summary.tracking_uri)
+    (parent,) = runs(client, "tiny", "search")
+    children = runs(client, "tiny", "trial")
+    assert summary.num_trials == 4 and len(children) == 4
+    assert parent.info.status == "FINISHED" and parent.data.tags["astune.dataset"] == "sst5"
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
+    assert len({c.data.tags["astune.trial_id"] for c in children}) == 4
+    starts = [(c.data.params["loss"], c.data.params["delta"]) for c in children[:3]]
+    assert sorted(starts) == sorted(
+        [("as_softmax", "0.3"), ("softmax", "None"), ("am_softmax", "None")]
+    )
+    for child in children:
+        assert {"loss", "delta", "warmup_ratio", "lam", "max_accum_steps", "lr"} <= set(
+            child.data.params
         )
-        restored.restore_from_dir(summary.experiment_path)
-        states = restored.searcher.trial_states()
-        client = MlflowClient(summary.tracking_uri)
-        early = {
-            c.data.tags["astune.trial_id"]: c.data.tags.get("astune.stopped_early") == "true"
-            for c in runs(client, "asha", "trial")
-        }
-        assert len(states) == 5 and set(states) == set(early)
-        assert any(early.values()) and not all(early.values())
-        for trial_id, stopped in early.items():
-            assert states[trial_id] == ("PRUNED" if stopped else "COMPLETE"), (trial_id, states)
-        # ASHA itself stopped them: below max_t (3 evaluations + the final report), while every
-        # trial it let run reported all 4 times
-        from ray.tune import ExperimentAnalysis
+        assert child.data.tags["astune.task"] == "single_label"
 
-        reported = {
-            t.trial_id: t.last_result["training_iteration"]
-            for t in ExperimentAnalysis(summary.experiment_path).trials
-        }
-        max_t = 4
-        for trial_id, stopped in early.items():
-            assert (reported[trial_id] < max_t) if stopped else (reported[trial_id] == max_t)
+    failed = [c for c in children if c.info.status == "FAILED"]
+    assert [c.data.params["loss"] for c in failed] == ["am_softmax"]
+    assert failed[0].data.tags["astune.error"].startswith("FloatingPointError: loss is inf")
+    finished = [c for c in children if c.info.status == "FINISHED"]
+    assert len(finished) == 3
+    for child in finished:
+        history = client.get_metric_history(child.info.run_id, "objective")
+        assert [m.step for m in history] == [0, 1]  # one point per epoch, 2 epochs
+        for key in (
+            "val_accuracy",
+            "val_loss",
+            "masked_ratio",
+            "accum_steps",
+            "delta_now",
+            "test_accuracy",
+        ):
+            assert key in child.data.metrics, key
+
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"best_config.yaml", "trials.csv", "objective_vs_delta.png"} <= artifacts
+    assert summary.best_objective == pytest.approx(
+        max(c.data.metrics["best_objective"] for c in finished)
+    )
+    assert summary.trial_states == {"TERMINATED": 3, "ERROR": 1}
 
 
 def search_argv(name: str, space: Path, *extra: str, samples: int = 3) -> list[str]:
@@ -229,7 +162,9 @@ def count_finished(db: Path) -> int:
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_search_killed_after_its_first_trial_resumes_to_completion(workdir):
+def test_a_multi_objective_search_killed_after_its_first_trial_resumes_to_its_front(workdir):
+    """Killed (SIGKILL, driver and Ray) once a trial finished; the resumed search loses no
+    trial and ends with the Pareto front of the trials that finished."""
     space = write_space(
         workdir,
         seed_points=[],
@@ -239,6 +174,7 @@ def test_search_killed_after_its_first_trial_resumes_to_completion(workdir):
             "batch_size": 16,
             "epochs": {"type": "fixed", "value": 3},
         },
+        objectives=["objective", "train_seconds"],
     )
     db = workdir / "astune-runs" / "mlflow.db"
     driver = subprocess.Popen(
@@ -279,7 +215,25 @@ def test_search_killed_after_its_first_trial_resumes_to_completion(workdir):
     for child in children:  # a trial cut off mid-way continued from its checkpoint: no step twice
         steps = [m.step for m in client.get_metric_history(child.info.run_id, "objective")]
         assert steps == [0, 1, 2]
-    assert "best objective" in resumed.stdout
+
+    # the front: the finished trials that no other beats on both objectives (written here)
+    values = {
+        c.data.tags["astune.trial_id"]: (
+            c.data.metrics["best_objective"],
+            c.data.metrics["train_seconds"],
+        )
+        for c in children
+    }
+    front = {
+        t
+        for t, (score, cost) in values.items()
+        if not any(s >= score and c <= cost and (s > score or c < cost) for s, c in values.values())
+    }
+    tagged = {c.data.tags["astune.trial_id"] for c in children if c.data.tags.get("astune.pareto")}
+    assert tagged == front
+    assert "Pareto front" in resumed.stdout
+    shown = resumed.stdout.split("Pareto front", 1)[1].splitlines()[2 : 2 + len(front)]
+    assert {line.split()[0] for line in shown} == front
 
 
 def tiny_argv(name: str, space: Path, *extra: str) -> list[str]:

@@ -305,7 +305,7 @@ BAD = {
     "bad scheduler": (
         "scheduler: {type: hyperband}",
         "scheduler.type",
-        "must be one of 'asha', 'none'",
+        "must be one of 'auto', 'asha', 'none'",
     ),
     "seed point unknown param": (
         "seed_points:\n  - {loss: as_softmax, gamma: 2.0}",

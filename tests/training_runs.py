@@ -46,9 +46,12 @@ def read_metrics(run: TrainConfig) -> list[dict]:
     return [json.loads(line) for line in text.splitlines()]
 
 
+WALL_CLOCK = ("samples_per_second", "train_seconds")
+
+
 def timeless(records: list[dict]) -> list[dict]:
-    """``records`` without their wall-clock field (``samples_per_second``), for comparing runs."""
-    return [{k: v for k, v in r.items() if k != "samples_per_second"} for r in records]
+    """``records`` without their wall-clock fields (:data:`WALL_CLOCK`), for comparing runs."""
+    return [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in records]
 
 
 class Interrupt(Exception):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from astune.analysis.correlation import loss_metric_correlation
 from astune.analysis.delta_sensitivity import delta_sensitivity
+from astune.analysis.front import pareto
 from astune.analysis.importance import param_importance
 from astune.analysis.masked_ratio import masked_ratio
 from astune.analysis.p_margin import p_margin
@@ -27,6 +28,7 @@ STUDIES: dict[str, Study] = {
     "masked_ratio": masked_ratio,
     "p_margin": p_margin,
     "param_importance": param_importance,
+    "pareto": pareto,
 }
 REPORT_FILE = "report.md"
 ARTIFACT_PATH = "report"

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from astune.export.pick import Pick, pick_from_front
 from astune.store.best import BestTrial
 from astune.store.confirmed import confirmed_configs, confirmed_winner
 from astune.store.reader import (
@@ -36,8 +37,11 @@ ARTIFACT = "best_config.yaml"
 _PARENT_KEYS = ("dataset", "backbone", "num_layers", "max_train_samples", "seed")
 
 
-def find_best_trial(experiment: str, tracking_uri: str | None = None) -> BestTrial:
-    """The best trial of the latest search of ``experiment``.
+def find_best_trial(
+    experiment: str, tracking_uri: str | None = None, *, pick: Pick | None = None
+) -> BestTrial:
+    """The best trial of the latest search of ``experiment``; with ``pick`` (a multi-objective
+    search), the point of its Pareto front that ``pick`` names.
 
     Raises:
         ValueError: no such experiment (the message lists the astune experiments), no search
@@ -54,8 +58,15 @@ def find_best_trial(experiment: str, tracking_uri: str | None = None) -> BestTri
     artifact = _artifact_config(store, parent.info.run_id)
     # Finished trials only: the artifact may name a trial that errored after a good evaluation.
     sign = -1.0 if param(parent, "mode") == "min" else 1.0
-    confirmed = confirmed_winner(confirmed_configs(store, parent), "min" if sign < 0 else "max")
-    if confirmed is None:
+    picked = None
+    if pick is not None and pick.on_front:
+        picked = pick_from_front(parent, trials, pick)
+    confirmed = None
+    if picked is None:
+        confirmed = confirmed_winner(confirmed_configs(store, parent), "min" if sign < 0 else "max")
+    if picked is not None:
+        best = {r.info.run_id: r for r in trials}[picked[0]]
+    elif confirmed is None:
         best = max(
             trials,
             key=lambda r: (sign * objective(r), artifact is not None and _agrees(r, artifact)),
@@ -69,6 +80,8 @@ def find_best_trial(experiment: str, tracking_uri: str | None = None) -> BestTri
     if confirmed is not None:
         config["seed"] = param(parent, "seed") if param(parent, "seed") is not None else 0
         source += f", confirmed winner of `astune confirm` over {len(confirmed.seeds)} seeds"
+    if picked is not None:
+        source += f"; picked: {picked[1]}"
     config = _portable(config, parent)
     metric, value = _best_metric(store, best) if best else (None, None)
     return BestTrial(
@@ -201,15 +214,17 @@ def export(
     *,
     output: str | Path | None = None,
     tracking_uri: str | None = None,
+    pick: Pick | None = None,
 ) -> str:
-    """Render the best trial of ``experiment`` in ``fmt``; write it to ``output`` when given.
+    """Render the best trial of ``experiment`` (or the front trial ``pick`` names) in ``fmt``;
+    write it to ``output`` when given.
 
     Returns the text. Raises ValueError (one line) for an unknown format or experiment, or a
     search without a finished trial.
     """
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, but got {fmt!r}.")
-    text = render(find_best_trial(experiment, tracking_uri), fmt)
+    text = render(find_best_trial(experiment, tracking_uri, pick=pick), fmt)
     if output is not None:
         Path(output).write_text(text)
     return text

@@ -58,7 +58,12 @@ def _source(best: BestTrial) -> str:
     """Where the values came from, as Python literals (``repr``): a quote, a backslash or a
     newline in a name or a Windows path cannot break the module."""
     return _constants(
-        {"EXPERIMENT": best.experiment, "TRACKING_URI": best.tracking_uri, "RUN_ID": best.run_id}
+        {
+            "EXPERIMENT": best.experiment,
+            "TRACKING_URI": best.tracking_uri,
+            "RUN_ID": best.run_id,
+            "CONFIG_FROM": best.source,  # which trial, and why (a Pareto-front pick says so)
+        }
     )
 
 

@@ -136,6 +136,21 @@ class ConsoleCallback(Callback):
         return table
 
 
+def front_lines(summary: SearchSummary) -> list[str]:
+    """The Pareto front as a table, cheapest first (by the first cost)."""
+    names = list(summary.objectives)
+    costs = ", ".join(names[1:])
+    count = len(summary.front)
+    head = f"Pareto front: {count} trial(s), {names[0]} against {costs}, cheapest first"
+    rows = [["trial", "loss", "AS-Speed", "AS-Skip", *names]]
+    for p in summary.front:
+        speed, skip = _fmt(p.flag("as_speed")), _fmt(p.flag("as_skip"))
+        rows.append([p.trial_id, p.loss, speed, skip, *(_fmt(p.values[n]) for n in names)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    table = ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    return [head, *table]
+
+
 def format_summary(summary: SearchSummary, ui_command: str) -> str:
     """The closing lines: the best config and objective, where the runs are, what to run next."""
     lines = [
@@ -144,6 +159,8 @@ def format_summary(summary: SearchSummary, ui_command: str) -> str:
     ]
     if summary.best_objective is None:
         lines.append("no trial reported a result; see the errors in " + summary.experiment_path)
+    elif len(summary.objectives) > 1:
+        lines += front_lines(summary)
     else:
         lines.append(f"best {summary.metric}: {summary.best_objective:.4f}")
         shown = {k: v for k, v in summary.best_config.items() if v is not None}

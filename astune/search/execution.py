@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ray.tune import Result, ResultGrid
 
     from astune.space.space import SearchSpace
+    from astune.store.pareto import FrontPoint
     from astune.store.writer import SearchTracker
 
 
@@ -90,21 +91,32 @@ def check_resources(settings: SearchSettings) -> None:
 
 
 def _searcher(space: SearchSpace, settings: SearchSettings) -> Any:
+    """Optuna behind Ray Tune: the metric alone, or the metric and costs (one mode each)."""
     import optuna
     from ray.tune.search import ConcurrencyLimiter
 
     from astune.search.searcher import PruneAwareOptunaSearch
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    multi = space.multi_objective
     search = PruneAwareOptunaSearch(
         space=space.define_by_run,
-        metric=space.metric,
-        mode=space.mode,
+        metric=list(space.objectives) if multi else space.metric,
+        mode=space.modes if multi else space.mode,
         points_to_evaluate=space.seed_points or None,
-        sampler=optuna.samplers.TPESampler(seed=settings.seed),
+        sampler=_sampler(settings),
     )
     limit = settings.max_concurrent or fitting_trials(settings)
     return ConcurrencyLimiter(search, max_concurrent=limit)
+
+
+def _sampler(settings: SearchSettings) -> Any:
+    """``--sampler``: Optuna's TPE (one or several objectives), NSGA-II or random search."""
+    import optuna
+
+    from astune.search.settings import SAMPLERS
+
+    return getattr(optuna.samplers, SAMPLERS[settings.sampler])(seed=settings.seed)
 
 
 def fitting_trials(settings: SearchSettings) -> int:
@@ -121,7 +133,7 @@ def _scheduler(space: SearchSpace, max_t: int) -> Any:
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
     options = space.scheduler
-    if options["type"] == "none":
+    if space.scheduler_type == "none":
         return FIFOScheduler()
     return ASHAScheduler(
         metric=space.metric,
@@ -184,7 +196,7 @@ def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
         raise
     finally:
         tracker.finish(status)
-        write_study(tracker, space.mode)  # Optuna's tools read the search from here
+        write_study(tracker, space)  # Optuna's tools read the search from here
         clean_stale_scratch()  # this node's folders of trials killed with SIGKILL
 
 
@@ -225,7 +237,10 @@ def _summarize(
 ) -> SearchSummary:
     from astune.store.artifacts import log_search_artifacts
 
-    frame = results.get_dataframe(filter_metric=space.metric, filter_mode=space.mode)
+    if space.multi_objective:  # each trial's last result: a finished one's is its final report
+        frame = results.get_dataframe()
+    else:  # each trial's best evaluation
+        frame = results.get_dataframe(filter_metric=space.metric, filter_mode=space.mode)
     states: dict[str, int] = {}
     for result in results:
         state = "ERROR" if result.error else "TERMINATED"
@@ -243,6 +258,7 @@ def _summarize(
             base_config=base,
             metric=space.metric,
         )
+    front = _front(tracker, space) if space.multi_objective else []
     return SearchSummary(
         experiment=settings.experiment_name,
         tracking_uri=tracker.tracking_uri,
@@ -254,4 +270,18 @@ def _summarize(
         trial_states=states,
         parent_run_id=tracker.parent_run_id,
         experiment_id=tracker.experiment_id,
+        objectives=space.objectives,
+        front=front,
     )
+
+
+def _front(tracker: SearchTracker, space: SearchSpace) -> list[FrontPoint]:
+    """The Pareto front of the search's finished trials, logged on its parent run."""
+    from astune.store.pareto import finished_points, pareto_front
+    from astune.store.pareto_plot import log_front
+
+    points = finished_points(tracker.trial_runs(), space.objectives)
+    front = pareto_front(points, space.objectives, space.mode)
+    if points:
+        log_front(tracker, points, front, space.objectives)
+    return front

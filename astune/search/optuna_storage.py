@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from astune.store.conventions import STOPPED_EARLY_TAG
 from astune.store.optuna_trials import distributions, frozen_trial
+from astune.store.pareto import finished_points
 from astune.store.reader import objective
 from astune.store.uri import open_sqlite_locked
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     import optuna
     from mlflow.entities import Run
 
+    from astune.space.space import SearchSpace
     from astune.store.writer import SearchTracker
 
 logger = logging.getLogger(__name__)
@@ -63,9 +65,10 @@ def dashboard_command(url: str) -> str:
     return f"optuna-dashboard {url}"
 
 
-def write_study(tracker: "SearchTracker", mode: str) -> str | None:
-    """(Re)write the search's study from its trial runs; return the storage URL, or None when
-    it could not be written (a warning: the search's results are in MLflow all the same)."""
+def write_study(tracker: "SearchTracker", space: "SearchSpace") -> str | None:
+    """(Re)write the search's study from its trial runs, one direction per objective of
+    ``space``; return the storage URL, or None when it could not be written (a warning: the
+    search's results are in MLflow all the same)."""
     import optuna
 
     if tracker.parent_run_id is None:
@@ -76,14 +79,12 @@ def write_study(tracker: "SearchTracker", mode: str) -> str | None:
         storage = open_storage(url)
         if name in {s.study_name for s in optuna.get_all_study_summaries(storage)}:
             optuna.delete_study(study_name=name, storage=storage)
-        direction = "minimize" if mode == "min" else "maximize"
-        study = optuna.create_study(storage=storage, study_name=name, direction=direction)
+        directions = ["minimize" if m == "min" else "maximize" for m in space.modes]
+        study = optuna.create_study(storage=storage, study_name=name, directions=directions)
         runs = sorted(tracker.trial_runs(), key=lambda r: r.info.start_time or 0)
         dists = distributions([r.data.params for r in runs])
-        states = [(run, _state(run)) for run in runs]
-        study.add_trials(
-            [frozen_trial(r.data.params, dists, objective(r), s) for r, s in states if s]
-        )
+        trials = [_trial(run, dists, space) for run in runs]
+        study.add_trials([t for t in trials if t is not None])
         for key, value in ((STORAGE_TAG, url), (STUDY_TAG, name)):
             tracker.client.set_tag(tracker.parent_run_id, key, value)
     except Exception as err:
@@ -91,6 +92,21 @@ def write_study(tracker: "SearchTracker", mode: str) -> str | None:
         logger.warning("Optuna study not written to %s: %s", url, lines[0] if lines else err)
         return None
     return url
+
+
+def _trial(run: "Run", dists: dict, space: "SearchSpace") -> "optuna.trial.FrozenTrial | None":
+    """The Optuna trial of ``run``: COMPLETE with one value per objective (those of
+    :func:`astune.store.pareto.finished_points`), else PRUNED or FAIL; None while it runs."""
+    state = _state(run)
+    if state is None:
+        return None
+    if not space.multi_objective:
+        return frozen_trial(run.data.params, dists, objective(run), state)
+    finished = finished_points([run], space.objectives)
+    if state == "COMPLETE" and not finished:
+        state = "FAIL"  # a cost never logged: it cannot stand on the front
+    values = [finished[0].values[n] for n in space.objectives] if finished else None
+    return frozen_trial(run.data.params, dists, values, state)
 
 
 def _state(run: "Run") -> str | None:

@@ -7,6 +7,7 @@ and print the best config.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from astune.config import TrainConfig
 from astune.data.resolve import DatasetRef
 from astune.data.spec import DatasetSpec
+from astune.objectives import parse_objectives
 from astune.search.settings import (
     PreparedSearch,
     SearchError,
@@ -47,6 +49,8 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
 
     settings.validate()
     ref = resolve_dataset(settings.dataset)  # once: every step below takes it from here
+    if settings.name is None:  # the experiment is named after the resolved dataset
+        settings = dataclasses.replace(settings, name=f"astune-{ref.name}")
     if ref.spec is not None:  # a registry dataset: checked before its data is read
         check_metric_computed(ref.spec.name, ref.spec.metric)
     _check_experiment_path(settings)
@@ -132,7 +136,15 @@ def _apply_settings(space: SearchSpace, settings: SearchSettings, task: str) -> 
     if settings.epochs is not None:
         fixed["epochs"] = settings.epochs
     space = space.with_fixed(**fixed)
-    return space.with_settings(num_samples=settings.num_samples, scheduler=settings.scheduler)
+    objectives = None
+    if settings.objectives is not None:
+        try:  # a bad name is the flag's, not the space file's
+            objectives = parse_objectives(settings.objectives, metric=space.metric)
+        except ValueError as err:
+            raise SearchError(f"--objectives: {err}") from None
+    return space.with_settings(
+        num_samples=settings.num_samples, scheduler=settings.scheduler, objectives=objectives
+    )
 
 
 def _numbers(space: SearchSpace, name: str) -> list[float]:

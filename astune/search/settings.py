@@ -9,15 +9,19 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from astune._checks import check_int, check_range
+from astune._checks import check_choice, check_int, check_range
 from astune.checkpoint_policy import SEARCH_DEFAULT, CheckpointPolicy
+from astune.objectives import parse_objectives
 
 if TYPE_CHECKING:
     from astune.config import TrainConfig
     from astune.data.media_encoding import TrainData
     from astune.space.space import SearchSpace
+    from astune.store.pareto import FrontPoint
 
 DEFAULT_STORAGE = "astune-runs/ray"
+# --sampler: the Optuna sampler (in optuna.samplers) each name stands for
+SAMPLERS = {"tpe": "TPESampler", "nsgaii": "NSGAIISampler", "random": "RandomSampler"}
 
 
 class SearchError(ValueError):
@@ -49,6 +53,8 @@ class SearchSettings:
     validation_fraction: float | None = None
     losses: str | None = None
     scheduler: str | None = None
+    objectives: str | None = None  # "objective,train_seconds": astune.objectives
+    sampler: str = "tpe"
     seed: int = 0
     max_failures: int = 1
     max_length: int = 128
@@ -76,6 +82,12 @@ class SearchSettings:
             check_range("epochs", self.epochs, 0.0, None, low_open=True)
         check_int("seed", self.seed, 0)
         check_int("max_failures", self.max_failures, 0)
+        check_choice("sampler", self.sampler, SAMPLERS)
+        if self.objectives is not None:
+            try:
+                parse_objectives(self.objectives)
+            except ValueError as err:
+                raise SearchError(f"--objectives: {err}") from None
         CheckpointPolicy(self.checkpoint_every)
         return self
 
@@ -111,6 +123,8 @@ class SearchSummary:
     trial_states: dict[str, int]
     parent_run_id: str
     experiment_id: str | None = None
+    objectives: tuple[str, ...] = ("objective",)
+    front: list[FrontPoint] = dataclasses.field(default_factory=list)  # several objectives
 
 
 @dataclass(kw_only=True)

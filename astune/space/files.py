@@ -28,6 +28,7 @@ from astune.space.params import (
 )
 
 _SCHEDULER_KEYS = ("type", "grace_period", "reduction_factor", "max_t")
+SCHEDULER_TYPES = ("auto", "asha", "none")  # auto: asha with one objective, none with several
 
 
 # ---------------------------------------------------------------------------------- sections
@@ -91,7 +92,7 @@ def parse_scheduler(raw: Any) -> dict[str, Any]:
                 f"scheduler.{key}", f"unknown key; expected one of {', '.join(_SCHEDULER_KEYS)}"
             )
     checks = {
-        "type": lambda v: check_choice("scheduler.type", v, ("asha", "none")),
+        "type": lambda v: check_choice("scheduler.type", v, SCHEDULER_TYPES),
         "grace_period": lambda v: check_int("scheduler.grace_period", v, 1),
         "reduction_factor": lambda v: check_range(
             "scheduler.reduction_factor", v, 1, low_open=True
@@ -132,12 +133,21 @@ SECTIONS = {
         "num_samples", lambda x: check_int("num_samples", x, 1), v
     ),
     "scheduler": parse_scheduler,
+    "objectives": lambda v: _as_invalid("objectives", _names, v),
     "losses": parse_losses,
     "params": lambda v: _parse_params(v, "params", TRAIN_PARAMS, "params"),
     "loss_params": _parse_loss_params,
     "speed_params": lambda v: _parse_params(v, "speed_params", SPEED_FIELDS, "speed_params"),
     "seed_points": _parse_points,
 }
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """A list of names, or one comma-separated string (checked against the metric later)."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
+        raise ValueError(f"expected a list of names, got {value!r}")
+    return tuple(i.strip() for i in items)
 
 
 def _check_str(value: Any) -> str:

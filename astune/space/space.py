@@ -36,10 +36,11 @@ from astune.losses.catalogue import (
     TASKS,
     family_loss,
 )
+from astune.objectives import modes, parse_objectives
+from astune.space.checks import check_space
 from astune.space.files import (
     SECTIONS,
     available_spaces,
-    known_losses,
     load_document,
     misplaced,
     parse_losses,
@@ -49,7 +50,6 @@ from astune.space.files import (
 )
 from astune.space.params import (
     DOMAINS,
-    LOSS_KEY_NAMES,
     LOSS_KEYS,
     TRAIN_PARAMS,
     Invalid,
@@ -63,7 +63,7 @@ if TYPE_CHECKING:  # only for type hints: this module never imports optuna or ra
     import optuna
 
 __all__ = ["SearchSpace", "SpaceError", "available_spaces", "load_space", "space_dir"]
-DEFAULT_SCHEDULER = {"type": "asha", "grace_period": 1, "reduction_factor": 3}
+DEFAULT_SCHEDULER = {"type": "auto", "grace_period": 1, "reduction_factor": 3}
 
 
 def load_space(
@@ -108,6 +108,7 @@ class SearchSpace:
     mode: str = "max"
     num_samples: int = 20
     scheduler: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_SCHEDULER))
+    objectives: tuple[str, ...] = ()  # () or (metric,): the metric alone
     description: str = ""
     source: str = "<memory>"
 
@@ -115,127 +116,33 @@ class SearchSpace:
         with named(self.source):
             object.__setattr__(self, "losses", parse_losses(self.losses))
         object.__setattr__(self, "scheduler", {**DEFAULT_SCHEDULER, **self.scheduler})
-        self._check_losses()
-        self._check_speed()
-        self._check_shared_names()
-        points = tuple(self._check_point(i, p) for i, p in enumerate(self.points))
-        object.__setattr__(self, "points", points)
+        try:
+            names = parse_objectives(self.objectives or (self.metric,), metric=self.metric)
+        except ValueError as err:
+            raise self._error("objectives", str(err)) from None
+        object.__setattr__(self, "objectives", names)
+        object.__setattr__(self, "points", check_space(self))
 
-    # ---------------------------------------------------------------------- checks
+    @property
+    def multi_objective(self) -> bool:
+        """Costs are minimised beside the metric: a Pareto front, not one best trial."""
+        return len(self.objectives) > 1
+
+    @property
+    def modes(self) -> list[str]:
+        """Ray Tune's mode of each of :attr:`objectives` (``min`` for every cost)."""
+        return modes(self.objectives, self.mode)
+
+    @property
+    def scheduler_type(self) -> str:
+        """``asha`` or ``none``; ``auto`` is ASHA for one objective, none for several."""
+        kind = self.scheduler["type"]
+        if kind == "auto":
+            return "none" if self.multi_objective else "asha"
+        return kind
+
     def _error(self, where: str, problem: str) -> SpaceError:
         return SpaceError(self.source, where, problem)
-
-    def _check_losses(self) -> None:
-        multi = [name for name in self.losses if name in MULTILABEL_LOSSES]
-        if multi and len(multi) < len(self.losses):
-            single = [name for name in self.losses if name not in MULTILABEL_LOSSES]
-            raise self._error(
-                "losses",
-                f"mixes single-label losses ({', '.join(single)}) with "
-                f"multi-label ones ({', '.join(multi)}); a dataset takes one family",
-            )
-        for loss in self.losses:
-            given = self.loss_params.get(loss, {})
-            for name in LOSS_KEYS[loss]:
-                if name not in given:
-                    raise self._error(
-                        f"loss_params.{loss}.{name}",
-                        "missing; give a range or "
-                        "{type: fixed, value: ...} for every parameter of a searched loss",
-                    )
-
-    def _check_speed(self) -> None:
-        if not any(loss in AS_LOSSES for loss in self.losses):
-            return
-        switch = self.speed_params.get("as_speed")
-        if switch is None:
-            raise self._error(
-                "speed_params.as_speed",
-                "missing; an AS loss is searched "
-                "(use {type: fixed, value: false} to leave AS-Speed off)",
-            )
-        for name in ("lam", "max_accum_steps"):
-            if switch.contains(True) and name not in self.speed_params:
-                raise self._error(f"speed_params.{name}", "missing; as_speed can be true")
-        skip = self.speed_params.get("as_skip")
-        for name in SKIP_FIELDS:
-            if name in self.speed_params and (skip is None or not skip.contains(True)):
-                raise self._error(
-                    f"speed_params.{name}", "is sampled only when as_skip can be true"
-                )
-
-    def _check_shared_names(self) -> None:
-        """Losses searched together share one Optuna parameter per name, hence one spec."""
-        first: dict[str, tuple[str, Param]] = {}
-        for loss in self.losses:
-            for name, param in self.loss_params.get(loss, {}).items():
-                other, spec = first.setdefault(name, (loss, param))
-                if spec != param:
-                    raise self._error(
-                        f"loss_params.{loss}.{name}",
-                        f"differs from loss_params."
-                        f"{other}.{name}; losses searched together must give a "
-                        "shared parameter the same spec",
-                    )
-
-    def _check_point(self, i: int, point: Mapping[str, Any]) -> dict[str, Any]:
-        """Check a seed point against the space; floats come back as floats."""
-        where = f"seed_points[{i}]"
-        loss = point.get("loss")
-        if not isinstance(loss, str) or loss not in LOSS_KEYS:
-            problem = "missing 'loss'" if loss is None else f"unknown loss {loss!r}"
-            raise self._error(f"{where}.loss", f"{problem}; {known_losses()}")
-        if LOSS_KEYS[loss] and loss not in self.loss_params:
-            raise self._error(f"{where}.loss", f"loss {loss!r} has no loss_params entry")
-        allowed = self._point_params(loss)
-        out: dict[str, Any] = {"loss": loss}
-        for key, value in point.items():
-            if key == "loss":
-                continue
-            param = allowed.get(key)
-            if param is None:
-                raise self._error(f"{where}.{key}", self._not_in_point(key, loss))
-            if not param.contains(value):
-                raise self._error(
-                    f"{where}.{key}", f"{key}={value!r} is outside the space ({param.describe()})"
-                )
-            out[key] = float(value) if param.kind == "float" else value
-        for key in ("lam", "max_accum_steps"):
-            if key in point and point.get("as_speed") is not True:
-                raise self._error(
-                    f"{where}.{key}",
-                    f"{key} is sampled only when as_speed is true; add as_speed: true to the point",
-                )
-        for key in SKIP_FIELDS:
-            if key in point and point.get("as_skip") is not True:
-                raise self._error(
-                    f"{where}.{key}",
-                    f"{key} is sampled only when as_skip is true; add as_skip: true to the point",
-                )
-        return out
-
-    def _point_params(self, loss: str) -> dict[str, Param]:
-        out = {**self.params, **self.loss_params.get(loss, {})}
-        if loss in AS_LOSSES:
-            out.update(self.speed_params)
-        else:  # the config of a non-AS loss says as_speed: false (and as_skip: false)
-            out["as_speed"] = Param("fixed", value=False)
-            out["as_skip"] = Param("fixed", value=False)
-        return out
-
-    def _not_in_point(self, key: str, loss: str) -> str:
-        if key in LOSS_KEY_NAMES:
-            return (
-                f"{key!r} is not a parameter of loss {loss!r} (it takes: "
-                f"{', '.join(LOSS_KEYS[loss]) or 'none'})"
-            )
-        if key in SPEED_FIELDS and loss not in AS_LOSSES:
-            return f"{key!r} applies to the AS losses only, not to {loss!r}"
-        if key in SPEED_FIELDS:
-            return f"{key!r} is not in this space's speed_params"
-        if key in TRAIN_PARAMS:
-            return f"{key!r} is not in this space's params"
-        return f"unknown parameter {key!r}"
 
     # ------------------------------------------------------------------- sampling
     @property
@@ -328,9 +235,11 @@ class SearchSpace:
         scheduler: str | None = None,
         metric: str | None = None,
         mode: str | None = None,
+        objectives: tuple[str, ...] | None = None,
     ) -> SearchSpace:
-        """The space with the CLI's ``--num-samples`` / ``--scheduler asha|none`` applied."""
-        changes: dict[str, Any] = {}
+        """The space with the CLI's ``--num-samples``, ``--scheduler asha|none`` and
+        ``--objectives`` applied."""
+        changes: dict[str, Any] = {} if objectives is None else {"objectives": objectives}
         with named(self.source):
             for key, value in (("num_samples", num_samples), ("metric", metric), ("mode", mode)):
                 if value is not None:
@@ -392,7 +301,9 @@ class SearchSpace:
             metric=self.metric,
             mode=self.mode,
             num_samples=self.num_samples,
-            scheduler=dict(self.scheduler),
+            # resolved, and objectives only when several: a space's digest (which --resume
+            # compares) stays what it was before either key existed
+            scheduler={**self.scheduler, "type": self.scheduler_type},
             losses=list(self.losses),
             params={n: p.to_dict() for n, p in self.params.items()},
             loss_params={
@@ -402,6 +313,8 @@ class SearchSpace:
             speed_params={n: p.to_dict() for n, p in self.speed_params.items()},
             seed_points=[dict(p) for p in self.points],
         )
+        if self.multi_objective:
+            out["objectives"] = list(self.objectives)
         return out
 
     def dump(self, path: str | PathLike) -> Path:

@@ -167,7 +167,7 @@ def log_search_artifacts(
     if best_objective is not None:
         metrics.append(Metric("best_objective", best_objective, now_ms(), 0))
     tracker.client.log_batch(run_id, metrics=metrics)
-    tracker._log(run_id, tags=tags)
+    tracker.tag_run(run_id, tags)
     return {"config": mapping, "best_objective": best_objective, "plot": series}
 
 

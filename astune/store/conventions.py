@@ -52,9 +52,9 @@ LOST_TAG = "astune.lost"
 RETRIES_TAG = "astune.retries"  # times Ray restarted the trial after a failure (a node lost...)
 RETRY_ERROR_TAG = "astune.retry_error"  # the failure that made the latest restart
 RESTARTED_TAG = "astune.restarted_from_start"  # its checkpoint was gone: the retry starts over
+# The costs (astune.objectives.COSTS) are not among them: every evaluation logs them, so their
+# latest value is the run's, and the curves keep one point per evaluation.
 FINAL_METRICS = (
-    "optimizer_steps",
-    "train_seconds",
     "best_evaluation",
     "checkpoints",  # resume checkpoints the trial wrote (astune.checkpoint_policy)
     "checkpoint_bytes",  # their bytes, best weights included: what went to the storage path

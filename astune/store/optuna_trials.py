@@ -50,22 +50,25 @@ def distributions(
 def frozen_trial(
     params: dict[str, str],
     dists: dict[str, "optuna.distributions.BaseDistribution"],
-    value: float | None,
+    value: float | list[float] | None,
     state: str = "COMPLETE",
 ) -> "optuna.trial.FrozenTrial":
-    """An Optuna trial of a run's logged ``params`` (those ``dists`` has), its ``value`` and
-    ``state`` (an ``optuna.trial.TrialState`` name)."""
+    """An Optuna trial of a run's logged ``params`` (those ``dists`` has), its ``value`` (one
+    per objective: a list for a multi-objective study) and ``state`` (an
+    ``optuna.trial.TrialState`` name)."""
     import optuna
 
     present = {k: v for k in dists if (v := logged_value(params, k)) is not None}
-    if isinstance(value, float) and state != "COMPLETE":
-        value = None  # Optuna keeps a value for complete trials only
+    if state != "COMPLETE":
+        value = None  # Optuna keeps values for complete trials only
+    values = value if isinstance(value, list) else None
     return optuna.trial.create_trial(
         params={
             k: str(v) if isinstance(dists[k], _categorical()) else v for k, v in present.items()
         },
         distributions={k: dists[k] for k in present},
-        value=value,
+        value=None if values is not None else value,
+        values=values,
         state=optuna.trial.TrialState[state],
     )
 

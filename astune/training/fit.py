@@ -47,8 +47,13 @@ def fit(
         ``test_<metric>`` of that checkpoint, ``optimizer_steps`` and ``train_seconds`` (training
         time, evaluations and checkpoint writes excluded).
     """
-    hooks = (*hooks, ProgressBar()) if progress else tuple(hooks)
+    bar = ProgressBar() if progress else None
+    hooks = (*hooks, bar) if bar is not None else tuple(hooks)
     run = Run(config, data=data, best_weights=best_weights, hooks=hooks)
     if resume_from is not None:
         run.restore(Path(resume_from))
-    return run.train(callback)
+    try:
+        return run.train(callback)
+    finally:
+        if bar is not None:  # a run that raised leaves no half-drawn bar on the terminal
+            bar.close()

@@ -63,5 +63,10 @@ class ProgressBar(LoopHooks):
         self.bar.update(visit.visited)
 
     def on_test_start(self, run) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the bar (also when the run raised before its test split); idempotent."""
         if self.bar is not None:
             self.bar.close()
+            self.bar = None

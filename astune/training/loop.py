@@ -224,6 +224,7 @@ class Run:
             pos=self.pos,
             n_train=self.n_train,
             seconds=elapsed - self.train_seconds,
+            train_seconds=elapsed,
             accum_steps=self.accum_steps,
             delta_now=self.delta_now(),
             lr_now=self.config.lr * self.lr_schedule.factor(self.pos.samples),

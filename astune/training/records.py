@@ -19,12 +19,15 @@ def evaluation_record(
     pos: Position,
     n_train: int,
     seconds: float,
+    train_seconds: float,
     accum_steps: int,
     delta_now: float,
     lr_now: float,
 ) -> dict[str, Any]:
-    """``val_<metric>`` of ``result``, ``objective`` (its ``metric``) and the training figures
-    summed in ``since_eval`` over the last ``seconds`` of training."""
+    """``val_<metric>`` of ``result``, ``objective`` (its ``metric``), the training figures
+    summed in ``since_eval`` over the last ``seconds`` of training, and the run's costs so far
+    (:data:`astune.objectives.COSTS`: ``train_seconds`` in all, ``samples_computed``,
+    ``optimizer_steps``)."""
     window = since_eval
     return {
         **{f"val_{k}": v for k, v in result.metrics.items()},
@@ -41,6 +44,8 @@ def evaluation_record(
         "step": pos.steps,
         "samples_seen": pos.samples,
         "samples_computed": pos.computed,
+        "optimizer_steps": pos.steps,
+        "train_seconds": train_seconds,
         "evaluation": pos.evaluations,
     }
 

@@ -1,0 +1,82 @@
+"""Which trial `export` takes from a multi-objective search: a point on its Pareto front.
+
+``--pick best`` (the default) takes the best metric, as for any search. ``--pick fastest`` takes
+the cheapest front trial by the first cost; ``--within PTS`` the cheapest front trial whose
+metric is at most ``PTS`` percentage points worse than the best finished trial's (``0.5`` on
+accuracy: at most 0.005 lower).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from astune._checks import check_choice, check_range
+from astune.objectives import PRIMARY, parse_objectives
+from astune.store.pareto import FrontPoint, finished_points, pareto_front
+from astune.store.reader import param
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+
+PICKS = ("best", "fastest")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pick:
+    """``kind`` one of :data:`PICKS`; ``within`` (percentage points, >= 0) picks the cheapest
+    front trial that close to the best metric, and needs ``kind="best"`` left as it is."""
+
+    kind: str = "best"
+    within: float | None = None
+
+    def __post_init__(self) -> None:
+        check_choice("pick", self.kind, PICKS)
+        if self.within is not None:
+            check_range("within", self.within, 0.0, None)
+            if self.kind != "best":
+                raise ValueError(f"give --within or --pick {self.kind}, not both.")
+
+    @property
+    def on_front(self) -> bool:
+        """Whether the trial comes from the Pareto front (not the best metric alone)."""
+        return self.kind == "fastest" or self.within is not None
+
+
+def pick_from_front(parent: Run, runs: list[Run], pick: Pick) -> tuple[str, str]:
+    """The run id of the front trial ``pick`` names among ``runs`` (the search's trial runs),
+    and why, in words. ValueError (one line) when the search had one objective."""
+    objectives = parse_objectives(param(parent, "objectives") or PRIMARY)
+    if len(objectives) < 2:
+        raise ValueError(
+            f"--pick fastest and --within need a search with a cost objective, but this one "
+            f"(parent run {parent.info.run_id}) optimised {objectives[0]!r} alone; search with "
+            "--objectives objective,train_seconds."
+        )
+    mode = param(parent, "mode") or "max"
+    points = finished_points(runs, objectives)
+    front = pareto_front(points, objectives, mode)
+    if not front:
+        raise ValueError("the search has no trial that ran to the end with every objective.")
+    metric, cost = objectives[0], objectives[1]
+    best = (max if mode == "max" else min)(p.values[metric] for p in points)
+    if pick.kind == "fastest":
+        chosen = front[0]
+        why = f"the cheapest Pareto-front trial by {cost}"
+    else:
+        chosen = next(p for p in front if _gap(p, metric, best, mode) <= pick.within / 100 + 1e-12)
+        why = (
+            f"the cheapest Pareto-front trial by {cost} whose {metric} is within "
+            f"{pick.within:g} points of the best ({best:.6g})"
+        )
+    return chosen.run_id, f"{why}: {_values(chosen, objectives)}"
+
+
+def _gap(point: FrontPoint, metric: str, best: float, mode: str) -> float:
+    """How much worse than ``best`` the point's metric is (>= 0)."""
+    value = point.values[metric]
+    return best - value if mode == "max" else value - best
+
+
+def _values(point: FrontPoint, objectives: tuple[str, ...]) -> str:
+    return ", ".join(f"{name} = {point.values[name]:.6g}" for name in objectives)
