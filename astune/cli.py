@@ -176,7 +176,23 @@ def _add_confirm_parser(sub: argparse._SubParsersAction) -> None:
     )
     _add_tracking_flag(confirm)
     confirm.add_argument("--experiment", required=True)
-    confirm.add_argument("--top", type=int, default=None, help="the K best trials (default 2)")
+    confirm.add_argument(
+        "--top", type=int, default=None, help="the K best trials (default 2; with --front: all)"
+    )
+    confirm.add_argument(
+        "--front",
+        action="store_true",
+        default=None,
+        help="a multi-objective search: the trials of its Pareto front, cheapest first",
+    )
+    confirm.add_argument(
+        "--within",
+        type=float,
+        default=None,
+        metavar="PTS",
+        help="with --front: 'faster at equal accuracy' allows the metric PTS percentage points "
+        "below the baseline (default 0.5)",
+    )
     confirm.add_argument("--seeds", type=int, default=None, help="N >= 2 seeds (default 3)")
     confirm.add_argument("--baseline", default=None, help="the baseline loss (default softmax)")
     confirm.add_argument("--max-concurrent", type=int, default=None)
@@ -191,7 +207,8 @@ def _confirm(args: argparse.Namespace) -> int:
 
     from astune.search.confirm import ConfirmSettings, execute_confirm, prepare_confirm
 
-    names = ("experiment", "top", "seeds", "baseline", "tracking_uri", "max_concurrent")
+    names = ("experiment", "top", "seeds", "baseline", "front", "within", "tracking_uri")
+    names += ("max_concurrent",)
     names += ("cpus_per_trial", "gpus_per_trial", "address", "storage_path")
     try:
         given = {k: getattr(args, k) for k in names if getattr(args, k) is not None}

@@ -293,3 +293,52 @@ def test_asha_stopped_trials_are_pruned_in_optuna_not_complete(searched):
     max_t = 4
     for trial_id, stopped in early.items():
         assert (reported[trial_id] < max_t) if stopped else (reported[trial_id] == max_t)
+
+
+def paired_interval(diffs: list[float]) -> tuple[float, float]:
+    """Reference: the 95% t interval of the mean of ``diffs`` (low, high)."""
+    from scipy import stats
+
+    n = len(diffs)
+    mean = sum(diffs) / n
+    half = stats.t.ppf(0.975, n - 1) * stats.tstd(diffs) / math.sqrt(n)
+    return mean - half, mean + half
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_confirm_front_reruns_the_front_and_gives_the_verdict_of_each(searched):
+    front_rows = artifact_rows(searched, "pareto.csv")  # cheapest first
+    top = 1  # the cheapest front trial, against the baseline
+    args = ["confirm", "--experiment", "front", "--tracking-uri", searched.uri, "--front"]
+    args += ["--top", str(top), "--seeds", "2", "--within", "1"]
+    out = io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(searched.root)  # the search's storage folder
+    try:
+        with contextlib.redirect_stdout(out):
+            assert main(args) == 0
+    finally:
+        os.chdir(cwd)
+    rows = artifact_rows(searched, "confirm.csv")
+    assert [r["confirms"] for r in rows] == [r["run_id"] for r in front_rows[:top]] + ["baseline"]
+
+    experiment = searched.client.get_experiment_by_name("front")
+    runs = searched.client.search_runs(
+        [experiment.experiment_id], "tags.`astune.role` = 'confirm'", max_results=100
+    )
+    logged: dict[str, dict[int, tuple[float, float]]] = {}
+    for run in runs:
+        seed = int(run.data.params["seed"])
+        values = (run.data.metrics["best_objective"], run.data.metrics["train_seconds"])
+        logged.setdefault(run.data.tags["astune.confirms"], {})[seed] = values
+    base = logged["baseline"]
+    for row in rows[:-1]:
+        own = logged[row["confirms"]]
+        metric = paired_interval([own[s][0] - base[s][0] for s in sorted(own)])
+        time = paired_interval([own[s][1] - base[s][1] for s in sorted(own)])
+        assert float(row["time_diff_high"]) == pytest.approx(time[1])
+        expected = bool(time[1] < 0 and metric[0] > -1.0 / 100)
+        assert row["faster_at_equal_accuracy"] == str(expected), row
+    assert rows[-1]["faster_at_equal_accuracy"] == ""
+    assert "faster at equal accuracy (time significantly lower" in out.getvalue()

@@ -1,5 +1,6 @@
-"""Which configs `astune confirm` re-runs: the K best finished trials of a search and the
-baseline (the best trial's config with the baseline loss), each over the same N seeds."""
+"""Which configs `astune confirm` re-runs: the K best finished trials of a search (or, with
+``--front``, the trials of its Pareto front, cheapest first) and the baseline (the best
+trial's config with the baseline loss), each over the same N seeds."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 from astune._checks import check_int
 from astune.config import SPEED_FIELDS
 from astune.losses.catalogue import AS_LOSSES, LOSS_PARAM_NAMES, family_loss, loss_info
+from astune.objectives import PRIMARY, parse_objectives
 from astune.store.confirmed import config_label
 from astune.store.conventions import CONFIRM_BASELINE, STOPPED_EARLY_TAG, TASK_TAG
+from astune.store.pareto import finished_points, pareto_front
 from astune.store.reader import Store, finished_trials, objective, param
 
 if TYPE_CHECKING:
@@ -55,14 +58,19 @@ class ConfirmPlan:
 def plan_confirm(
     experiment: str,
     *,
-    top: int = 1,
+    top: int | None = None,
     seeds: int = 3,
     baseline: str = "softmax",
+    front: bool = False,
     tracking_uri: str | None = None,
 ) -> ConfirmPlan:
-    """The plan for ``astune confirm``; ValueError (one line) on bad input: an unknown
-    experiment, ``top`` above the finished trials, ``seeds < 2``, an AS or unknown baseline."""
-    check_int("top", top, 1)
+    """The plan for ``astune confirm``: the ``top`` best finished trials (default 2), or with
+    ``front`` the trials of the Pareto front, cheapest first (default: all of them), and the
+    baseline (the best trial's config with the ``baseline`` loss). ValueError (one line) on
+    bad input: an unknown experiment, ``top`` above the trials there are, ``seeds < 2``, an AS
+    or unknown baseline, ``front`` for a search with one objective."""
+    if top is not None:
+        check_int("top", top, 1)
     check_int("seeds", seeds, 2)
     info = loss_info(baseline)
     if info.name in AS_LOSSES:
@@ -72,14 +80,17 @@ def plan_confirm(
         )
     store = Store(tracking_uri)
     parent = store.require_search(experiment)
-    trials = ranked_trials(store, parent)
+    trials = front_trials(store, parent) if front else ranked_trials(store, parent)
+    what = "trials of the Pareto front" if front else "finished trials"
+    top = top if top is not None else (len(trials) if front else 2)
     if top > len(trials):
         raise ValueError(
-            f"top must be at most {len(trials)} (the finished trials of search {experiment!r}), "
+            f"top must be at most {len(trials)} (the {what} of search {experiment!r}), "
             f"but got {top}."
         )
     chosen = [_candidate(run) for run in trials[:top]]
-    base = _baseline(chosen[0].config, baseline, parent.data.tags.get(TASK_TAG))
+    best = min(trials, key=lambda r: _rank(r, parent)) if front else trials[0]
+    base = _baseline(_candidate(best).config, baseline, parent.data.tags.get(TASK_TAG))
     if not any(_same_config(c.config, base.config) for c in chosen):
         chosen.append(base)
     else:  # the best trials include the baseline's config: it is the baseline
@@ -100,8 +111,30 @@ def ranked_trials(store: Store, parent: "Run") -> list["Run"]:
     best objective first."""
     runs = finished_trials(store.trials(parent.info.run_id, [parent.info.experiment_id]))
     runs = [r for r in runs if r.data.tags.get(STOPPED_EARLY_TAG) != "true"]
+    return sorted(runs, key=lambda r: _rank(r, parent))
+
+
+def _rank(run: "Run", parent: "Run") -> tuple[float, int]:
+    """Best objective first (by the search's mode), then the first started."""
     sign = 1.0 if param(parent, "mode") == "min" else -1.0
-    return sorted(runs, key=lambda r: (sign * objective(r), r.info.start_time or 0))
+    return (sign * objective(run), run.info.start_time or 0)
+
+
+def front_trials(store: Store, parent: "Run") -> list["Run"]:
+    """The trial runs of the search's Pareto front, cheapest first (by the first cost);
+    ValueError for a search with one objective."""
+    objectives = parse_objectives(param(parent, "objectives") or PRIMARY)
+    if len(objectives) < 2:
+        raise ValueError(
+            f"--front needs a search with a cost objective, but this one (parent run "
+            f"{parent.info.run_id}) optimised {objectives[0]!r} alone; search with "
+            "--objectives objective,train_seconds."
+        )
+    runs = store.trials(parent.info.run_id, [parent.info.experiment_id])
+    points = finished_points(runs, objectives)
+    by_id = {run.info.run_id: run for run in runs}
+    mode = "min" if param(parent, "mode") == "min" else "max"
+    return [by_id[p.run_id] for p in pareto_front(points, objectives, mode)]
 
 
 def trial_config(run: "Run") -> dict[str, Any]:

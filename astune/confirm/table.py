@@ -24,41 +24,80 @@ CSV_COLUMNS = (
     "diff_low",
     "diff_high",
     "p_value",
+    "time_diff_mean",
+    "time_diff_low",
+    "time_diff_high",
+    "time_p_value",
+    "faster_at_equal_accuracy",
 )
 
 
 @dataclass(frozen=True)
 class ConfirmRow:
-    """One confirmed config: its seeds' statistics; ``difference`` is None for the baseline
-    (and when no baseline seed pairs with it)."""
+    """One confirmed config: its seeds' statistics; ``difference`` (objective) and
+    ``time_difference`` (training seconds), paired by seed with the baseline, are None for the
+    baseline (and when no baseline seed pairs with it). ``faster_at_equal`` is the verdict of
+    :func:`faster_at_equal_accuracy` (None when not asked for, or nothing to compare)."""
 
     config: ConfirmedConfig
     objective: Interval
     train_seconds: Interval
     difference: PairedDifference | None
+    time_difference: PairedDifference | None = None
+    faster_at_equal: bool | None = None
 
 
-def summarize(configs: list[ConfirmedConfig]) -> list[ConfirmRow]:
+def summarize(
+    configs: list[ConfirmedConfig], *, within: float | None = None, mode: str = "max"
+) -> list[ConfirmRow]:
     """A row per config; each non-baseline config is paired with the baseline on the seeds
-    both have."""
+    both have. With ``within`` (percentage points), each gets the verdict of
+    :func:`faster_at_equal_accuracy`."""
     baseline = next((c for c in configs if c.is_baseline), None)
     rows = []
     for config in configs:
-        difference = None
+        difference = time_difference = verdict = None
         if baseline is not None and not config.is_baseline:
             seeds = [s for s in config.seeds if s in baseline.objectives]
             if seeds:
                 difference = paired_difference(
                     [config.objectives[s] for s in seeds], [baseline.objectives[s] for s in seeds]
                 )
+                time_difference = paired_difference(
+                    [config.train_seconds[s] for s in seeds],
+                    [baseline.train_seconds[s] for s in seeds],
+                )
+                if within is not None:
+                    verdict = faster_at_equal_accuracy(
+                        difference, time_difference, within=within, mode=mode
+                    )
         times = [config.train_seconds[s] for s in config.seeds]
         objectives = [config.objectives[s] for s in config.seeds]
-        rows.append(ConfirmRow(config, t_interval(objectives), t_interval(times), difference))
+        rows.append(
+            ConfirmRow(
+                config, t_interval(objectives), t_interval(times), difference, time_difference,
+                verdict,
+            )
+        )  # fmt: skip
     return rows
 
 
+def faster_at_equal_accuracy(
+    difference: PairedDifference, time_difference: PairedDifference, *, within: float, mode: str
+) -> bool:
+    """True when the config trains significantly faster than the baseline (the 95% interval of
+    the paired time difference lies below 0) and its metric is not worse by more than
+    ``within`` percentage points (the paired metric interval lies above ``-within / 100``, or
+    below ``+within / 100`` for a metric minimised)."""
+    faster = time_difference.interval.high < 0.0
+    tolerance = within / 100.0
+    if mode == "min":
+        return faster and difference.interval.high < tolerance
+    return faster and difference.interval.low > -tolerance
+
+
 def _cells(row: ConfirmRow) -> dict[str, object]:
-    diff = row.difference
+    diff, time = row.difference, row.time_difference
     return {
         "config": row.config.label,
         "confirms": row.config.confirms,
@@ -73,6 +112,11 @@ def _cells(row: ConfirmRow) -> dict[str, object]:
         "diff_low": diff.interval.low if diff else math.nan,
         "diff_high": diff.interval.high if diff else math.nan,
         "p_value": diff.p_value if diff else math.nan,
+        "time_diff_mean": time.interval.mean if time else math.nan,
+        "time_diff_low": time.interval.low if time else math.nan,
+        "time_diff_high": time.interval.high if time else math.nan,
+        "time_p_value": time.p_value if time else math.nan,
+        "faster_at_equal_accuracy": "" if row.faster_at_equal is None else row.faster_at_equal,
     }
 
 
@@ -87,9 +131,14 @@ def _difference_text(row: ConfirmRow) -> str:
     if row.difference is None:
         return "(baseline)" if row.config.is_baseline else "-"
     d = row.difference
-    return (
+    text = (
         f"{d.interval.mean:+.4f} [{d.interval.low:+.4f}, {d.interval.high:+.4f}] p={d.p_value:.3g}"
     )
+    t = row.time_difference
+    if t is not None and row.faster_at_equal is not None:  # a confirm of the Pareto front
+        text += f"; time {t.interval.mean:+.1f} s [{t.interval.low:+.1f}, {t.interval.high:+.1f}]"
+        text += "; faster at equal accuracy" if row.faster_at_equal else "; not shown faster"
+    return text
 
 
 def markdown(rows: list[ConfirmRow], metric: str = "objective") -> str:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from astune.data.encoding import EncodedData
 
 ARTIFACTS = ("confirm.csv", "confirm.md", "confirm.png")
+FRONT_WITHIN = 0.5  # percentage points: the default tolerance of "faster at equal accuracy"
 
 
 @dataclass
@@ -41,9 +42,11 @@ class ConfirmSettings:
 
     experiment: str
     _: KW_ONLY
-    top: int = 2
+    top: int | None = None  # default: 2, or with ``front`` every front trial
     seeds: int = 3
     baseline: str = "softmax"
+    front: bool = False  # the trials of the Pareto front, cheapest first
+    within: float | None = None  # points "faster at equal accuracy" allows (front: 0.5)
     tracking_uri: str | None = None
     max_concurrent: int | None = None
     cpus_per_trial: float | None = None
@@ -53,8 +56,13 @@ class ConfirmSettings:
     console: bool = True
 
     def validate(self) -> "ConfirmSettings":
-        check_int("top", self.top, 1)
+        if self.top is not None:
+            check_int("top", self.top, 1)
         check_int("seeds", self.seeds, 2)
+        if self.within is not None:
+            check_range("within", self.within, 0.0, None)
+            if not self.front:
+                raise ValueError("within applies to a confirm of the front: add --front.")
         if self.max_concurrent is not None:
             check_int("max_concurrent", self.max_concurrent, 1)
         if self.cpus_per_trial is not None:
@@ -89,12 +97,23 @@ class ConfirmSummary:
     ran: int  # runs started now
     reused: int  # (config, seed) pairs finished before
     winner: str | None  # label of the best confirmed mean
+    within: float | None = None  # a confirm of the front: the verdict's tolerance (points)
+
+    @property
+    def faster(self) -> list[ConfirmRow]:
+        """The rows confirmed faster at equal accuracy (a confirm of the front)."""
+        return [row for row in self.rows if row.faster_at_equal]
 
     def format(self) -> str:
         lines = [
             f"confirm of search {self.experiment!r}: {self.ran} runs now, {self.reused} reused",
             format_table(self.rows, self.metric),
         ]
+        if self.within is not None:
+            tolerance = f"time significantly lower, {self.metric} within {self.within:g} points"
+            names = ", ".join(row.config.label for row in self.faster)
+            verdict = names or "none of the front's configs, on these seeds"
+            lines.append(f"faster at equal accuracy ({tolerance}): {verdict}")
         if self.winner:
             lines.append(f"confirmed winner (best mean): {self.winner}")
         lines.append(
@@ -153,6 +172,7 @@ def prepare_confirm(settings: ConfirmSettings) -> PreparedConfirm:
         top=settings.top,
         seeds=settings.seeds,
         baseline=settings.baseline,
+        front=settings.front,
         tracking_uri=settings.tracking_uri,
     )
     search = search_settings(settings, plan.parent.data.params)
@@ -260,7 +280,10 @@ def _summarize(prepared: PreparedConfirm, ran: int) -> ConfirmSummary:
     plan = prepared.plan
     wanted = {c.confirms for c in plan.candidates}
     configs = [c for c in confirmed_configs(plan.store, plan.parent) if c.confirms in wanted]
-    rows = summarize(configs)
+    within = None
+    if prepared.settings.front:
+        within = FRONT_WITHIN if prepared.settings.within is None else prepared.settings.within
+    rows = summarize(configs, within=within, mode=plan.mode)
     metric = f"val_{prepared.data.spec.metric}"
     if rows:
         log_confirm_artifacts(plan, rows, metric)
@@ -274,6 +297,7 @@ def _summarize(prepared: PreparedConfirm, ran: int) -> ConfirmSummary:
         ran=ran,
         reused=len(prepared.done),
         winner=winner.label if winner else None,
+        within=within,
     )
 
 

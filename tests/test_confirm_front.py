@@ -1,0 +1,93 @@
+"""`confirm --front`: the plan (the Pareto front of a search written here with MlflowClient, the
+cheapest first, and the baseline) and the verdict "faster at equal accuracy", checked against
+t intervals computed here with scipy."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from mlflow import MlflowClient
+from scipy import stats
+from test_export_pick import _search
+
+from astune.confirm.plan import plan_confirm
+from astune.confirm.table import summarize
+from astune.search.confirm import ConfirmSettings
+from astune.store.confirmed import ConfirmedConfig
+from astune.store.conventions import CONFIRM_BASELINE
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> tuple[str, dict[str, str]]:
+    uri = f"sqlite:///{tmp_path_factory.mktemp('front') / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    ids = _search(client, "multi", "objective,train_seconds")
+    _search(client, "single", None)
+    return uri, ids
+
+
+def test_the_plan_is_the_front_cheapest_first_and_the_baseline_of_the_best(store):
+    uri, ids = store
+    plan = plan_confirm("multi", front=True, seeds=2, tracking_uri=uri)
+    # front (see test_export_pick): fast (30 s), close (60 s), best (100 s); not "dominated",
+    # "stopped" or "failed"
+    assert [c.confirms for c in plan.candidates] == [
+        ids["fast"], ids["close"], ids["best"], CONFIRM_BASELINE,
+    ]  # fmt: skip
+    baseline = plan.candidates[-1]
+    assert baseline.config["loss"] == "softmax"
+    assert baseline.config["lr"] == pytest.approx(0.001)  # the best trial's ("best" is first)
+    top = plan_confirm("multi", front=True, top=2, seeds=2, tracking_uri=uri)
+    assert [c.confirms for c in top.candidates] == [ids["fast"], ids["close"], CONFIRM_BASELINE]
+
+
+def test_front_of_a_single_objective_search_and_too_large_a_top_fail_in_one_line(store):
+    uri, _ = store
+    with pytest.raises(ValueError, match="--front needs a search with a cost objective"):
+        plan_confirm("single", front=True, tracking_uri=uri)
+    with pytest.raises(ValueError, match=r"top must be at most 3 \(the trials of the Pareto"):
+        plan_confirm("multi", front=True, top=4, tracking_uri=uri)
+    with pytest.raises(ValueError, match="within applies to a confirm of the front"):
+        ConfirmSettings("multi", within=1.0).validate()
+
+
+def confirmed(name: str, objectives: list[float], seconds: list[float]) -> ConfirmedConfig:
+    seeds = range(1, len(objectives) + 1)
+    return ConfirmedConfig(
+        name, name, None, dict(zip(seeds, objectives)), dict(zip(seeds, seconds))
+    )
+
+
+def interval(diffs: list[float]) -> tuple[float, float]:
+    """Reference: the 95% t interval of the mean of ``diffs``."""
+    n = len(diffs)
+    mean = sum(diffs) / n
+    half = stats.t.ppf(0.975, n - 1) * stats.tstd(diffs) / math.sqrt(n)
+    return mean - half, mean + half
+
+
+@pytest.mark.parametrize("within", [0.5, 2.0])
+def test_the_verdict_needs_significantly_less_time_and_the_metric_within_the_points(within):
+    baseline = confirmed(CONFIRM_BASELINE, [0.800, 0.810, 0.805], [100.0, 101.0, 99.0])
+    configs = [
+        confirmed("same-speed", [0.800, 0.811, 0.804], [99.0, 102.0, 98.0]),  # not faster
+        confirmed("fast-equal", [0.799, 0.808, 0.805], [60.0, 61.5, 59.0]),  # 0.1 point lower
+        confirmed("fast-worse", [0.785, 0.793, 0.790], [50.0, 51.0, 49.5]),  # 1.6 points lower
+        baseline,
+    ]
+    rows = summarize(configs, within=within, mode="max")
+    for row in rows[:-1]:
+        c = row.config
+        metric = interval([c.objectives[s] - baseline.objectives[s] for s in c.seeds])
+        time = interval([c.train_seconds[s] - baseline.train_seconds[s] for s in c.seeds])
+        assert (row.time_difference.interval.low, row.time_difference.interval.high) == (
+            pytest.approx(time[0]), pytest.approx(time[1]),
+        )  # fmt: skip
+        expected = bool(time[1] < 0 and metric[0] > -within / 100)
+        assert row.faster_at_equal is expected, (c.label, metric, time)
+    verdicts = {row.config.label: row.faster_at_equal for row in rows}
+    assert verdicts["same-speed"] is False and verdicts["fast-equal"] is True
+    assert verdicts["fast-worse"] is (within == 2.0)
+    assert verdicts[CONFIRM_BASELINE] is None
+    assert all(row.faster_at_equal is None for row in summarize(configs))  # not asked for
