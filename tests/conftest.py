@@ -63,6 +63,16 @@ def tiny_wav2vec2_dir(tmp_path_factory) -> Path:
     return tiny_wav2vec2(tmp_path_factory.mktemp("tiny-wav2vec2"))
 
 
+@pytest.fixture(scope="session")
+def front_store(tmp_path_factory) -> tuple[str, dict[str, str]]:
+    """A hand-written SQLite MLflow store (``tests/hand_store.py``) with a multi-objective
+    search and a single-objective one: its URI and the first's trial name -> run id. Tests
+    only read it."""
+    from hand_store import write_front_store
+
+    return write_front_store(tmp_path_factory.mktemp("front-store"))
+
+
 @pytest.fixture(scope="module")
 def shared_ray():
     """One local Ray that the module's in-process searches join (``tiny.one_ray``) instead of

@@ -7,9 +7,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from mlflow import MlflowClient
+from hand_store import FRONT_SEARCH, SINGLE_SEARCH, UNFINISHED_SEARCH
 from scipy import stats
-from test_export_pick import _search
 
 from astune.confirm.plan import plan_confirm
 from astune.confirm.table import summarize
@@ -18,18 +17,9 @@ from astune.store.confirmed import ConfirmedConfig
 from astune.store.conventions import CONFIRM_BASELINE
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory) -> tuple[str, dict[str, str]]:
-    uri = f"sqlite:///{tmp_path_factory.mktemp('front') / 'mlflow.db'}"
-    client = MlflowClient(tracking_uri=uri)
-    ids = _search(client, "multi", "objective,train_seconds")
-    _search(client, "single", None)
-    return uri, ids
-
-
-def test_the_plan_is_the_front_cheapest_first_and_the_baseline_of_the_best(store):
-    uri, ids = store
-    plan = plan_confirm("multi", front=True, seeds=2, tracking_uri=uri)
+def test_the_plan_is_the_front_cheapest_first_and_the_baseline_of_the_best(front_store):
+    uri, ids = front_store
+    plan = plan_confirm(FRONT_SEARCH, front=True, seeds=2, tracking_uri=uri)
     # front (see test_export_pick): fast (30 s), close (60 s), best (100 s); not "dominated",
     # "stopped" or "failed"
     assert [c.confirms for c in plan.candidates] == [
@@ -38,18 +28,21 @@ def test_the_plan_is_the_front_cheapest_first_and_the_baseline_of_the_best(store
     baseline = plan.candidates[-1]
     assert baseline.config["loss"] == "softmax"
     assert baseline.config["lr"] == pytest.approx(0.001)  # the best trial's ("best" is first)
-    top = plan_confirm("multi", front=True, top=2, seeds=2, tracking_uri=uri)
+    top = plan_confirm(FRONT_SEARCH, front=True, top=2, seeds=2, tracking_uri=uri)
     assert [c.confirms for c in top.candidates] == [ids["fast"], ids["close"], CONFIRM_BASELINE]
 
 
-def test_front_of_a_single_objective_search_and_too_large_a_top_fail_in_one_line(store):
-    uri, _ = store
+def test_a_front_without_costs_or_finished_trials_or_too_large_a_top_fails_in_one_line(front_store):
+    uri, _ = front_store
     with pytest.raises(ValueError, match="--front needs a search with a cost objective"):
-        plan_confirm("single", front=True, tracking_uri=uri)
+        plan_confirm(SINGLE_SEARCH, front=True, tracking_uri=uri)
     with pytest.raises(ValueError, match=r"top must be at most 3 \(the trials of the Pareto"):
-        plan_confirm("multi", front=True, top=4, tracking_uri=uri)
+        plan_confirm(FRONT_SEARCH, front=True, top=4, tracking_uri=uri)
+    with pytest.raises(ValueError, match="--front needs a finished trial, but no trial") as err:
+        plan_confirm(UNFINISHED_SEARCH, front=True, tracking_uri=uri)
+    assert "\n" not in str(err.value)
     with pytest.raises(ValueError, match="within applies to a confirm of the front"):
-        ConfirmSettings("multi", within=1.0).validate()
+        ConfirmSettings(FRONT_SEARCH, within=1.0).validate()
 
 
 def confirmed(name: str, objectives: list[float], seconds: list[float]) -> ConfirmedConfig:

@@ -5,6 +5,7 @@ over seeds. `export` and `recommend` must follow the confirmed means."""
 from __future__ import annotations
 
 import pytest
+from hand_store import log_run
 from mlflow import MlflowClient
 
 from astune.store.reader import Store
@@ -14,16 +15,6 @@ TRIALS = {"lucky": (0.3, 0.50, (0.30, 0.34)), "steady": (0.2, 0.45, (0.40, 0.42)
 BASELINE = (0.35, 0.37)
 
 
-def _run(client, experiment_id, tags, params, metrics, status="FINISHED"):
-    run = client.create_run(experiment_id, tags=tags)
-    for key, value in params.items():
-        client.log_param(run.info.run_id, key, str(value))
-    for key, value in metrics.items():
-        client.log_metric(run.info.run_id, key, value)
-    client.set_terminated(run.info.run_id, status)
-    return run.info.run_id
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> tuple[str, dict[str, str]]:
     """The store's URI and trial name -> run id (read-only for the tests)."""
@@ -31,7 +22,7 @@ def store(tmp_path_factory) -> tuple[str, dict[str, str]]:
     client = MlflowClient(tracking_uri=uri)
     exp = client.create_experiment("hand")
     shared = {"dataset": "sst5", "backbone": "minilm", "num_layers": 1, "seed": 0}
-    parent = _run(
+    parent = log_run(
         client,
         exp,
         {"astune.role": "search", "astune.dataset": "sst5"},
@@ -42,7 +33,7 @@ def store(tmp_path_factory) -> tuple[str, dict[str, str]]:
     ids = {}
     for name, (delta, single, per_seed) in TRIALS.items():
         params = {"loss": "as_softmax", "delta": delta, "lr": 0.001, "seed": 0}
-        ids[name] = _run(
+        ids[name] = log_run(
             client,
             exp,
             {**child, "astune.role": "trial"},
@@ -51,7 +42,7 @@ def store(tmp_path_factory) -> tuple[str, dict[str, str]]:
         )
         for seed, value in zip((1, 2), per_seed):
             tags = {**child, "astune.role": "confirm", "astune.confirms": ids[name]}
-            _run(
+            log_run(
                 client,
                 exp,
                 tags,
@@ -60,7 +51,7 @@ def store(tmp_path_factory) -> tuple[str, dict[str, str]]:
             )
     for seed, value in zip((1, 2), BASELINE):
         tags = {**child, "astune.role": "confirm", "astune.confirms": "baseline"}
-        _run(
+        log_run(
             client,
             exp,
             tags,

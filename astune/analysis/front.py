@@ -12,12 +12,11 @@ from pathlib import Path
 from astune.analysis.importance import importances_of
 from astune.analysis.plots import new_figure, save
 from astune.analysis.study import StudyResult
-from astune.objectives import PRIMARY, modes, parse_objectives
+from astune.objectives import modes
 from astune.store.conventions import PARENT_TAG, ROLE_TAG
 from astune.store.experiment import ExperimentRuns
-from astune.store.pareto import FrontPoint, finished_points, pareto_front
+from astune.store.pareto import FrontPoint, finished_points, pareto_front, search_objectives
 from astune.store.pareto_plot import draw_front
-from astune.store.reader import param
 
 IMAGE = "pareto.png"
 
@@ -36,7 +35,7 @@ def pareto(runs: ExperimentRuns, out_dir: Path) -> StudyResult:
         result.notes.append("no search run in this experiment")
         return result
     parent = runs.client.get_run(runs.parent_run_id)
-    objectives = parse_objectives(param(parent, "objectives") or PRIMARY)
+    objectives = search_objectives(parent)
     if len(objectives) < 2:
         result.notes.append(
             "a single-objective search: run it with --objectives objective,train_seconds "

@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING, Any
 from astune._checks import check_int
 from astune.config import SPEED_FIELDS
 from astune.losses.catalogue import AS_LOSSES, LOSS_PARAM_NAMES, family_loss, loss_info
-from astune.objectives import PRIMARY, parse_objectives
 from astune.store.confirmed import config_label
 from astune.store.conventions import CONFIRM_BASELINE, STOPPED_EARLY_TAG, TASK_TAG
-from astune.store.pareto import finished_points, pareto_front
+from astune.store.pareto import search_front
 from astune.store.reader import Store, finished_trials, objective, param
 
 if TYPE_CHECKING:
@@ -123,18 +122,9 @@ def _rank(run: "Run", parent: "Run") -> tuple[float, int]:
 def front_trials(store: Store, parent: "Run") -> list["Run"]:
     """The trial runs of the search's Pareto front, cheapest first (by the first cost);
     ValueError for a search with one objective."""
-    objectives = parse_objectives(param(parent, "objectives") or PRIMARY)
-    if len(objectives) < 2:
-        raise ValueError(
-            f"--front needs a search with a cost objective, but this one (parent run "
-            f"{parent.info.run_id}) optimised {objectives[0]!r} alone; search with "
-            "--objectives objective,train_seconds."
-        )
     runs = store.trials(parent.info.run_id, [parent.info.experiment_id])
-    points = finished_points(runs, objectives)
     by_id = {run.info.run_id: run for run in runs}
-    mode = "min" if param(parent, "mode") == "min" else "max"
-    return [by_id[p.run_id] for p in pareto_front(points, objectives, mode)]
+    return [by_id[p.run_id] for p in search_front(parent, runs, needed_by="--front needs").front]
 
 
 def trial_config(run: "Run") -> dict[str, Any]:

@@ -75,10 +75,14 @@ def summarize(
         objectives = [config.objectives[s] for s in config.seeds]
         rows.append(
             ConfirmRow(
-                config, t_interval(objectives), t_interval(times), difference, time_difference,
-                verdict,
+                config,
+                t_interval(objectives),
+                t_interval(times),
+                difference,
+                time_difference=time_difference,
+                faster_at_equal=verdict,
             )
-        )  # fmt: skip
+        )
     return rows
 
 

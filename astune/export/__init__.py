@@ -58,9 +58,8 @@ def find_best_trial(
     artifact = _artifact_config(store, parent.info.run_id)
     # Finished trials only: the artifact may name a trial that errored after a good evaluation.
     sign = -1.0 if param(parent, "mode") == "min" else 1.0
-    picked = None
-    if pick is not None and pick.on_front:
-        picked = pick_from_front(parent, trials, pick)
+    # a point of the front when asked for one, else the confirmed winner, else the best
+    picked = pick_from_front(parent, trials, pick) if pick is not None and pick.on_front else None
     confirmed = None
     if picked is None:
         confirmed = confirmed_winner(confirmed_configs(store, parent), "min" if sign < 0 else "max")

@@ -12,9 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from astune._checks import check_choice, check_range
-from astune.objectives import PRIMARY, parse_objectives
-from astune.store.pareto import FrontPoint, finished_points, pareto_front
-from astune.store.reader import param
+from astune.store.pareto import FrontPoint, search_front
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -46,18 +44,8 @@ class Pick:
 def pick_from_front(parent: Run, runs: list[Run], pick: Pick) -> tuple[str, str]:
     """The run id of the front trial ``pick`` names among ``runs`` (the search's trial runs),
     and why, in words. ValueError (one line) when the search had one objective."""
-    objectives = parse_objectives(param(parent, "objectives") or PRIMARY)
-    if len(objectives) < 2:
-        raise ValueError(
-            f"--pick fastest and --within need a search with a cost objective, but this one "
-            f"(parent run {parent.info.run_id}) optimised {objectives[0]!r} alone; search with "
-            "--objectives objective,train_seconds."
-        )
-    mode = param(parent, "mode") or "max"
-    points = finished_points(runs, objectives)
-    front = pareto_front(points, objectives, mode)
-    if not front:
-        raise ValueError("the search has no trial that ran to the end with every objective.")
+    found = search_front(parent, runs, needed_by="--pick fastest and --within need")
+    objectives, mode, points, front = found.objectives, found.mode, found.points, found.front
     metric, cost = objectives[0], objectives[1]
     best = (max if mode == "max" else min)(p.values[metric] for p in points)
     if pick.kind == "fastest":

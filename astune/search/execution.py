@@ -280,8 +280,9 @@ def _front(tracker: SearchTracker, space: SearchSpace) -> list[FrontPoint]:
     from astune.store.pareto import finished_points, pareto_front
     from astune.store.pareto_plot import log_front
 
-    points = finished_points(tracker.trial_runs(), space.objectives)
+    runs = tracker.trial_runs()
+    points = finished_points(runs, space.objectives)
     front = pareto_front(points, space.objectives, space.mode)
     if points:
-        log_front(tracker, points, front, space.objectives)
+        log_front(tracker, points, front, space.objectives, trial_runs=runs)
     return front

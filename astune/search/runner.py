@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from astune.config import TrainConfig
 from astune.data.resolve import DatasetRef
 from astune.data.spec import DatasetSpec
-from astune.objectives import parse_objectives
 from astune.search.settings import (
     PreparedSearch,
     SearchError,
@@ -136,14 +135,10 @@ def _apply_settings(space: SearchSpace, settings: SearchSettings, task: str) -> 
     if settings.epochs is not None:
         fixed["epochs"] = settings.epochs
     space = space.with_fixed(**fixed)
-    objectives = None
-    if settings.objectives is not None:
-        try:  # a bad name is the flag's, not the space file's
-            objectives = parse_objectives(settings.objectives, metric=space.metric)
-        except ValueError as err:
-            raise SearchError(f"--objectives: {err}") from None
     return space.with_settings(
-        num_samples=settings.num_samples, scheduler=settings.scheduler, objectives=objectives
+        num_samples=settings.num_samples,
+        scheduler=settings.scheduler,
+        objectives=settings.parsed_objectives(space.metric),  # a bad name is the flag's
     )
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from astune._checks import check_choice, check_int, check_range
 from astune.checkpoint_policy import SEARCH_DEFAULT, CheckpointPolicy
-from astune.objectives import parse_objectives
+from astune.objectives import PRIMARY, parse_objectives
 
 if TYPE_CHECKING:
     from astune.config import TrainConfig
@@ -83,13 +83,19 @@ class SearchSettings:
         check_int("seed", self.seed, 0)
         check_int("max_failures", self.max_failures, 0)
         check_choice("sampler", self.sampler, SAMPLERS)
-        if self.objectives is not None:
-            try:
-                parse_objectives(self.objectives)
-            except ValueError as err:
-                raise SearchError(f"--objectives: {err}") from None
+        self.parsed_objectives()
         CheckpointPolicy(self.checkpoint_every)
         return self
+
+    def parsed_objectives(self, metric: str = PRIMARY) -> tuple[str, ...] | None:
+        """``--objectives`` as names, ``metric`` first (None when not given); SearchError (one
+        line, naming the flag) on a bad one."""
+        if self.objectives is None:
+            return None
+        try:
+            return parse_objectives(self.objectives, metric=metric)
+        except ValueError as err:
+            raise SearchError(f"--objectives: {err}") from None
 
     @functools.cached_property
     def experiment_name(self) -> str:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from astune.objectives import front, modes
+from astune.objectives import PRIMARY, front, modes, parse_objectives
 from astune.store.conventions import LOST_TAG, STOPPED_EARLY_TAG, TRIAL_ID_TAG
-from astune.store.reader import objective
+from astune.store.reader import objective, param
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -75,6 +75,44 @@ def pareto_front(
     chosen = [points[i] for i in front(table, directions)]
     sign = -1.0 if mode == "max" else 1.0
     return sorted(chosen, key=lambda p: (p.values[objectives[1]], sign * p.values[objectives[0]]))
+
+
+def search_objectives(parent: Run) -> tuple[str, ...]:
+    """The objectives the search of ``parent`` ran with (its ``objectives`` param; a search
+    from before costs existed optimised its metric alone)."""
+    return parse_objectives(param(parent, "objectives") or PRIMARY)
+
+
+@dataclass(frozen=True)
+class SearchFront:
+    """A finished search's objectives, its metric's mode, its finished trials and its front
+    (cheapest first)."""
+
+    objectives: tuple[str, ...]
+    mode: str
+    points: list[FrontPoint]
+    front: list[FrontPoint]
+
+
+def search_front(parent: Run, runs: Iterable[Run], *, needed_by: str) -> SearchFront:
+    """The front of the search of ``parent`` among its trial ``runs``. ValueError (one line,
+    starting with ``needed_by``, e.g. ``"--front needs"``) when the search had one objective
+    or no trial ran to the end with every objective."""
+    objectives = search_objectives(parent)
+    if len(objectives) < 2:
+        raise ValueError(
+            f"{needed_by} a search with a cost objective, but this one (parent run "
+            f"{parent.info.run_id}) optimised {objectives[0]!r} alone; search with "
+            "--objectives objective,train_seconds."
+        )
+    mode = "min" if param(parent, "mode") == "min" else "max"
+    points = finished_points(runs, objectives)
+    if not points:
+        raise ValueError(
+            f"{needed_by} a finished trial, but no trial of this search (parent run "
+            f"{parent.info.run_id}) ran to the end with every objective."
+        )
+    return SearchFront(objectives, mode, points, pareto_front(points, objectives, mode))
 
 
 def write_front_csv(

@@ -19,6 +19,7 @@ from astune.store.writer import SearchTracker
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from mlflow.entities import Run
 
 # AS-Speed / AS-Skip on or off: the colour of a point (its marker is its loss)
 SPEED_COLORS = {
@@ -99,9 +100,12 @@ def log_front(
     points: Sequence[FrontPoint],
     front_points: Sequence[FrontPoint],
     objectives: Sequence[str],
+    *,
+    trial_runs: Sequence[Run],
 ) -> None:
     """``pareto.csv`` and ``pareto.png`` on the parent run; ``astune.pareto=true`` on the runs
-    of the front's trials, and off those no longer on it (a resumed search's front moves)."""
+    of the front's trials, and off those of ``trial_runs`` (the search's, which ``points``
+    came from) no longer on it (a resumed search's front moves)."""
     run_id = tracker.require_parent()
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder)
@@ -110,7 +114,7 @@ def log_front(
         for name in (PARETO_CSV, PARETO_PNG):
             tracker.client.log_artifact(run_id, str(out / name))
     on_front = {p.run_id for p in front_points}
-    for run in tracker.trial_runs():
+    for run in trial_runs:
         if run.info.run_id in on_front:
             tracker.tag_run(run.info.run_id, {PARETO_TAG: "true"})
         elif PARETO_TAG in run.data.tags:

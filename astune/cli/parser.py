@@ -1,0 +1,188 @@
+"""The argument parser of ``python -m astune``: every subcommand and its flags (the handlers
+are in :mod:`astune.cli`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from astune.checkpoint_policy import SEARCH_DEFAULT, TRAIN_DEFAULT
+from astune.objectives import COSTS
+from astune.search.settings import SAMPLERS
+
+
+def _add_data_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by ``train`` and ``search``: data, backbone and budget."""
+    parser.add_argument("--dataset", help="registry name (see `astune datasets`) or a folder")
+    parser.add_argument("--data-dir", help="folder of <name>/{train,validation,test}.jsonl")
+    parser.add_argument("--backbone", default=None, help="alias, hub id or local path")
+    parser.add_argument("--num-layers", type=int, default=None, help="keep the first N layers")
+    parser.add_argument("--max-train-samples", type=int, default=None)
+    parser.add_argument("--max-eval-samples", type=int, default=None)
+    parser.add_argument("--epochs", type=float, default=None)
+    parser.add_argument("--seed", type=int, default=None)
+    _add_validation_flag(parser)
+
+
+def _add_validation_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=None,
+        help="share of train carved as validation when a folder has none (default 0.1)",
+    )
+
+
+def _add_tracking_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="MLflow tracking URI (default: the embedded sqlite store)",
+    )
+
+
+def _add_checkpoint_flag(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "--checkpoint-every",
+        default=None,
+        metavar="WHEN",
+        help=f"resume checkpoints: 'eval' (every evaluation), 'end', or minutes such as '10m' "
+        f"(default: {default})",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="astune", description="Hyperparameter search for AS-Softmax and AS-Speed."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    search = sub.add_parser("search", help="run a Ray Tune + Optuna search, tracked in MLflow")
+    _add_data_flags(search)
+    _add_tracking_flag(search)
+    search.add_argument("--space", help="YAML search space (default: search_spaces/<dataset>.yaml)")
+    search.add_argument("--num-samples", type=int, default=None)
+    search.add_argument("--max-concurrent", type=int, default=None)
+    search.add_argument("--cpus-per-trial", type=float, default=None)
+    search.add_argument("--gpus-per-trial", type=float, default=None)
+    search.add_argument(
+        "--address", default=None, help="`auto` or ray://host:port to join a cluster"
+    )
+    search.add_argument("--storage-path", default=None)
+    search.add_argument("--name", default=None, help="search name = MLflow experiment name")
+    search.add_argument("--resume", action="store_true")
+    search.add_argument("--losses", default=None, help="comma-separated losses to compare")
+    search.add_argument(
+        "--scheduler",
+        choices=["asha", "none"],
+        default=None,
+        help="default: the space's (ASHA for one objective, none for several)",
+    )
+    search.add_argument(
+        "--objectives",
+        default=None,
+        help="the metric and costs to minimise, e.g. objective,train_seconds (also "
+        f"{', '.join(COSTS)}): a multi-objective search with a Pareto front",
+    )
+    search.add_argument(
+        "--sampler", choices=list(SAMPLERS), default=None, help="Optuna's sampler (default: tpe)"
+    )
+    _add_checkpoint_flag(search, SEARCH_DEFAULT)
+
+    train = sub.add_parser("train", help="one training run (the unit of a search trial)")
+    _add_data_flags(train)
+    train.add_argument("--config", help="YAML config written by `astune export`")
+    train.add_argument("--loss", default=None)
+    train.add_argument("--delta", type=float, default=None)
+    train.add_argument("--warmup-ratio", type=float, default=None)
+    train.add_argument("--lam", type=float, default=None)
+    train.add_argument("--max-accum-steps", type=int, default=None)
+    train.add_argument("--as-speed", action="store_true", default=None)
+    # AS-Skip (issue 11)
+    train.add_argument("--as-skip", action="store_true", default=None)
+    train.add_argument("--skip-keep", type=float, default=None)
+    train.add_argument("--skip-anneal", type=float, default=None)
+    train.add_argument("--lr", type=float, default=None)
+    train.add_argument("--batch-size", type=int, default=None)
+    train.add_argument("--output-dir", default=None)
+    train.add_argument(
+        "--eval-every", type=int, default=None, help="evaluate every N optimizer steps"
+    )
+    train.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None)
+    train.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None)
+    _add_checkpoint_flag(train, TRAIN_DEFAULT)
+
+    export = sub.add_parser("export", help="write the best config of a search as code or config")
+    _add_tracking_flag(export)
+    export.add_argument("--experiment", required=True)
+    export.add_argument("--format", choices=["yaml", "json", "python", "hf"], default="yaml")
+    export.add_argument("-o", "--output", default=None)
+    point = export.add_mutually_exclusive_group()
+    point.add_argument(
+        "--within",
+        type=float,
+        default=None,
+        metavar="PTS",
+        help="a multi-objective search: the cheapest Pareto-front trial whose metric is at most "
+        "PTS percentage points below the best",
+    )
+    point.add_argument(
+        "--pick",
+        choices=["best", "fastest"],
+        default=None,
+        help="best metric (default) or the cheapest Pareto-front trial",
+    )
+
+    recommend = sub.add_parser("recommend", help="recommend delta (and r) by task difficulty")
+    _add_tracking_flag(recommend)
+    recommend.add_argument("--dataset", required=True)
+    recommend.add_argument("--data-dir", default=None)
+    _add_validation_flag(recommend)
+    recommend.add_argument("--write-space", default=None)
+    recommend.add_argument(
+        "--probe-backbone",
+        default=None,
+        help="the probe's backbone (default: MiniLM for text, the paper's ViT / wav2vec2 for "
+        "the registry's image / audio datasets; needed for your own image or audio folder)",
+    )
+
+    report = sub.add_parser("report", help="the paper's analyses for one search, as PNG + markdown")
+    _add_tracking_flag(report)
+    report.add_argument("--experiment", required=True)
+    report.add_argument("--output-dir", default=None)
+
+    _add_confirm_parser(sub)
+    sub.add_parser("datasets", help="list the dataset registry")
+    sub.add_parser("backbones", help="list the backbone aliases")
+    return parser
+
+
+def _add_confirm_parser(sub: argparse._SubParsersAction) -> None:
+    confirm = sub.add_parser(
+        "confirm", help="re-run a search's best configs and a baseline over seeds"
+    )
+    _add_tracking_flag(confirm)
+    confirm.add_argument("--experiment", required=True)
+    confirm.add_argument(
+        "--top", type=int, default=None, help="the K best trials (default 2; with --front: all)"
+    )
+    confirm.add_argument(
+        "--front",
+        action="store_true",
+        default=None,
+        help="a multi-objective search: the trials of its Pareto front, cheapest first",
+    )
+    confirm.add_argument(
+        "--within",
+        type=float,
+        default=None,
+        metavar="PTS",
+        help="with --front: 'faster at equal accuracy' allows the metric PTS percentage points "
+        "below the baseline (default 0.5)",
+    )
+    confirm.add_argument("--seeds", type=int, default=None, help="N >= 2 seeds (default 3)")
+    confirm.add_argument("--baseline", default=None, help="the baseline loss (default softmax)")
+    confirm.add_argument("--max-concurrent", type=int, default=None)
+    confirm.add_argument("--cpus-per-trial", type=float, default=None)
+    confirm.add_argument("--gpus-per-trial", type=float, default=None)
+    confirm.add_argument("--address", default=None)
+    confirm.add_argument("--storage-path", default=None)
