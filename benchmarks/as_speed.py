@@ -938,7 +938,8 @@ def plot_computed(path: str, results: dict[str, list[dict[str, Any]]], args) -> 
             label = (
                 None
                 if k
-                else f"{variant}: masked ratio" if variant == "as_softmax"
+                else f"{variant}: masked ratio"
+                if variant == "as_softmax"
                 else f"{variant}: samples computed / visited"
             )
             ax.plot(xs, ys, color=colors[variant], alpha=0.8, linewidth=1, label=label)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+from stores import new_store
 
 BIN = Path(sys.executable).parent
 
@@ -165,7 +166,7 @@ def start_mlflow(procs: Processes, port: int) -> str:
             str(BIN / "mlflow"),
             "server",
             "--backend-store-uri",
-            f"sqlite:///{procs.root / 'mlflow.db'}",
+            new_store(procs.root),
             "--artifacts-destination",
             str(procs.root / "mlflow-artifacts"),
             "--host",

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from mlflow import MlflowClient
+from stores import new_store
 
 # The trials of FRONT_SEARCH: trial -> (objective, train_seconds, status, stopped early).
 # Its Pareto front (objective max, train_seconds min) is fast, close, best.
@@ -65,7 +66,7 @@ def write_search(
 def write_front_store(folder: Path) -> tuple[str, dict[str, str]]:
     """A store in ``folder`` with :data:`FRONT_SEARCH`, :data:`SINGLE_SEARCH` and
     :data:`UNFINISHED_SEARCH`: its URI and the first's trial name -> run id."""
-    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    uri = new_store(folder)
     client = MlflowClient(tracking_uri=uri)
     ids = write_search(client, FRONT_SEARCH, "objective,train_seconds")
     write_search(client, SINGLE_SEARCH, None)

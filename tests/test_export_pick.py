@@ -10,6 +10,7 @@ from hand_store import FRONT_SEARCH, SINGLE_SEARCH
 from astune.cli import main
 from astune.export import find_best_trial
 from astune.export.pick import Pick
+from astune.store.conventions import CONFIRM_FRONT_TAG as FRONT_TAG
 
 
 @pytest.mark.parametrize(
@@ -61,3 +62,74 @@ def test_a_front_pick_of_a_single_objective_search_fails_in_one_line(front_store
 def test_bad_picks_fail_with_one_line(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Pick(**kwargs)
+
+
+# Confirm runs of FRONT_SEARCH over seeds 1-3: config -> (objectives, train seconds) per seed.
+# Paired with the baseline, "fast" is 1 point worse (not equal at 0.5 points), "close" is equal
+# and 40% faster, "best" is equal and no faster.
+CONFIRMED = {
+    "baseline": ([0.800, 0.806, 0.803], [100.0, 102.0, 99.0]),
+    "fast": ([0.790, 0.796, 0.793], [30.0, 31.0, 30.5]),
+    "close": ([0.799, 0.806, 0.802], [60.0, 61.0, 59.0]),
+    "best": ([0.802, 0.807, 0.805], [101.0, 100.0, 99.5]),
+}
+
+
+@pytest.fixture(scope="module")
+def confirmed_store(tmp_path_factory):
+    """The hand store with confirm runs of :data:`CONFIRMED` under FRONT_SEARCH: its URI, the
+    trial ids and the parent run (tests tag it as `confirm` would)."""
+    from hand_store import log_run, write_front_store
+    from mlflow import MlflowClient
+
+    uri, ids = write_front_store(tmp_path_factory.mktemp("confirmed"))
+    client = MlflowClient(uri)
+    parent = client.get_run(client.get_run(ids["best"]).data.tags["mlflow.parentRunId"])
+    for name, (objectives, seconds) in CONFIRMED.items():
+        confirms = name if name == "baseline" else ids[name]
+        loss = "softmax" if name == "baseline" else "as_softmax"
+        tags = {
+            "mlflow.parentRunId": parent.info.run_id,
+            "astune.role": "confirm",
+            "astune.confirms": confirms,
+        }
+        for seed, (value, time) in enumerate(zip(objectives, seconds), start=1):
+            params = {"loss": loss, "lr": 0.001, "seed": seed}
+            metrics = {"best_objective": value, "train_seconds": time}
+            log_run(client, parent.info.experiment_id, tags, params, metrics)
+    return uri, ids, parent.info.run_id
+
+
+@pytest.mark.parametrize(
+    "within, expected, why",
+    [
+        (0.5, "close", "confirmed faster at equal accuracy by `astune confirm --front` over 3"),
+        (2.0, "fast", "confirmed faster at equal accuracy"),  # 1 point worse is equal at 2
+        (0.0, "best", "confirmed winner of `astune confirm` over 3 seeds"),  # none is faster
+        (None, "best", "confirmed winner of `astune confirm` over 3 seeds"),  # not --front
+    ],
+)
+def test_export_prefers_the_front_point_confirmed_faster_at_equal_accuracy(
+    confirmed_store, within, expected, why
+):
+    from mlflow import MlflowClient
+
+    from astune.confirm.plan import plan_confirm
+    from astune.search.confirm import mark_front_confirm
+
+    uri, ids, parent_id = confirmed_store
+    plan = plan_confirm(FRONT_SEARCH, front=within is not None, seeds=3, tracking_uri=uri)
+    mark_front_confirm(plan, within)  # as `confirm` (--front --within WITHIN) leaves the parent
+    assert MlflowClient(uri).get_run(parent_id).data.tags.get(FRONT_TAG) == (
+        None if within is None else str(within)
+    )
+    best = find_best_trial(FRONT_SEARCH, uri)
+    assert best.run_id == ids[expected]
+    assert why in best.source
+    objectives = CONFIRMED[expected][0]
+    assert best.objective == pytest.approx(sum(objectives) / 3)  # the mean over the seeds
+    assert best.confirmed_seeds == 3
+    if within == 0.5:  # the paired time difference to the baseline, by hand: -40.33 s
+        assert "-40.3 s" in best.source
+    # a pick asked for still wins over the confirmed point
+    assert find_best_trial(FRONT_SEARCH, uri, pick=Pick(kind="fastest")).run_id == ids["fast"]

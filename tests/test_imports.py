@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "astune"
 FLOORS = (
     ("astune._checks", "astune._private", "astune.losses.catalogue", "astune.checkpoint_policy"),
     ("astune.losses", "astune.speed", "astune.skip", "astune.metrics", "astune.objectives"),
-    ("astune.data", "astune.backbones", "astune.config"),
+    ("astune.data", "astune.backbone_registry", "astune.backbones", "astune.config"),
     ("astune.training", "astune.probe"),
     ("astune.space", "astune.store"),
     (

@@ -21,6 +21,7 @@ from media_data import DIGITS, EXTRACTOR_RATE, FILE_RATE, TRAINING, WORDS
 from mlflow import MlflowClient
 from PIL import Image
 from scipy.signal import resample_poly
+from stores import new_store
 from training_runs import WALL_CLOCK
 
 from astune.backbones import build_model, load_processor
@@ -436,7 +437,7 @@ def test_the_probe_of_an_own_media_folder_asks_for_a_backbone(digits_dir):
 
 
 def test_recommend_takes_the_probe_backbone(tmp_path, capsys, digits_dir, tiny_vit_dir):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    uri = new_store(tmp_path)
     argv = ["recommend", "--dataset", str(digits_dir), "--tracking-uri", uri]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)

@@ -18,9 +18,11 @@ import optuna
 import pytest
 import yaml
 from mlflow import MlflowClient
+from stores import new_store
 from tiny import tiny_flags
 
 from astune.cli import main
+from astune.export import find_best_trial
 from astune.objectives import COSTS, front, parse_objectives
 from astune.space.space import SpaceError, load_space
 
@@ -141,7 +143,7 @@ def searched(tmp_path_factory, data_dir) -> Searched:
         },
         num_samples=6,
     )
-    uri = f"sqlite:///{root / 'mlflow.db'}"
+    uri = new_store(root)
     argv = ["search", "--dataset", "conll2003", "--space", str(space), "--name", "front"]
     argv += tiny_flags(max_train_samples=160, max_eval_samples=100)
     argv += ["--max-concurrent", "1", "--tracking-uri", uri, "--data-dir", str(data_dir)]
@@ -342,3 +344,13 @@ def test_confirm_front_reruns_the_front_and_gives_the_verdict_of_each(searched):
         assert row["faster_at_equal_accuracy"] == str(expected), row
     assert rows[-1]["faster_at_equal_accuracy"] == ""
     assert "faster at equal accuracy (time significantly lower" in out.getvalue()
+    # export now prefers the front trial confirmed faster at equal accuracy, else the winner
+    parent = searched.client.get_run(searched.parent.info.run_id)
+    assert parent.data.tags["astune.confirm_front_within"] == "1.0"
+    best = find_best_trial("front", searched.uri)
+    (row,) = rows[:-1]
+    if row["faster_at_equal_accuracy"] == "True":
+        assert best.run_id == row["confirms"]
+        assert "confirmed faster at equal accuracy by `astune confirm --front`" in best.source
+    else:
+        assert "confirmed winner of `astune confirm` over 2 seeds" in best.source

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mlflow_searches import tiny_searches
+from stores import new_store
 
 from astune.cli import main
 from astune.difficulty import DIFFICULTY_TAG, PROBE_TAG
@@ -112,7 +113,7 @@ def test_recommend_carves_validation_from_a_folder_without_one(tmp_path, data_di
     trains on at most 384 of the rest."""
     folder = _user_dataset(tmp_path / "no_validation", data_dir / "sst5")
     (folder / "validation.jsonl").unlink()
-    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    store = new_store(tmp_path / "store")
     argv = ["recommend", "--dataset", str(folder), "--tracking-uri", store]
     assert main([*argv, "--validation-fraction", "0.25"]) == 0
     out = capsys.readouterr().out

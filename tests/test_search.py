@@ -15,6 +15,7 @@ import ray
 import torch
 import yaml
 from mlflow import MlflowClient
+from stores import new_store
 from tiny import tiny_flags, tiny_settings
 
 from astune.cli import main
@@ -36,6 +37,8 @@ def runs(client: MlflowClient, experiment: str, role: str) -> list:
 
 @pytest.fixture
 def workdir(tmp_path, monkeypatch, data_dir):
+    """The working directory of a search run as a user runs it, with its default store."""
+    new_store(tmp_path / "astune-runs")  # where `search` puts it: default_tracking_uri()
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ASTUNE_DATA_DIR", str(data_dir))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -23,6 +23,7 @@ import ray  # noqa: E402
 from mlflow import MlflowClient  # noqa: E402
 from ray import tune  # noqa: E402
 from ray.tune.search import Searcher  # noqa: E402
+from stores import new_store  # noqa: E402
 
 from astune.config import TrainConfig  # noqa: E402
 from astune.search.callbacks import (  # noqa: E402
@@ -109,8 +110,7 @@ def ray_local(request: pytest.FixtureRequest) -> None:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     """One SQLite store for the module (creating its tables takes seconds)."""
-    uri = resolve_tracking_uri(f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}")
-    MlflowClient(uri).search_experiments()
+    uri = resolve_tracking_uri(new_store(tmp_path_factory.mktemp("mlflow")))
     return uri
 
 

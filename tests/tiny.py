@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from stores import new_store
+
 from astune.search.settings import SearchSettings
 
 TINY: dict[str, Any] = {
@@ -26,9 +28,7 @@ def tiny_settings(
     storage (``root/ray``) are there, with ``data_dir`` its data is read from that folder."""
     values: dict[str, Any] = {**TINY, "dataset": dataset, "console": False}
     if root is not None:
-        values.update(
-            tracking_uri=f"sqlite:///{root / 'mlflow.db'}", storage_path=str(root / "ray")
-        )
+        values.update(tracking_uri=new_store(root), storage_path=str(root / "ray"))
     if data_dir is not None:
         values["data_dir"] = str(data_dir)
     return SearchSettings(**{**values, **changes})

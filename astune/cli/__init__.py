@@ -49,7 +49,7 @@ def _datasets(args: argparse.Namespace) -> int:
 
 
 def _backbones(args: argparse.Namespace) -> int:
-    from astune.backbones import format_backbones_table
+    from astune.backbone_registry import format_backbones_table
 
     print(format_backbones_table())
     return 0

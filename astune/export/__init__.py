@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from astune.export.pick import Pick, pick_from_front
+from astune.export.pick import Pick, confirmed_front_point, pick_from_front
 from astune.store.best import BestTrial
-from astune.store.confirmed import confirmed_configs, confirmed_winner
+from astune.store.confirmed import ConfirmedConfig, confirmed_configs, confirmed_winner
 from astune.store.reader import (
     Store,
     best_evaluation_metrics,
@@ -57,30 +57,15 @@ def find_best_trial(
         )
     artifact = _artifact_config(store, parent.info.run_id)
     # Finished trials only: the artifact may name a trial that errored after a good evaluation.
-    sign = -1.0 if param(parent, "mode") == "min" else 1.0
-    # a point of the front when asked for one, else the confirmed winner, else the best
-    picked = pick_from_front(parent, trials, pick) if pick is not None and pick.on_front else None
-    confirmed = None
-    if picked is None:
-        confirmed = confirmed_winner(confirmed_configs(store, parent), "min" if sign < 0 else "max")
-    if picked is not None:
-        best = {r.info.run_id: r for r in trials}[picked[0]]
-    elif confirmed is None:
-        best = max(
-            trials,
-            key=lambda r: (sign * objective(r), artifact is not None and _agrees(r, artifact)),
-        )
-    else:  # the confirmed trial, else (the baseline) one of its confirm runs
-        best = {r.info.run_id: r for r in trials}.get(confirmed.confirms, confirmed.run)
+    best, confirmed, why = _choose(store, parent, trials, pick, artifact)
     if artifact is not None and _agrees(best, artifact):
         config, source = artifact, ARTIFACT
     else:
         config, source = _config_from_params(parent, best, artifact), "trial params"
     if confirmed is not None:
         config["seed"] = param(parent, "seed") if param(parent, "seed") is not None else 0
-        source += f", confirmed winner of `astune confirm` over {len(confirmed.seeds)} seeds"
-    if picked is not None:
-        source += f"; picked: {picked[1]}"
+    if why:
+        source += f"; {why}"
     config = _portable(config, parent)
     metric, value = _best_metric(store, best) if best else (None, None)
     return BestTrial(
@@ -95,6 +80,37 @@ def find_best_trial(
         source=source,
         confirmed_seeds=len(confirmed.seeds) if confirmed else None,
     )
+
+
+def _choose(
+    store: Store,
+    parent: "Run",
+    trials: list["Run"],
+    pick: Pick | None,
+    artifact: Mapping[str, Any] | None,
+) -> tuple["Run", ConfirmedConfig | None, str]:
+    """The run to export, its confirmed config (None: a single run's) and why it was chosen:
+    the front point ``pick`` names, else (after ``confirm --front``) the fastest config
+    confirmed faster at equal accuracy, else the confirmed winner, else the best trial."""
+    by_id = {r.info.run_id: r for r in trials}
+    if pick is not None and pick.on_front:
+        run_id, why = pick_from_front(parent, trials, pick)
+        return by_id[run_id], None, f"picked: {why}"
+    mode = "min" if param(parent, "mode") == "min" else "max"
+    configs = confirmed_configs(store, parent)
+    chosen = confirmed_front_point(configs, parent, trials)
+    if chosen is None:
+        winner = confirmed_winner(configs, mode)
+        if winner is not None:
+            why = f"confirmed winner of `astune confirm` over {len(winner.seeds)} seeds"
+            chosen = (winner, why)
+    if chosen is not None:  # the confirmed trial, else (the baseline) one of its confirm runs
+        return by_id.get(chosen[0].confirms, chosen[0].run), chosen[0], chosen[1]
+    sign = -1.0 if mode == "min" else 1.0
+    best = max(
+        trials, key=lambda r: (sign * objective(r), artifact is not None and _agrees(r, artifact))
+    )
+    return best, None, ""
 
 
 def _artifact_config(store: Store, run_id: str) -> dict[str, Any] | None:

@@ -3,7 +3,8 @@
 ``--pick best`` (the default) takes the best metric, as for any search. ``--pick fastest`` takes
 the cheapest front trial by the first cost; ``--within PTS`` the cheapest front trial whose
 metric is at most ``PTS`` percentage points worse than the best finished trial's (``0.5`` on
-accuracy: at most 0.005 lower).
+accuracy: at most 0.005 lower). Without a pick, after ``astune confirm --front``, the front
+trial that confirm found faster at equal accuracy (the fastest of them) comes first.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from astune._checks import check_choice, check_range
+from astune.confirm.table import summarize
+from astune.store.confirmed import ConfirmedConfig
+from astune.store.conventions import CONFIRM_FRONT_TAG
 from astune.store.pareto import FrontPoint, search_front
 
 if TYPE_CHECKING:
@@ -68,3 +72,31 @@ def _gap(point: FrontPoint, metric: str, best: float, mode: str) -> float:
 
 def _values(point: FrontPoint, objectives: tuple[str, ...]) -> str:
     return ", ".join(f"{name} = {point.values[name]:.6g}" for name in objectives)
+
+
+def confirmed_front_point(
+    configs: list[ConfirmedConfig], parent: Run, trials: list[Run]
+) -> tuple[ConfirmedConfig, str] | None:
+    """After ``astune confirm --front`` (the latest confirm of the search ``parent``): of the
+    front trials among ``configs``, the one with the lowest mean training time that was
+    confirmed faster at equal accuracy, and why, in words. None when the latest confirm was
+    not of the front, or none of its trials was confirmed faster at equal accuracy."""
+    within = parent.data.tags.get(CONFIRM_FRONT_TAG)
+    if within is None:
+        return None
+    found = search_front(parent, trials, needed_by="confirm --front needs")
+    on_front = {p.run_id for p in found.front}
+    kept = [c for c in configs if c.is_baseline or c.confirms in on_front]
+    rows = summarize(kept, within=float(within), mode=found.mode)
+    faster = [row for row in rows if row.faster_at_equal]
+    if not faster:
+        return None
+    row = min(faster, key=lambda r: r.train_seconds.mean)
+    time, metric = row.time_difference.interval, row.difference.interval
+    why = (
+        f"confirmed faster at equal accuracy by `astune confirm --front` over "
+        f"{row.objective.n} seeds (within {float(within):g} points): paired difference to the "
+        f"baseline {time.mean:+.1f} s [{time.low:+.1f}, {time.high:+.1f}] of training, "
+        f"{metric.mean:+.4g} [{metric.low:+.4g}, {metric.high:+.4g}] {found.objectives[0]}"
+    )
+    return row.config, why

@@ -22,7 +22,13 @@ from astune.confirm.plan import CONFIRMS_KEY, ConfirmPlan, plan_confirm
 from astune.confirm.table import ConfirmRow, format_table, markdown, plot, summarize, write_csv
 from astune.search.settings import SearchSettings
 from astune.store.confirmed import confirmed_configs, confirmed_winner
-from astune.store.conventions import CONFIRM_ROLE, CONFIRMS_TAG, DATASET_TAG, TASK_TAG
+from astune.store.conventions import (
+    CONFIRM_FRONT_TAG,
+    CONFIRM_ROLE,
+    CONFIRMS_TAG,
+    DATASET_TAG,
+    TASK_TAG,
+)
 from astune.store.reader import param
 from astune.store.writer import SearchTracker
 
@@ -116,10 +122,12 @@ class ConfirmSummary:
             lines.append(f"faster at equal accuracy ({tolerance}): {verdict}")
         if self.winner:
             lines.append(f"confirmed winner (best mean): {self.winner}")
+        prefers = "the confirmed winner"
+        if self.faster:
+            prefers = "the fastest config confirmed faster at equal accuracy"
         lines.append(
             f"export:  python -m astune export --experiment {self.experiment} "
-            f"--tracking-uri {self.tracking_uri} --format yaml -o best.yaml"
-            "   (prefers the confirmed winner)"
+            f"--tracking-uri {self.tracking_uri} --format yaml -o best.yaml   (prefers {prefers})"
         )
         return "\n".join(lines)
 
@@ -287,6 +295,7 @@ def _summarize(prepared: PreparedConfirm, ran: int) -> ConfirmSummary:
     metric = f"val_{prepared.data.spec.metric}"
     if rows:
         log_confirm_artifacts(plan, rows, metric)
+    mark_front_confirm(plan, within)
     winner = confirmed_winner(configs, plan.mode)
     return ConfirmSummary(
         experiment=plan.experiment,
@@ -299,6 +308,17 @@ def _summarize(prepared: PreparedConfirm, ran: int) -> ConfirmSummary:
         winner=winner.label if winner else None,
         within=within,
     )
+
+
+def mark_front_confirm(plan: ConfirmPlan, within: float | None) -> None:
+    """Tag the search's parent run with ``within`` after a confirm of the front (so that
+    `export` prefers the front trial confirmed faster at equal accuracy); untag it after any
+    other confirm (the latest confirm is the one `export` follows)."""
+    run_id, tags = plan.parent.info.run_id, plan.parent.data.tags
+    if within is not None:
+        plan.store.client.set_tag(run_id, CONFIRM_FRONT_TAG, str(within))
+    elif CONFIRM_FRONT_TAG in tags:
+        plan.store.client.delete_tag(run_id, CONFIRM_FRONT_TAG)
 
 
 def log_confirm_artifacts(plan: ConfirmPlan, rows: list[ConfirmRow], metric: str) -> None:

@@ -102,7 +102,7 @@ def base_config(settings: SearchSettings, ref: DatasetRef) -> dict[str, Any]:
         base["validation_fraction"] = settings.validation_fraction
     if Path(base["backbone"]).exists():
         base["backbone"] = str(Path(base["backbone"]).resolve())
-    from astune.backbones import resolve_backbone
+    from astune.backbone_registry import resolve_backbone
 
     resolve_backbone(base["backbone"])  # an unknown alias fails here, before Ray starts
     return base

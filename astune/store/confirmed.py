@@ -42,13 +42,12 @@ class ConfirmedConfig:
 
 
 def config_label(run: "Run") -> str:
-    """A short name of a run's config: ``as_softmax delta=0.3 as_speed``."""
+    """A short name of a run's config: ``as_softmax delta=0.3 as_speed as_skip``."""
     parts = [str(param(run, "loss"))]
     delta = param(run, "delta")
     if delta is not None:
         parts.append(f"delta={delta:g}")
-    if param(run, "as_speed") is True:
-        parts.append("as_speed")
+    parts += [name for name in ("as_speed", "as_skip") if param(run, name) is True]
     return " ".join(parts)
 
 

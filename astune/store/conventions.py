@@ -67,6 +67,10 @@ that skipped the forward/backward pass."""
 CONFIRM_ROLE = "confirm"
 CONFIRMS_TAG = "astune.confirms"
 CONFIRM_BASELINE = "baseline"
+# On the search's parent run while its latest confirm was of the Pareto front (`confirm
+# --front`): the points of "faster at equal accuracy" it allowed. `export` then prefers the
+# front trial confirmed faster at equal accuracy.
+CONFIRM_FRONT_TAG = "astune.confirm_front_within"
 
 
 class TrackingError(ValueError):
