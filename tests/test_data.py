@@ -381,9 +381,11 @@ def test_no_local_copy_and_offline_hub_fails_fast(tmp_path, offline_hub):
     with pytest.raises(
         DataError,
         match=r"no local copy of 'sighan2015' \(looked in: no data dir "
-        r"set\) and it has no hub copy; point at local files",
+        r"set\) and no hub source known to load with datasets >= 4, so it is local-only",
     ):
         load_dataset_splits("sighan2015")
+    with pytest.raises(DataError, match=r"hub:eriktks/conll2003@refs/convert/parquet/conll2003 "):
+        load_dataset_splits("conll2003")  # the revision and folder the call was made with
 
 
 # ----------------------------------------------------------------------------- encoding
@@ -502,78 +504,6 @@ def test_encoded_data_pickles(data_dir, tokenizer):
     a, b = encoded.collate("validation", range(50)), clone.collate("validation", range(50))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert clone.gold_word_labels("test", [3]) == [loaded.splits["test"][3]["label"]]
-
-
-# ----------------------------------------------------------------------------- hub path (stubbed)
-
-
-def _stub_hub(monkeypatch, splits: dict[str, dict], features=None) -> list[tuple]:
-    """Make ``datasets.load_dataset`` return ``splits`` built in memory; returns its calls."""
-    import datasets
-
-    calls = []
-
-    def fake_load_dataset(path, name=None, **kwargs):
-        calls.append((path, name))
-        return datasets.DatasetDict(
-            {k: datasets.Dataset.from_dict(v, features=features) for k, v in splits.items()}
-        )
-
-    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
-    monkeypatch.delenv("ASTUNE_DATA_DIR", raising=False)
-    return calls
-
-
-def test_hub_glue_carves_validation_from_train(monkeypatch):
-    import datasets
-
-    features = datasets.Features(
-        {"sentence": datasets.Value("string"), "label": datasets.ClassLabel(names=["bad", "good"])}
-    )
-
-    def part(n: int, tag: str) -> dict[str, list]:
-        return {"sentence": [f"{tag} {i}" for i in range(n)], "label": [i % 2 for i in range(n)]}
-
-    calls = _stub_hub(
-        monkeypatch,
-        {
-            "train": part(20, "tr"),
-            "validation": part(8, "dev"),
-            "test": {"sentence": ["t"] * 8, "label": [-1] * 8},
-        },
-        features,
-    )
-    loaded = load_dataset_splits("cola")
-    assert calls == [("nyu-mll/glue", "cola")] and loaded.source == "hub:nyu-mll/glue[cola]"
-    assert loaded.sizes() == {"train": 18, "validation": 2, "test": 8}
-    assert loaded.spec.label_names == ("bad", "good")
-    texts = {s: {r["text"] for r in rows} for s, rows in loaded.splits.items()}
-    assert texts["train"] | texts["validation"] == {f"tr {i}" for i in range(20)}
-    assert not texts["train"] & texts["validation"]
-    assert texts["test"] == {f"dev {i}" for i in range(8)}  # the hub's dev set, with labels
-    assert load_dataset_splits("cola").splits == loaded.splits  # the carve is fixed
-
-
-def test_hub_wos_is_two_level_multi_label(monkeypatch):
-    n = 50
-    _stub_hub(
-        monkeypatch,
-        {
-            "train": {
-                "input_data": [f"doc {i}" for i in range(n)],
-                "label": [i % 134 for i in range(n)],
-                "label_level_1": [i % 7 for i in range(n)],
-                "label_level_2": [i % 5 for i in range(n)],
-            }
-        },
-    )
-    loaded = load_dataset_splits("wos")
-    assert loaded.sizes() == {"train": 32, "validation": 8, "test": 10}
-    rows = [r for split in loaded.splits.values() for r in split]
-    assert sorted(r["text"] for r in rows) == sorted(f"doc {i}" for i in range(n))
-    for row in rows:
-        i = int(row["text"].split()[1])
-        assert row["label"] == [i % 7, 7 + i % 134]
 
 
 # ----------------------------------------------------------- folders without validation

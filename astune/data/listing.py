@@ -40,11 +40,7 @@ def format_datasets_table(data_dir: str | os.PathLike | None = None) -> str:
 
 
 def _row(spec: DatasetSpec, root: str | os.PathLike | None) -> tuple[str, ...]:
-    source = (
-        spec.hub_id + (f"[{spec.hub_config}]" if spec.hub_config else "")
-        if spec.hub_id
-        else "local files only"
-    )
+    source = "local files only" if spec.local_only else spec.hub_source
     local = "yes" if root is not None and (Path(root) / spec.name).is_dir() else "no"
     metric = "/".join(spec.metrics)
     return (

@@ -122,6 +122,9 @@ def _load_folder(folder: Path, base: DatasetSpec | None, fraction: float) -> Loa
     paths, raw = {}, {}
     for split in present:
         paths[split], raw[split] = _split_rows(folder, split, task, fields)
+    transform = _HUB_TRANSFORMS.get(base.hub_transform or "") if base is not None else None
+    if transform is not None:  # a local copy with the hub's columns
+        raw = {s: [transform(row) for row in rows] for s, rows in raw.items()}
     spec = _folder_spec(folder, fields, base, raw, paths)
     splits = {s: normalize_rows(raw[s], spec, str(paths[s]), folder) for s in present}
     notes: tuple[str, ...] = ()
@@ -206,29 +209,39 @@ def _folder_spec(
 
 
 def _load_hub(spec: DatasetSpec, tried: list[Path]) -> LoadedData:
-    """Rows from ``datasets.load_dataset(hub_id, hub_config)``, split as ``spec.split_names``."""
+    """Rows of ``spec``'s hub source (:mod:`astune.data.hub`), split as ``spec.split_names``,
+    label ids as the registry's; a local-only entry fails at once, naming where to get it."""
+    from astune.data.hub import hub_label_names, load_hub, map_labels_by_name, remap_labels
+
     looked = ", ".join(str(p) for p in tried) or "no data dir set"
     layout = "train.jsonl, validation.jsonl, test.jsonl"
     if spec.task in MEDIA_TASKS:
         layout = f"{{train,validation,test}}/<label>/<{spec.task} file>, or {layout} naming files"
-    hint = f"point at local files with --data-dir DIR or {ENV_DATA_DIR} (DIR/{spec.name}/{layout})"
-    if spec.hub_id is None:
+    hint = (
+        f"point at local files with --data-dir DIR or {ENV_DATA_DIR} (DIR/{spec.name}/{layout}), "
+        "or pass --dataset FOLDER (a folder with a dataset.json)"
+    )
+    if spec.local_only:
+        where = f"; the data: {spec.data_source}" if spec.data_source else ""
         raise DataError(
-            f"no local copy of {spec.name!r} (looked in: {looked}) and it has no hub copy; {hint}"
+            f"no local copy of {spec.name!r} (looked in: {looked}) and no hub source known to "
+            f"load with datasets >= 4, so it is local-only{where}; {hint}"
         )
-    source = f"hub:{spec.hub_id}" + (f"[{spec.hub_config}]" if spec.hub_config else "")
+    source = f"hub:{spec.hub_source}"
     try:
-        import datasets
-
-        hub = datasets.load_dataset(spec.hub_id, spec.hub_config)
+        hub = load_hub(spec)
+    except DataError:
+        raise
     except Exception as err:  # offline: ConnectionError; missing repo: DatasetNotFoundError
         reason = " ".join(f"{type(err).__name__}: {err}".split())[:300]
         raise DataError(
             f"no local copy of {spec.name!r} (looked in: {looked}) and {source} "
             f"could not be loaded ({reason}); {hint}"
         ) from err
-    spec = _with_hub_label_names(spec, hub)
+    spec, ids = map_labels_by_name(spec, hub_label_names(spec, hub))
     raw = _hub_splits(spec, hub)
+    if ids is not None:
+        raw = {s: remap_labels(rows, spec.label_column, ids) for s, rows in raw.items()}
     splits = {s: normalize_rows(raw[s], spec, f"{source} split {s}") for s in SPLITS}
     return LoadedData(spec=spec, splits=splits, source=source)
 
@@ -241,7 +254,7 @@ def _hub_splits(spec: DatasetSpec, hub: Any) -> dict[str, list[dict]]:
         if hub_name is not None:
             if hub_name not in hub:
                 raise DataError(
-                    f"hub:{spec.hub_id} has no split {hub_name!r}; it has {', '.join(hub)}"
+                    f"hub:{spec.hub_source} has no split {hub_name!r}; it has {', '.join(hub)}"
                 )
             raw[split] = hub[hub_name].to_list()
     carved = [s for s in ("test", "validation") if s not in raw]
@@ -267,20 +280,11 @@ def _carve(train: list[dict], names: list[str], fraction: float) -> dict[str, li
     return out
 
 
-def _with_hub_label_names(spec: DatasetSpec, hub: Any) -> DatasetSpec:
-    """Take the label names from the hub's ClassLabel feature when the registry has none."""
-    if spec.label_names is not None:
-        return spec
-    train = hub[spec.split_names.get("train") or "train"]
-    feature = train.features.get(spec.label_column)
-    names = getattr(getattr(feature, "feature", feature), "names", None)
-    if not names:
-        return spec
-    return dataclasses.replace(spec, label_names=tuple(names), num_labels=len(names))
-
-
 def _wos_two_levels(row: dict) -> dict:
-    """WOS-46985 as 141-way multi-label: the domain (7) and the area (134, offset by 7)."""
+    """WOS-46985 as 141-way multi-label: the domain (7) and the area (134, offset by 7); a row
+    that has its ``labels`` already is left as it is."""
+    if "labels" in row or "label_level_1" not in row:
+        return row
     return {**row, "labels": [row["label_level_1"], 7 + row["label"]]}
 
 

@@ -9,6 +9,7 @@ number the field is None.
 
 from __future__ import annotations
 
+from astune.data.label_names import CLINC150_INTENTS
 from astune.data.spec import DatasetSpec
 
 # Method order of the paper's tables, in the loss registry's spelling.
@@ -50,6 +51,13 @@ def _baselines(tau: float, k: int, eps: float | None, am: tuple[float, float] | 
 
 _BERT = "bert-base-cased"
 _NA = None
+# What is known of the hub sources (hub_status). This project's machines cannot reach the hub:
+# these are the hub's listings as of 2026-11, checked online with `astune datasets --check`.
+_DATA_FILES = "a repository of data files (no script): loads with datasets 4 and 5 (2026-11)"
+_PARQUET_EXPORT = (
+    "a script repository, read from the hub's parquet export (refs/convert/parquet), which "
+    "datasets 4 and 5 load (2026-11)"
+)
 
 _PAPER_SPECS = [
     DatasetSpec(
@@ -57,6 +65,7 @@ _PAPER_SPECS = [
         task="single_label",
         num_labels=5,
         hub_id="SetFit/sst5",
+        hub_status=_DATA_FILES,
         text_column="text",
         label_column="label",
         label_names=("very negative", "negative", "neutral", "positive", "very positive"),
@@ -81,10 +90,12 @@ _PAPER_SPECS = [
         name="clinc_oos",
         task="single_label",
         num_labels=151,
-        hub_id="clinc_oos",
+        hub_id="clinc/clinc_oos",
         hub_config="plus",
+        hub_status=_DATA_FILES + "; configs plus, small, imbalanced (parquet)",
         text_column="text",
         label_column="intent",
+        label_names=CLINC150_INTENTS,
         metric="accuracy",
         epochs=10,
         batch_size=32,
@@ -100,15 +111,18 @@ _PAPER_SPECS = [
         paper_sizes=(15250, 3100, 5500),
         paper_backbone=_BERT,
         difficulty_hint="easy",
-        notes="151 intents incl. out-of-scope; the hub orders intents differently from the "
-        "local copy, whose dataset.json gives its order. RoBERTa column: softmax 90.76, "
-        "AS-Softmax 90.96, AS-Speed 91.25.",
+        notes="151 intents incl. out-of-scope (id 150); the hub orders intents differently, "
+        "so its ids are mapped by name to these (the release's order). RoBERTa column: softmax "
+        "90.76, AS-Softmax 90.96, AS-Speed 91.25.",
     ),
     DatasetSpec(
         name="conll2003",
         task="token",
         num_labels=9,
         hub_id="eriktks/conll2003",
+        hub_revision="refs/convert/parquet",
+        hub_data_dir="conll2003",
+        hub_status=_PARQUET_EXPORT,
         tokens_column="tokens",
         label_column="ner_tags",
         label_names=("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"),
@@ -134,6 +148,8 @@ _PAPER_SPECS = [
         task="token",
         num_labels=5201,
         hub_id=None,
+        data_source="the SIGHAN-15 bake-off test set and the SIGHAN-13/14 and Wang271K training "
+        "sets, as CSC papers distribute them",
         tokens_column="tokens",
         label_column="labels",
         metric="correction_f1",
@@ -161,6 +177,8 @@ _PAPER_SPECS = [
         num_labels=100,
         hub_id="coastalcph/lex_glue",
         hub_config="eurlex",
+        data_source="LexGLUE's EUR-LEX: hub coastalcph/lex_glue (config eurlex), a loading script "
+        "that datasets >= 4 refuses; export it with an older datasets, or its parquet export",
         text_column="text",
         label_column="labels",
         metric="micro_f1",
@@ -189,6 +207,8 @@ _PAPER_SPECS = [
         num_labels=141,
         hub_id="HDLTex/web_of_science",
         hub_config="WOS46985",
+        data_source="WOS-46985 (Kowsari et al. 2017; Mendeley Data 10.17632/9rw3vkcfy4), or hub "
+        "HDLTex/web_of_science, a loading script that datasets >= 4 refuses",
         text_column="input_data",
         label_column="labels",
         split_names={"train": "train", "validation": None, "test": None},
@@ -221,6 +241,7 @@ _PAPER_SPECS = [
         num_labels=28,
         hub_id="google-research-datasets/go_emotions",
         hub_config="simplified",
+        hub_status=_DATA_FILES,
         text_column="text",
         label_column="labels",
         metric="micro_f1",
@@ -236,6 +257,8 @@ _PAPER_SPECS = [
         num_labels=27,
         hub_id="keremberke/painting-style-classification",
         hub_config="full",
+        data_source="WikiArt painting styles: hub keremberke/painting-style-classification "
+        "(config full), a loading script that datasets >= 4 refuses",
         image_column="image",
         label_column="labels",
         metric="accuracy",
@@ -253,6 +276,8 @@ _PAPER_SPECS = [
         task="audio",
         num_labels=4,
         hub_id="ccmusic-database/chest_falsetto",
+        data_source="the CCMusic chest/falsetto voice clips: hub ccmusic-database/chest_falsetto "
+        "(its current layout is not known to load with datasets >= 4)",
         audio_column="audio",
         label_column="label",
         metric="accuracy",
@@ -287,6 +312,7 @@ def _glue(
         num_labels=num_labels,
         hub_id="nyu-mll/glue",
         hub_config=config,
+        hub_status=_DATA_FILES,
         text_column=text,
         text_pair_column=pair,
         metric=metric,

@@ -51,7 +51,14 @@ class DatasetSpec:
     task: str
     num_labels: int
     hub_id: str | None = None
-    hub_config: str | None = None
+    hub_config: str | None = None  # ``load_dataset``'s ``name``
+    hub_revision: str | None = None  # a branch, tag or commit; None: the repository's main
+    hub_data_dir: str | None = None  # ``load_dataset``'s ``data_dir``: a folder of the revision
+    # Why the hub source is taken to load with datasets >= 4 (a repository of data files, or the
+    # parquet export of a script repository) and as of when; None: not known to load, so the
+    # entry is local-only and astune never asks the hub for it.
+    hub_status: str | None = None
+    data_source: str = ""  # where the data is published, for users who bring it locally
     text_column: str | None = None
     text_pair_column: str | None = None
     tokens_column: str | None = None
@@ -105,6 +112,21 @@ class DatasetSpec:
 
     def __hash__(self) -> int:  # dict fields are unhashable; the name identifies a spec
         return hash((self.name, self.task, self.hub_id, self.num_labels))
+
+    @property
+    def hub_source(self) -> str | None:
+        """``repo[config]@revision/data_dir`` (the parts given), or None without a hub id."""
+        if self.hub_id is None:
+            return None
+        text = self.hub_id + (f"[{self.hub_config}]" if self.hub_config else "")
+        if self.hub_revision:
+            text += f"@{self.hub_revision}"
+        return text + (f"/{self.hub_data_dir}" if self.hub_data_dir else "")
+
+    @property
+    def local_only(self) -> bool:
+        """Whether the data must be brought as local files (no hub source known to load)."""
+        return self.hub_id is None or self.hub_status is None
 
     def column_keys(self) -> tuple[str, ...]:
         """The dataset.json keys that name this task's input and label columns."""
