@@ -154,3 +154,55 @@ def test_hub_names_the_registry_lacks_are_refused_in_one_line():
     same, ids = map_labels_by_name(spec, reordered)
     assert same is spec and [spec.label_names[i] for i in ids] == list(reordered)
     assert map_labels_by_name(spec, spec.label_names) == (spec, None)
+
+
+# ------------------------------------------------------------------------ datasets --check
+@pytest.mark.parametrize(
+    "name, files, status",
+    [
+        ("sst5", ["README.md", "train.jsonl", "validation.jsonl", "test.jsonl"], "OK"),
+        ("sst5", ["README.md", "sst5.py", "data/train.jsonl"], "a loading script (sst5.py)"),
+        ("sst5", ["README.md", ".gitattributes"], "no data files"),
+        ("clinc_oos", ["README.md", "plus/train-00000-of-00001.parquet"], "OK"),
+        ("clinc_oos", ["small/train-00000-of-00001.parquet"], "no data files of config 'plus'"),
+        ("cola", ["cola/train-00000-of-00001.parquet", "mrpc/test-0.parquet"], "OK"),
+        # the parquet export of a script repository: the script is not read at that revision
+        ("conll2003", ["conll2003.py", "conll2003/train/0000.parquet"], "OK"),
+        ("conll2003", ["other/train/0000.parquet"], "no data files under conll2003/"),
+    ],
+)
+def test_a_listing_is_judged_by_what_datasets_would_load(name, files, status):
+    from astune.data.hub_check import judge_listing
+
+    assert judge_listing(get_spec(name), files).startswith(status)
+
+
+def test_local_only_entries_are_checked_without_the_hub():
+    from astune.data.hub_check import check_registry, format_check
+
+    rows = check_registry([get_spec("wikiart"), get_spec("sighan2015")])
+    assert [(r.name, r.status) for r in rows] == [
+        ("wikiart", "local only"),
+        ("sighan2015", "local only"),
+    ]
+    assert format_check(rows).splitlines()[2].startswith("wikiart ")
+
+
+def test_an_unreachable_hub_is_said_in_one_line(monkeypatch, capsys):
+    import socket
+
+    from huggingface_hub import constants
+
+    from astune.cli import main
+    from astune.data.hub_check import hub_unreachable
+
+    with socket.socket() as closed:  # a port nobody listens on once this closes it
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    reason = hub_unreachable(f"http://127.0.0.1:{port}", offline=False, timeout=2.0)
+    assert reason.startswith(f"no connection to 127.0.0.1:{port} within 2 s (")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert main(["datasets", "--check"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"the hub ({constants.ENDPOINT}) is unreachable: HF_HUB_OFFLINE is set" in err

@@ -44,8 +44,23 @@ def _confirm(args: argparse.Namespace) -> int:
 def _datasets(args: argparse.Namespace) -> int:
     from astune.data import format_datasets_table
 
-    print(format_datasets_table())
-    return 0
+    if not args.check:
+        print(format_datasets_table())
+        return 0
+    from huggingface_hub import constants
+
+    from astune.data.hub_check import check_registry, format_check, hub_unreachable
+    from astune.data.registry import REGISTRY
+
+    reason = hub_unreachable(constants.ENDPOINT, offline=constants.HF_HUB_OFFLINE)
+    if reason is not None:
+        raise CLIError(
+            f"the hub ({constants.ENDPOINT}) is unreachable: {reason}; `datasets --check` needs "
+            "it (`datasets` alone lists the registry offline)"
+        )
+    rows = check_registry(list(REGISTRY.values()))
+    print(format_check(rows))
+    return 0 if all(row.status in ("OK", "local only") for row in rows) else 1
 
 
 def _backbones(args: argparse.Namespace) -> int:

@@ -151,7 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--output-dir", default=None)
 
     _add_confirm_parser(sub)
-    sub.add_parser("datasets", help="list the dataset registry")
+    datasets = sub.add_parser("datasets", help="list the dataset registry")
+    datasets.add_argument(
+        "--check",
+        action="store_true",
+        help="ask the hub whether each entry's source still resolves (lists files only)",
+    )
     sub.add_parser("backbones", help="list the backbone aliases")
     return parser
 
