@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from astune._checks import check_choice
+from astune.backbone_registry import DEFAULT_BACKBONE
 from astune.checkpoint_policy import TRAIN_DEFAULT, CheckpointPolicy
 from astune.losses.catalogue import (
     AS_LOSSES,
@@ -100,7 +101,7 @@ class TrainConfig:
     dataset: str = "sst5"
     _: KW_ONLY
     data_dir: str | None = None
-    backbone: str = "bert-base-cased"
+    backbone: str = DEFAULT_BACKBONE  # image and audio entries: see Run (default_backbone)
     num_layers: int | None = _default("num_layers")
     max_length: int = _default("max_length")
     max_train_samples: int | None = _default("max_train_samples")

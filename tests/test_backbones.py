@@ -243,3 +243,14 @@ def test_model_logits_sees_through_wrappers() -> None:
     ids = torch.tensor([[4, 5]])
     batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": ids}
     assert model_logits(Wrapper(_NoTokenTypes()), batch).squeeze(-1).tolist() == [[4.0, 5.0]]
+
+
+def test_image_and_audio_entries_default_to_their_paper_backbone() -> None:
+    from astune.backbone_registry import DEFAULT_BACKBONE, default_backbone
+    from astune.data.registry import get_spec
+
+    assert default_backbone(DEFAULT_BACKBONE, get_spec("wikiart")) == "vit-base"
+    assert default_backbone(DEFAULT_BACKBONE, get_spec("chest_falsetto")) == "wav2vec2-base"
+    assert default_backbone("minilm", get_spec("wikiart")) == "minilm"  # a backbone given
+    assert default_backbone(DEFAULT_BACKBONE, get_spec("sst5")) == DEFAULT_BACKBONE
+    assert default_backbone(DEFAULT_BACKBONE, None) == DEFAULT_BACKBONE  # the user's folder

@@ -96,13 +96,14 @@ TRAIN_FLAGS = (
 
 def _train_config(args: argparse.Namespace):
     """The run's config: ``--config FILE`` (as `export` writes it) overridden by explicit flags."""
+    from astune.backbone_registry import DEFAULT_BACKBONE
     from astune.config import TrainConfig
 
     config = TrainConfig.from_yaml(args.config).to_dict() if args.config else {}
     config.update({k: getattr(args, k) for k in TRAIN_FLAGS if getattr(args, k) is not None})
     config.setdefault("output_dir", f"astune-runs/train/{config.get('dataset', 'run')}")
     if not args.config and args.backbone is None:
-        config["backbone"] = "bert-base-cased"
+        config["backbone"] = DEFAULT_BACKBONE
     if not config.get("dataset"):
         raise CLIError("--dataset is required (or --config FILE)")
     return TrainConfig.from_dict(config).validate()

@@ -29,3 +29,16 @@ def load_encoded(config: TrainConfig, *, ref: DatasetRef | None = None) -> Train
     if loaded.spec.task in MEDIA_TASKS:
         return encode_media(loaded, load_processor(config.backbone, loaded.spec.task))
     return encode_splits(loaded, load_tokenizer(config.backbone), max_length=config.max_length)
+
+
+def load_for_run(config: TrainConfig) -> tuple[TrainConfig, TrainData]:
+    """A copy of ``config`` with its dataset's default backbone (an image or audio registry
+    entry left at the text default gets its paper backbone), and the data encoded for it."""
+    import dataclasses
+
+    from astune.backbone_registry import default_backbone
+    from astune.data.resolve import resolve_dataset
+
+    ref = resolve_dataset(config.dataset)
+    config = dataclasses.replace(config, backbone=default_backbone(config.backbone, ref.spec))
+    return config, load_encoded(config, ref=ref)

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from astune.backbone_registry import default_backbone
 from astune.config import TrainConfig
 from astune.data.resolve import DatasetRef
 from astune.data.spec import DatasetSpec
@@ -50,6 +51,8 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     ref = resolve_dataset(settings.dataset)  # once: every step below takes it from here
     if settings.name is None:  # the experiment is named after the resolved dataset
         settings = dataclasses.replace(settings, name=f"astune-{ref.name}")
+    # an image or audio entry left at the text backbone: its paper backbone (logged as such)
+    settings = dataclasses.replace(settings, backbone=default_backbone(settings.backbone, ref.spec))
     if ref.spec is not None:  # a registry dataset: checked before its data is read
         check_metric_computed(ref.spec.name, ref.spec.metric)
     _check_experiment_path(settings)

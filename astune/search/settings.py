@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune._checks import check_choice, check_int, check_range
+from astune.backbone_registry import DEFAULT_BACKBONE
 from astune.checkpoint_policy import SEARCH_DEFAULT, CheckpointPolicy
 from astune.objectives import PRIMARY, parse_objectives
 
@@ -44,7 +45,7 @@ class SearchSettings:
     storage_path: str | None = None
     name: str | None = None
     resume: bool = False
-    backbone: str = "bert-base-cased"
+    backbone: str = DEFAULT_BACKBONE  # image and audio entries: their paper backbone
     num_layers: int | None = None
     max_train_samples: int | None = None
     max_eval_samples: int | None = None

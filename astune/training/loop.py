@@ -54,12 +54,12 @@ class Run:
         best_weights: ckpt.BestWeights | None = None,
         hooks: Sequence[LoopHooks] = (),
     ):
-        from astune.data.encoded import load_encoded
+        from astune.data.encoded import load_for_run
         from astune.metrics import check_metric_computed
 
         config = config.validate()
         if data is None:  # a caller that hands data over has checked its metric
-            data = load_encoded(config)
+            config, data = load_for_run(config)
             check_metric_computed(data.spec.name, data.spec.metric)
         self.data, self.spec = data, data.spec
         self.config = config = config.with_paper_defaults(self.spec)
