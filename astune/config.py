@@ -32,6 +32,8 @@ DEVICES = ("auto", "cpu", "cuda")
 _FIELD_SPECS = (
     ParamSpec("num_layers", int, None, 1),
     ParamSpec("max_length", int, 128, 8),
+    # Audio clips longer than this are cut (one padded batch holds the longest); 0: refused.
+    ParamSpec("max_audio_seconds", float, 30.0, 0.0),
     ParamSpec("max_train_samples", int, None, 1),
     ParamSpec("max_eval_samples", int, None, 1),
     ParamSpec("validation_fraction", float, 0.1, 0.0, 1.0, low_open=True, high_open=True),
@@ -104,6 +106,7 @@ class TrainConfig:
     backbone: str = DEFAULT_BACKBONE  # image and audio entries: see Run (default_backbone)
     num_layers: int | None = _default("num_layers")
     max_length: int = _default("max_length")
+    max_audio_seconds: float = _default("max_audio_seconds")
     max_train_samples: int | None = _default("max_train_samples")
     max_eval_samples: int | None = _default("max_eval_samples")
     validation_fraction: float = _default("validation_fraction")

@@ -162,6 +162,10 @@ def write_folder(folder: Path, rows: list[dict], task: str = "single_label", **m
             ["--dataset", "sst5", "--warmup-ratio", "-0.1"],
             "warmup_ratio must be in [0.0, 1.0], but got -0.1",
         ),
+        (
+            ["--dataset", "sst5", "--max-audio-seconds", "-1"],
+            "max_audio_seconds must be in [0.0, inf), but got -1.0",
+        ),
         (["--dataset", "sst5", "--loss", "focal"], "loss must be one of 'softmax'"),
         (["--dataset", "sst5", "--loss", "softmax", "--as-speed"], "as_speed needs an AS loss"),
         (["--dataset", "sst5", "--backbone", "bert-tiny"], "backbone must be one of the aliases"),

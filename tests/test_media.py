@@ -29,6 +29,7 @@ from astune.cli import main
 from astune.config import TrainConfig
 from astune.data import REGISTRY, load_dataset_splits
 from astune.data.encoded import load_encoded
+from astune.data.errors import DataError
 from astune.data.media_encoding import MediaData, encode_media
 from astune.data.rows import normalize_rows
 from astune.losses.catalogue import AS_LOSSES, loss_names
@@ -151,6 +152,45 @@ def test_audio_is_resampled_to_the_extractor_rate_padded_and_masked(
             got[: len(clip)], torch.from_numpy(clip).float(), atol=1e-4, rtol=0
         )
         assert not got[len(clip) :].any()
+
+
+def test_clips_over_max_audio_seconds_are_cut_and_counted_in_one_line(
+    speech_dir, tiny_wav2vec2_dir, caplog
+):
+    loaded = load_dataset_splits(speech_dir)
+    rows = [row for split in loaded.splits.values() for row in split]
+    seconds = sorted(soundfile.info(row["path"]).duration for row in rows)
+    limit = round(seconds[len(seconds) // 2], 3)  # the median clip: about half are longer
+    longer = sum(s > limit for s in seconds)
+    assert 0 < longer < len(rows)
+    processor = load_processor(str(tiny_wav2vec2_dir), "audio")
+    with caplog.at_level(logging.WARNING):
+        data = encode_media(loaded, processor, max_audio_seconds=limit)
+    expected = f"cutting {longer} of {len(rows)} audio clips longer than {limit:g} s"
+    assert any(note.startswith(expected) for note in data.notes), data.notes
+    assert expected in caplog.text
+    train = data.splits["train"]
+    batch = data.collate("train", range(len(train)))
+    assert batch["input_values"].shape[1] <= int(limit * EXTRACTOR_RATE)
+
+
+def test_max_audio_seconds_zero_refuses_a_long_clip_naming_it(tmp_path, tiny_wav2vec2_dir):
+    folder = tmp_path / "long"
+    for split in ("train", "validation", "test"):
+        (folder / split / "word").mkdir(parents=True)
+        soundfile.write(folder / split / "word" / "short.wav", np.zeros(8000), 8000)
+    long_clip = folder / "train" / "word" / "long.wav"
+    soundfile.write(long_clip, np.zeros(31 * 8000), 8000)  # 31 s, over the default 30 s
+    (folder / "dataset.json").write_text(json.dumps({"task": "audio"}))
+    loaded = load_dataset_splits(folder)
+    processor = load_processor(str(tiny_wav2vec2_dir), "audio")
+    with pytest.raises(DataError, match=r"max-audio-seconds 0 refuses long clips") as info:
+        encode_media(loaded, processor, max_audio_seconds=0)
+    assert f"audio file {str(long_clip)!r} is 31.0 s long, over 30 s (1 of 4 clips" in str(
+        info.value
+    )
+    cut = encode_media(loaded, processor)  # the default: cut at 30 s, and said
+    assert cut.notes[-1].startswith("cutting 1 of 4 audio clips longer than 30 s")
 
 
 # --- backbones --------------------------------------------------------------------------------

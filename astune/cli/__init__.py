@@ -78,6 +78,7 @@ TRAIN_FLAGS = (
     "max_train_samples",
     "max_eval_samples",
     "validation_fraction",
+    "max_audio_seconds",
     "epochs",
     "seed",
     "loss",

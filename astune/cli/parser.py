@@ -20,6 +20,13 @@ def _add_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-eval-samples", type=int, default=None)
     parser.add_argument("--epochs", type=float, default=None)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--max-audio-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="audio: cut longer clips at S seconds, saying how many (default 30); 0 refuses them",
+    )
     _add_validation_flag(parser)
 
 

@@ -27,7 +27,8 @@ def load_encoded(config: TrainConfig, *, ref: DatasetRef | None = None) -> Train
         validation_fraction=config.validation_fraction,
     )
     if loaded.spec.task in MEDIA_TASKS:
-        return encode_media(loaded, load_processor(config.backbone, loaded.spec.task))
+        processor = load_processor(config.backbone, loaded.spec.task)
+        return encode_media(loaded, processor, max_audio_seconds=config.max_audio_seconds)
     return encode_splits(loaded, load_tokenizer(config.backbone), max_length=config.max_length)
 
 

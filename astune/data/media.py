@@ -25,6 +25,7 @@ SUFFIXES = {"image": IMAGE_SUFFIXES, "audio": AUDIO_SUFFIXES}
 MEDIA_CACHE_ENV = "ASTUNE_MEDIA_CACHE"
 PATH_KEY = "path"
 RATE_KEY = "sampling_rate"
+SECONDS_KEY = "seconds"  # an audio clip's length
 
 
 def default_media_columns(task: str) -> dict[str, str]:
@@ -64,7 +65,8 @@ def class_folder_rows(folder: Path, split: str, task: str, column: str) -> list[
 
 def media_item(value: Any, root: Path | None, task: str, at: str) -> dict[str, Any]:
     """The canonical input of one row: ``{"path": absolute path}`` (plus ``"sampling_rate"`` in
-    Hz for audio), after opening the file's header; DataError naming the file and ``at``.
+    Hz and ``"seconds"`` for audio), after opening the file's header; DataError naming the file
+    and ``at``.
 
     ``value`` is a path, or a hub Image/Audio cell ``{"bytes", "path"}``: embedded bytes are
     written once to :func:`media_cache` (named by their hash) and read from there.
@@ -83,7 +85,8 @@ def media_item(value: Any, root: Path | None, task: str, at: str) -> dict[str, A
     if task == "image":
         _check_image(path, at)
         return {PATH_KEY: str(path)}
-    return {PATH_KEY: str(path), RATE_KEY: _audio_rate(path, at)}
+    rate, seconds = _audio_header(path, at)
+    return {PATH_KEY: str(path), RATE_KEY: rate, SECONDS_KEY: seconds}
 
 
 def media_cache() -> Path:
@@ -115,11 +118,13 @@ def _check_image(path: Path, at: str) -> None:
         raise DataError(f"image file {str(path)!r} in {at} cannot be read: {reason}") from None
 
 
-def _audio_rate(path: Path, at: str) -> int:
+def _audio_header(path: Path, at: str) -> tuple[int, float]:
+    """The clip's sampling rate (Hz) and length (seconds), from its header."""
     import soundfile
 
     try:
-        rate = soundfile.info(str(path)).samplerate
+        info = soundfile.info(str(path))
+        rate = info.samplerate
     except (RuntimeError, soundfile.LibsndfileError) as err:
         reason = " ".join(str(err).split())[:120]
         raise DataError(
@@ -130,7 +135,7 @@ def _audio_rate(path: Path, at: str) -> int:
             f"audio file {str(path)!r} in {at} has sampling rate {rate!r}; expected a positive "
             f"integer in Hz"
         )
-    return rate
+    return rate, info.frames / rate
 
 
 def load_images(paths: Sequence[str]) -> list[Any]:

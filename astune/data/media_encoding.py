@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from astune.config import TRAIN_FIELDS
 from astune.data.batching import Batching
 from astune.data.encoding import EncodedData
 from astune.data.errors import DataError
-from astune.data.media import PATH_KEY, RATE_KEY, load_audio, load_images
+from astune.data.media import PATH_KEY, RATE_KEY, SECONDS_KEY, load_audio, load_images
 from astune.data.spec import DatasetSpec
 
 if TYPE_CHECKING:
@@ -31,8 +32,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MAX_AUDIO_SECONDS = 30.0
-"""Longer clips are cut here, so that one long file cannot exhaust memory in a padded batch."""
+DEFAULT_MAX_AUDIO_SECONDS = TRAIN_FIELDS["max_audio_seconds"].default
+"""Clips are cut here unless a run says otherwise (one long clip pads its whole batch)."""
 
 
 @dataclass
@@ -50,7 +51,8 @@ class MediaSplit:
 class MediaData(Batching):
     """All splits of an image or audio dataset and the processor that turns files into inputs.
 
-    ``sampling_rate`` (Hz) is the feature extractor's rate for audio, None for images.
+    ``sampling_rate`` (Hz) is the feature extractor's rate for audio, None for images; clips
+    are cut at ``max_audio_seconds``.
     """
 
     spec: DatasetSpec
@@ -59,6 +61,7 @@ class MediaData(Batching):
     sampling_rate: int | None = None
     source: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS
 
     def collate(self, split: str, indices: torch.Tensor | Sequence[int]) -> dict[str, torch.Tensor]:
         """A batch of the files ``indices`` of ``split``, decoded now.
@@ -80,7 +83,7 @@ class MediaData(Batching):
                 sampling_rate=rate,
                 padding="longest",
                 truncation=True,
-                max_length=int(MAX_AUDIO_SECONDS * rate),
+                max_length=int(self.max_audio_seconds * rate),
                 return_tensors="pt",
             )
         batch = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
@@ -89,13 +92,20 @@ class MediaData(Batching):
         return batch
 
 
-def encode_media(loaded: LoadedData, processor: Processor) -> MediaData:
+def encode_media(
+    loaded: LoadedData,
+    processor: Processor,
+    *,
+    max_audio_seconds: float = DEFAULT_MAX_AUDIO_SECONDS,
+) -> MediaData:
     """The ``MediaData`` of ``loaded`` (a ``LoadedData`` of an image or audio task); nothing is
     decoded here. For audio, says (a logged warning and ``notes``) when files will be
-    resampled to the extractor's rate."""
+    resampled to the extractor's rate, and how many clips are cut at ``max_audio_seconds``
+    (0: a clip longer than the default limit is a DataError naming it)."""
     spec = loaded.spec
     rate = None
     notes: tuple[str, ...] = ()
+    limit = max_audio_seconds or DEFAULT_MAX_AUDIO_SECONDS
     if spec.task == "audio":
         rate = getattr(processor, "sampling_rate", None)
         if not isinstance(rate, int) or rate <= 0:
@@ -104,6 +114,7 @@ def encode_media(loaded: LoadedData, processor: Processor) -> MediaData:
                 f"an audio backbone's preprocessor_config.json must give it in Hz"
             )
         notes = _resampling_notes(loaded.splits, rate)
+        notes += _long_clip_notes(loaded.splits, limit, refuse=max_audio_seconds == 0)
     for note in notes:
         logger.warning(note)
     splits = {
@@ -120,6 +131,7 @@ def encode_media(loaded: LoadedData, processor: Processor) -> MediaData:
         sampling_rate=rate,
         source=str(getattr(loaded, "source", "")),
         notes=notes,
+        max_audio_seconds=limit,
     )
 
 
@@ -130,6 +142,28 @@ def _resampling_notes(splits: dict[str, list[dict]], rate: int) -> tuple[str, ..
         return ()
     shown = ", ".join(f"{n} at {r} Hz" for r, n in other.items())
     return (f"resampling audio to the feature extractor's {rate} Hz: {shown}",)
+
+
+def _long_clip_notes(
+    splits: dict[str, list[dict]], limit: float, *, refuse: bool
+) -> tuple[str, ...]:
+    """One line counting the clips longer than ``limit`` seconds, which are cut to it; with
+    ``refuse``, a DataError naming the first of them instead."""
+    rows = [row for split in splits.values() for row in split]
+    long = [row for row in rows if row[SECONDS_KEY] > limit]
+    if not long:
+        return ()
+    if refuse:
+        first = long[0]
+        raise DataError(
+            f"audio file {first[PATH_KEY]!r} is {first[SECONDS_KEY]:.1f} s long, over "
+            f"{limit:g} s ({len(long)} of {len(rows)} clips are): --max-audio-seconds 0 refuses "
+            "long clips; shorten them, or pass --max-audio-seconds S to cut them at S seconds"
+        )
+    return (
+        f"cutting {len(long)} of {len(rows)} audio clips longer than {limit:g} s to their first "
+        f"{limit:g} s (--max-audio-seconds S sets the limit; 0 refuses long clips)",
+    )
 
 
 TrainData = EncodedData | MediaData

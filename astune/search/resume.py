@@ -39,6 +39,7 @@ def search_params(settings: SearchSettings, space: SearchSpace) -> dict[str, Any
         "max_train_samples": settings.max_train_samples,
         "max_eval_samples": settings.max_eval_samples,
         "max_length": settings.max_length,
+        "max_audio_seconds": settings.max_audio_seconds,
         # as the user gave it (None: ASTUNE_DATA_DIR or the hub), so an export stays portable
         "data_dir": settings.data_dir,
         "validation_fraction": settings.validation_fraction,

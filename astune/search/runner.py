@@ -103,6 +103,8 @@ def base_config(settings: SearchSettings, ref: DatasetRef) -> dict[str, Any]:
     )
     if settings.validation_fraction is not None:
         base["validation_fraction"] = settings.validation_fraction
+    if settings.max_audio_seconds is not None:
+        base["max_audio_seconds"] = settings.max_audio_seconds
     if Path(base["backbone"]).exists():
         base["backbone"] = str(Path(base["backbone"]).resolve())
     from astune.backbone_registry import resolve_backbone

@@ -59,6 +59,7 @@ class SearchSettings:
     seed: int = 0
     max_failures: int = 1
     max_length: int = 128
+    max_audio_seconds: float | None = None  # None: the config's default (TrainConfig)
     checkpoint_every: str = SEARCH_DEFAULT  # astune.checkpoint_policy: eval, end or minutes
     reuse_actors: bool = True
     console: bool = True
@@ -81,6 +82,8 @@ class SearchSettings:
             check_range("gpus_per_trial", self.gpus_per_trial, 0.0)
         if self.epochs is not None:
             check_range("epochs", self.epochs, 0.0, None, low_open=True)
+        if self.max_audio_seconds is not None:
+            check_range("max_audio_seconds", self.max_audio_seconds, 0.0, None)
         check_int("seed", self.seed, 0)
         check_int("max_failures", self.max_failures, 0)
         check_choice("sampler", self.sampler, SAMPLERS)
