@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import shutil
 import warnings
 from math import gcd
@@ -484,3 +485,59 @@ def test_recommend_takes_the_probe_backbone(tmp_path, capsys, digits_dir, tiny_v
         code = main([*argv, "--probe-backbone", str(tiny_vit_dir)])
     out = capsys.readouterr().out
     assert code == 0 and "delta" in out and f"frozen {tiny_vit_dir}" in out, out
+
+
+# --- class folders without a dataset.json -------------------------------------------------------
+def _class_folders(root: Path, files: dict[str, list[str]]) -> Path:
+    """``root/<split>/<label>/<name>`` for each ``"split/label": [names]``: 4x4 PNGs, 0.1 s
+    WAVs, text otherwise, an empty folder for an empty list; a name starting ``empty`` is a
+    zero-byte file."""
+    for where, names in files.items():
+        (root / where).mkdir(parents=True, exist_ok=True)
+        for name in names:
+            path = root / where / name
+            if name.startswith("empty"):
+                path.write_bytes(b"")
+            elif name.endswith(".png"):
+                Image.new("RGB", (4, 4), (len(name) * 20 % 255, 0, 0)).save(path)
+            elif name.endswith(".wav"):
+                soundfile.write(path, np.zeros(800), 8000)
+            else:
+                path.write_text("not a media file")
+    return root
+
+
+@pytest.mark.parametrize("task, suffix", [("image", ".png"), ("audio", ".wav")])
+def test_class_folders_need_no_dataset_json(tmp_path, caplog, task, suffix):
+    from astune.data.resolve import resolve_dataset
+
+    layout = {f"{s}/{label}": [f"{i}{suffix}" for i in range(3)] for s in ("train", "test")
+              for label in ("cat", "dog")}  # fmt: skip
+    folder = _class_folders(tmp_path / "pets", layout)
+    assert resolve_dataset(str(folder)).folder == folder  # a folder, not a registry name
+    with caplog.at_level(logging.WARNING):
+        loaded = load_dataset_splits(folder)
+    assert loaded.spec.task == task and loaded.spec.label_names == ("cat", "dog")
+    assert f"{folder} has no dataset.json: task {task!r}, from its files" in caplog.text
+    assert sum(loaded.sizes().values()) == 12
+
+
+@pytest.mark.parametrize(
+    "layout, message",
+    [
+        ({"train/cat": ["1.png"], "train/dog": ["2.wav"], "test/cat": ["3.png"]}, "mixes audio"),
+        ({"train/cat": ["1.png"], "train/dog": [], "test/cat": ["3.png"]}, "holds no image files"),
+        (
+            {"train/cat": ["1.png"], "test/cat": ["2.png"], "test/owl": ["3.png"]},
+            "test/owl is a class that",
+        ),
+        ({"train/cat": ["1.png", "empty.png"], "test/cat": ["2.png"]}, "empty.png"),
+        ({"train/cat": ["notes.txt"], "test/cat": ["2.png"]}, "holds no image"),
+    ],
+)
+def test_bad_class_folders_fail_in_one_line_naming_the_place(tmp_path, layout, message):
+    folder = _class_folders(tmp_path / "bad", layout)
+    with pytest.raises(DataError, match=re.escape(message)) as info:
+        load_dataset_splits(folder)
+    assert "\n" not in str(info.value)
+    assert str(folder) in str(info.value)

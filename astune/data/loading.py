@@ -21,7 +21,13 @@ from astune._checks import check_int
 from astune.config import TRAIN_FIELDS
 from astune.data.errors import DataError
 from astune.data.files import read_dataset_json, read_rows, split_file
-from astune.data.media import class_folder_rows, default_media_columns, has_class_folders
+from astune.data.media import (
+    check_class_labels,
+    class_folder_rows,
+    default_media_columns,
+    has_class_folders,
+    infer_media_task,
+)
 from astune.data.resolve import DatasetRef, resolve_dataset
 from astune.data.rows import check_columns, infer_label_space, normalize_rows
 from astune.data.spec import SPLITS, DatasetSpec, column_keys
@@ -114,7 +120,12 @@ def _load_folder(folder: Path, base: DatasetSpec | None, fraction: float) -> Loa
     """Rows of ``folder/{train,validation,test}.*``; columns from its dataset.json if present;
     a missing validation split is carved from train (``fraction``, stratified, fixed seed)."""
     has_json = (folder / "dataset.json").is_file()
-    fields = read_dataset_json(folder) if base is None or has_json else {}
+    notes: tuple[str, ...] = ()
+    if base is None and not has_json and has_class_folders(folder, "train"):
+        fields = {"task": infer_media_task(folder)}
+        notes = (f"{folder} has no dataset.json: task {fields['task']!r}, from its files",)
+    else:
+        fields = read_dataset_json(folder) if base is None or has_json else {}
     task = fields.get("task", base.task if base is not None else None)
     if task in MEDIA_TASKS and any(has_class_folders(folder, s) for s in SPLITS):
         fields = {**default_media_columns(task), **fields}
@@ -122,16 +133,18 @@ def _load_folder(folder: Path, base: DatasetSpec | None, fraction: float) -> Loa
     paths, raw = {}, {}
     for split in present:
         paths[split], raw[split] = _split_rows(folder, split, task, fields)
+    if task in MEDIA_TASKS and all(has_class_folders(folder, s) for s in present):
+        label = fields.get("label_column", "label")
+        check_class_labels(folder, {s: {row[label] for row in raw[s]} for s in present})
     transform = _HUB_TRANSFORMS.get(base.hub_transform or "") if base is not None else None
     if transform is not None:  # a local copy with the hub's columns
         raw = {s: [transform(row) for row in rows] for s, rows in raw.items()}
     spec = _folder_spec(folder, fields, base, raw, paths)
     splits = {s: normalize_rows(raw[s], spec, str(paths[s]), folder) for s in present}
-    notes: tuple[str, ...] = ()
     if "validation" not in splits:
         n_train = len(splits["train"])
         splits.update(carve_validation(splits["train"], fraction))
-        notes = (
+        notes += (
             f"{folder} has no validation split: carved {len(splits['validation'])} of its "
             f"{n_train} train rows ({fraction:g}, stratified by label, seed {CARVE_SEED}) as "
             f"validation; set the share with --validation-fraction",

@@ -164,3 +164,38 @@ def load_audio(paths: Sequence[str], rate: int) -> list[Any]:
             mono = resample_poly(mono, rate // g, file_rate // g).astype("float32")
         out.append(mono)
     return out
+
+
+def infer_media_task(folder: Path) -> str:
+    """``image`` or ``audio``: the kind of every file under ``folder/train/<label>/``;
+    DataError naming a file of each kind when they are mixed, or when there is neither."""
+    kinds: dict[str, Path] = {}
+    for path in sorted((folder / "train").glob("*/*")):
+        for task, suffixes in SUFFIXES.items():
+            if path.is_file() and path.suffix.lower() in suffixes:
+                kinds.setdefault(task, path)
+    if len(kinds) == 1:
+        return next(iter(kinds))
+    if kinds:
+        found = " and ".join(f"{task} files ({path})" for task, path in sorted(kinds.items()))
+        raise DataError(
+            f"{folder / 'train'} mixes {found}; keep one kind, or write a dataset.json naming "
+            "the task"
+        )
+    raise DataError(
+        f"{folder / 'train'}/<label>/ holds no image ({', '.join(IMAGE_SUFFIXES)}) or audio "
+        f"({', '.join(AUDIO_SUFFIXES)}) files; write a dataset.json for other data"
+    )
+
+
+def check_class_labels(folder: Path, labels: dict[str, set[str]]) -> None:
+    """DataError naming the split folder and the label when a split has a class folder that
+    ``train`` lacks (its label would mean nothing to the model); ``labels``: split -> names."""
+    known = labels.get("train", set())
+    for split, names in labels.items():
+        unknown = sorted(names - known)
+        if unknown:
+            raise DataError(
+                f"{folder / split / unknown[0]} is a class that {folder / 'train'} lacks; every "
+                "class of validation and test needs training examples"
+            )

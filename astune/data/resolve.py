@@ -39,9 +39,12 @@ class DatasetRef:
 
 
 def is_dataset_folder(value: str | os.PathLike) -> bool:
-    """Whether ``value`` is a folder holding a dataset.json or a train split file."""
+    """Whether ``value`` is a folder holding a dataset.json, a train split file or a ``train``
+    folder of class folders (the imagefolder/audiofolder layout)."""
     path = Path(value)
-    return path.is_dir() and any((path / marker).is_file() for marker in _MARKERS)
+    if not path.is_dir():
+        return False
+    return any((path / marker).is_file() for marker in _MARKERS) or (path / "train").is_dir()
 
 
 def resolve_dataset(value: str | os.PathLike) -> DatasetRef:
