@@ -541,3 +541,19 @@ def test_bad_class_folders_fail_in_one_line_naming_the_place(tmp_path, layout, m
         load_dataset_splits(folder)
     assert "\n" not in str(info.value)
     assert str(folder) in str(info.value)
+
+
+def test_a_metadata_csv_labels_flat_files_as_imagefolder_reads_it(tmp_path):
+    layout = {split: [f"{i}.png" for i in range(4)] for split in ("train", "test")}
+    folder = _class_folders(tmp_path / "flat", layout)
+    for split in ("train", "test"):
+        lines = ["file_name,label"] + [f"{i}.png,{'cat' if i % 2 else 'dog'}" for i in range(4)]
+        (folder / split / "metadata.csv").write_text("\n".join(lines) + "\n")
+    loaded = load_dataset_splits(folder)
+    assert loaded.spec.task == "image" and loaded.spec.label_names == ("cat", "dog")
+    rows = loaded.splits["test"] + loaded.splits["train"] + loaded.splits["validation"]
+    for row in rows:  # odd files are cats; ids of the sorted names: cat 0, dog 1
+        assert row["label"] == (0 if int(Path(row["path"]).stem) % 2 else 1), row
+    (folder / "train" / "metadata.csv").write_text("file_name,label\nmissing.png,cat\n")
+    with pytest.raises(DataError, match=r"metadata.csv row 1: no file .*missing.png"):
+        load_dataset_splits(folder)

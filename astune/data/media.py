@@ -24,6 +24,7 @@ AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
 SUFFIXES = {"image": IMAGE_SUFFIXES, "audio": AUDIO_SUFFIXES}
 MEDIA_CACHE_ENV = "ASTUNE_MEDIA_CACHE"
 PATH_KEY = "path"
+METADATA_FILES = ("metadata.csv", "metadata.jsonl")  # imagefolder/audiofolder's, per split
 RATE_KEY = "sampling_rate"
 SECONDS_KEY = "seconds"  # an audio clip's length
 
@@ -39,13 +40,18 @@ def has_class_folders(folder: Path, split: str) -> bool:
 
 
 def class_folder_rows(folder: Path, split: str, task: str, column: str) -> list[dict[str, Any]]:
-    """Rows ``{column: "split/<label>/<file>", "label": "<label>"}`` of ``folder/split/<label>/``.
+    """Rows ``{column: "split/<label>/<file>", "label": "<label>"}`` of ``folder/split/<label>/``,
+    or of the split's ``metadata.csv`` / ``metadata.jsonl`` when it has one (as Hugging Face's
+    imagefolder and audiofolder read them: :func:`metadata_rows`).
 
     Files are sorted by class then name; other suffixes and hidden folders are left out.
     DataError for a split folder without class folders or a class folder without a file of the
     task's kind.
     """
     root = folder / split
+    metadata = next((root / n for n in METADATA_FILES if (root / n).is_file()), None)
+    if metadata is not None:
+        return metadata_rows(metadata, folder, task, column)
     classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not classes:
         raise DataError(f"{root} holds no class folders; expected {root}/<label>/<file>")
@@ -170,7 +176,7 @@ def infer_media_task(folder: Path) -> str:
     """``image`` or ``audio``: the kind of every file under ``folder/train/<label>/``;
     DataError naming a file of each kind when they are mixed, or when there is neither."""
     kinds: dict[str, Path] = {}
-    for path in sorted((folder / "train").glob("*/*")):
+    for path in sorted((folder / "train").rglob("*")):
         for task, suffixes in SUFFIXES.items():
             if path.is_file() and path.suffix.lower() in suffixes:
                 kinds.setdefault(task, path)
@@ -183,7 +189,7 @@ def infer_media_task(folder: Path) -> str:
             "the task"
         )
     raise DataError(
-        f"{folder / 'train'}/<label>/ holds no image ({', '.join(IMAGE_SUFFIXES)}) or audio "
+        f"{folder / 'train'} holds no image ({', '.join(IMAGE_SUFFIXES)}) or audio "
         f"({', '.join(AUDIO_SUFFIXES)}) files; write a dataset.json for other data"
     )
 
@@ -199,3 +205,28 @@ def check_class_labels(folder: Path, labels: dict[str, set[str]]) -> None:
                 f"{folder / split / unknown[0]} is a class that {folder / 'train'} lacks; every "
                 "class of validation and test needs training examples"
             )
+
+
+def metadata_rows(metadata: Path, folder: Path, task: str, column: str) -> list[dict[str, Any]]:
+    """Rows of a split's metadata file: ``file_name`` (relative to the file's folder) names each
+    file, and ``label`` its class, else the class folder the file sits in. DataError naming
+    the metadata file and the row for a missing column, file or label."""
+    from astune.data.files import read_rows
+
+    rows = read_rows(metadata)
+    if not rows or "file_name" not in rows[0]:
+        raise DataError(f"{metadata} needs a 'file_name' column naming each {task} file")
+    out = []
+    for number, row in enumerate(rows, 1):
+        path = metadata.parent / str(row["file_name"])
+        if not path.is_file():
+            raise DataError(f"{metadata} row {number}: no file {path}")
+        label = row.get("label")
+        if label is None and path.parent != metadata.parent:
+            label = path.parent.name  # the class folder
+        if label is None:
+            raise DataError(
+                f"{metadata} row {number}: no 'label' column and {path.name} is in no class folder"
+            )
+        out.append({column: str(path.relative_to(folder)), "label": label})
+    return out
