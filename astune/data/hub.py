@@ -19,6 +19,16 @@ from astune.data.errors import DataError
 from astune.data.spec import DatasetSpec
 
 HUB_MIRROR_ENV = "ASTUNE_HUB_MIRROR"
+# What is known of the hub sources (hub_status): the hub's listings as of 2026-11, not loads run
+# here (this project's machines cannot reach the hub); `astune datasets --check` checks them
+# online, and the tests load the same layouts from a local mirror with datasets 5.
+HUB_DATA_FILES = (
+    "data files (no loading script) in the hub's listing of 2026-11; datasets 4+ reads those"
+)
+HUB_PARQUET_EXPORT = (
+    "a script repository (datasets 4+ refuses it), read from the hub's parquet export at "
+    "refs/convert/parquet (listing of 2026-11)"
+)
 
 
 def hub_load_call(spec: DatasetSpec) -> tuple[str, dict[str, str]]:

@@ -9,63 +9,22 @@ number the field is None.
 
 from __future__ import annotations
 
+from astune.backbone_registry import DEFAULT_BACKBONE
+from astune.data.glue import GLUE_SPECS
+from astune.data.hub import HUB_DATA_FILES, HUB_PARQUET_EXPORT
 from astune.data.label_names import CLINC150_INTENTS
+from astune.data.paper_tables import baselines, multilabel_results, results
 from astune.data.spec import DatasetSpec
 
-# Method order of the paper's tables, in the loss registry's spelling.
-_METHODS = (
-    "softmax",
-    "t_softmax",
-    "sparse_softmax",
-    "sparsemax",
-    "entmax15",
-    "label_smoothing",
-    "am_softmax",
-    "as_softmax",
-    "as_speed",
-)
-
-
-def _results(metric: str, values: tuple[float | None, ...]) -> dict[str, dict[str, float]]:
-    """Pair one table column (in ``_METHODS`` order, None for '-') with the method names."""
-    return {m: {metric: v} for m, v in zip(_METHODS, values) if v is not None}
-
-
-def _multilabel_results(macro: tuple, micro: tuple) -> dict[str, dict[str, float]]:
-    out: dict[str, dict[str, float]] = {}
-    for m, a, i in zip(_METHODS, macro, micro):
-        if a is not None:
-            out[m] = {"macro_f1": a, "micro_f1": i}
-    return out
-
-
-def _baselines(tau: float, k: int, eps: float | None, am: tuple[float, float] | None) -> dict:
-    params: dict[str, dict[str, float]] = {"t_softmax": {"tau": tau}, "sparse_softmax": {"k": k}}
-    if eps is not None:
-        params["label_smoothing"] = {"epsilon": eps}
-        params["entmax15"] = {}
-    if am is not None:
-        params["am_softmax"] = {"s": am[0], "m": am[1]}
-    return params
-
-
-_BERT = "bert-base-cased"
+_BERT = DEFAULT_BACKBONE  # the paper's text backbone
 _NA = None
-# What is known of the hub sources (hub_status). This project's machines cannot reach the hub:
-# these are the hub's listings as of 2026-11, checked online with `astune datasets --check`.
-_DATA_FILES = "a repository of data files (no script): loads with datasets 4 and 5 (2026-11)"
-_PARQUET_EXPORT = (
-    "a script repository, read from the hub's parquet export (refs/convert/parquet), which "
-    "datasets 4 and 5 load (2026-11)"
-)
-
 _PAPER_SPECS = [
     DatasetSpec(
         name="sst5",
         task="single_label",
         num_labels=5,
         hub_id="SetFit/sst5",
-        hub_status=_DATA_FILES,
+        hub_status=HUB_DATA_FILES,
         text_column="text",
         label_column="label",
         label_names=("very negative", "negative", "neutral", "positive", "very positive"),
@@ -77,10 +36,10 @@ _PAPER_SPECS = [
         warmup_ratio=0.0,
         lam=1.5,
         max_accum_steps=4,
-        paper_results=_results(
+        paper_results=results(
             "accuracy", (51.90, 53.12, 52.99, 51.49, 51.90, 52.85, 52.17, 53.12, 52.53)
         ),
-        baseline_params=_baselines(5, 4, 0.30, (10, 0.30)),
+        baseline_params=baselines(5, 4, 0.30, (10, 0.30)),
         paper_sizes=(8544, 1101, 2210),
         paper_backbone=_BERT,
         difficulty_hint="hard",
@@ -92,7 +51,7 @@ _PAPER_SPECS = [
         num_labels=151,
         hub_id="clinc/clinc_oos",
         hub_config="plus",
-        hub_status=_DATA_FILES + "; configs plus, small, imbalanced (parquet)",
+        hub_status=HUB_DATA_FILES + "; configs plus, small, imbalanced (parquet)",
         text_column="text",
         label_column="intent",
         label_names=CLINC150_INTENTS,
@@ -104,10 +63,10 @@ _PAPER_SPECS = [
         warmup_ratio=0.15,
         lam=0.5,
         max_accum_steps=5,
-        paper_results=_results(
+        paper_results=results(
             "accuracy", (88.60, 88.65, 89.02, 88.55, 88.33, 88.64, 89.05, 89.07, 88.78)
         ),
-        baseline_params=_baselines(0.5, 10, 0.20, (8, 0.35)),
+        baseline_params=baselines(0.5, 10, 0.20, (8, 0.35)),
         paper_sizes=(15250, 3100, 5500),
         paper_backbone=_BERT,
         difficulty_hint="easy",
@@ -122,7 +81,7 @@ _PAPER_SPECS = [
         hub_id="eriktks/conll2003",
         hub_revision="refs/convert/parquet",
         hub_data_dir="conll2003",
-        hub_status=_PARQUET_EXPORT,
+        hub_status=HUB_PARQUET_EXPORT,
         tokens_column="tokens",
         label_column="ner_tags",
         label_names=("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"),
@@ -134,10 +93,10 @@ _PAPER_SPECS = [
         warmup_ratio=0.25,
         lam=0.5,
         max_accum_steps=5,
-        paper_results=_results(
+        paper_results=results(
             "f1", (90.56, 90.63, 90.93, 90.57, 90.62, 90.64, 90.66, 91.03, 90.58)
         ),
-        baseline_params=_baselines(0.5, 5, 0.10, (5, 0.30)),
+        baseline_params=baselines(0.5, 5, 0.10, (5, 0.30)),
         paper_sizes=(14042, 3251, 3454),
         paper_backbone=_BERT,
         difficulty_hint="easy",
@@ -160,10 +119,10 @@ _PAPER_SPECS = [
         warmup_ratio=0.0,
         lam=0.5,
         max_accum_steps=2,
-        paper_results=_results(
+        paper_results=results(
             "correction_f1", (70.80, 70.80, 71.40, 71.49, 72.81, 68.10, 68.57, 72.81, 71.40)
         ),
-        baseline_params=_baselines(0.5, 20, 0.10, (1, 0.10)),
+        baseline_params=baselines(0.5, 20, 0.10, (1, 0.10)),
         paper_sizes=(277786, 1100, 1100),
         paper_backbone="hfl/chinese-roberta-wwm-ext",
         difficulty_hint="hard",
@@ -190,11 +149,11 @@ _PAPER_SPECS = [
         warmup_ratio=0.0,
         lam=0.5,
         max_accum_steps=2,
-        paper_results=_multilabel_results(
+        paper_results=multilabel_results(
             (46.87, 46.87, 47.77, _NA, _NA, _NA, _NA, 48.30, 48.14),
             (68.73, 68.73, 68.99, _NA, _NA, _NA, _NA, 68.99, 68.70),
         ),
-        baseline_params=_baselines(1, 50, None, None),
+        baseline_params=baselines(1, 50, None, None),
         paper_sizes=(55000, 5000, 5000),
         paper_backbone=_BERT,
         notes="UNVERIFIED hub source: the paper reports 127 classes (LexGLUE's level-2 EuroVoc "
@@ -223,11 +182,11 @@ _PAPER_SPECS = [
         warmup_ratio=0.0,
         lam=1.0,
         max_accum_steps=2,
-        paper_results=_multilabel_results(
+        paper_results=multilabel_results(
             (80.40, 80.76, 80.94, _NA, _NA, _NA, _NA, 80.94, 81.07),
             (86.00, 86.36, 86.65, _NA, _NA, _NA, _NA, 86.39, 86.71),
         ),
-        baseline_params=_baselines(0.5, 100, None, None),
+        baseline_params=baselines(0.5, 100, None, None),
         paper_sizes=(30080, 7518, 9397),
         paper_backbone=_BERT,
         notes="WOS-46985; UNVERIFIED formulation: 141 = 7 domains + 134 areas, so labels are "
@@ -241,7 +200,7 @@ _PAPER_SPECS = [
         num_labels=28,
         hub_id="google-research-datasets/go_emotions",
         hub_config="simplified",
-        hub_status=_DATA_FILES,
+        hub_status=HUB_DATA_FILES,
         text_column="text",
         label_column="labels",
         metric="micro_f1",
@@ -262,7 +221,7 @@ _PAPER_SPECS = [
         image_column="image",
         label_column="labels",
         metric="accuracy",
-        paper_results=_results(
+        paper_results=results(
             "accuracy", (46.74, 49.76, 50.87, 48.33, 51.19, 49.92, 49.92, 51.19, 50.40)
         ),
         paper_sizes=(4493, 1295, 629),
@@ -281,7 +240,7 @@ _PAPER_SPECS = [
         audio_column="audio",
         label_column="label",
         metric="accuracy",
-        paper_results=_results(
+        paper_results=results(
             "accuracy", (67.97, 69.53, 72.66, 73.44, 75.78, 72.66, 74.22, 76.56, 73.44)
         ),
         paper_sizes=(1024, 128, 12),
@@ -292,101 +251,7 @@ _PAPER_SPECS = [
 ]
 
 
-def _glue(
-    name: str,
-    config: str,
-    columns: tuple[str, str | None],
-    num_labels: int,
-    results: tuple[float, ...],
-    *,
-    metric: str = "accuracy",
-    test: str = "validation",
-    note: str = "",
-) -> DatasetSpec:
-    """A GLUE task: the hub's test labels are hidden, so its dev set is our test split and our
-    validation split is 10 % of train (fixed seed)."""
-    text, pair = columns
-    return DatasetSpec(
-        name=name,
-        task="pair" if pair else "single_label",
-        num_labels=num_labels,
-        hub_id="nyu-mll/glue",
-        hub_config=config,
-        hub_status=_DATA_FILES,
-        text_column=text,
-        text_pair_column=pair,
-        metric=metric,
-        split_names={"train": "train", "validation": None, "test": test},
-        paper_results=_results(metric, (results[0], results[1], None, *results[2:])),
-        notes=(
-            "GLUE: the paper tunes delta in [0.05, 0.35] and takes the other settings from "
-            "its reference [45]; it gives no per-task numbers. " + note
-        ).strip(),
-    )
-
-
-# GLUE table columns: softmax, t_softmax, sparsemax, entmax15, label_smoothing, am_softmax,
-# as_softmax, as_speed (no sparse_softmax: too few classes).
-_GLUE_SPECS = [
-    _glue(
-        "mnli",
-        "mnli",
-        ("premise", "hypothesis"),
-        3,
-        (84.18, 83.75, 83.59, 83.98, 83.53, 81.88, 84.19, 83.73),
-        test="validation_matched",
-    ),
-    _glue(
-        "mrpc",
-        "mrpc",
-        ("sentence1", "sentence2"),
-        2,
-        (89.41, 89.77, 89.50, 88.70, 88.81, 90.38, 90.72, 90.43),
-        note="The paper does not say whether its MRPC number is accuracy or F1.",
-    ),
-    _glue(
-        "qnli",
-        "qnli",
-        ("question", "sentence"),
-        2,
-        (90.49, 90.54, 90.68, 90.72, 90.85, 90.76, 91.12, 90.99),
-        note="The paper's header says QNLI:3; the task has 2 classes.",
-    ),
-    _glue(
-        "qqp",
-        "qqp",
-        ("question1", "question2"),
-        2,
-        (91.00, 90.99, 91.12, 91.00, 91.03, 89.29, 90.95, 90.67),
-        note="The paper does not say whether its QQP number is accuracy or F1.",
-    ),
-    _glue(
-        "rte",
-        "rte",
-        ("sentence1", "sentence2"),
-        2,
-        (68.23, 67.51, 67.51, 67.51, 68.59, 68.23, 69.31, 68.95),
-        note="The paper's header says RTE:3; the task has 2 classes.",
-    ),
-    _glue(
-        "sst2",
-        "sst2",
-        ("sentence", None),
-        2,
-        (92.54, 92.43, 92.32, 92.66, 92.78, 92.78, 93.23, 92.78),
-    ),
-    _glue(
-        "cola",
-        "cola",
-        ("sentence", None),
-        2,
-        (62.44, 62.10, 61.83, 62.63, 63.33, 63.48, 64.55, 62.91),
-        metric="matthews",
-        note="Scored with Matthews correlation (x100 in the paper).",
-    ),
-]
-
-REGISTRY: dict[str, DatasetSpec] = {spec.name: spec for spec in _PAPER_SPECS + _GLUE_SPECS}
+REGISTRY: dict[str, DatasetSpec] = {spec.name: spec for spec in _PAPER_SPECS + GLUE_SPECS}
 
 
 def get_spec(name: str) -> DatasetSpec:
