@@ -576,3 +576,10 @@ def test_resolve_dataset_precedence(tmp_path, data_dir, monkeypatch):
     assert resolve_dataset("conll2003").registry_name == "conll2003"
     with pytest.raises(ValueError, match=r"unknown dataset 'nope'; known: sst5"):
         resolve_dataset("nope")
+
+
+def test_a_carve_that_leaves_no_validation_row_is_an_error(tmp_path, data_dir):
+    folder = _no_validation_folder(tmp_path, data_dir, "sst5", 4)  # 4 rows over 5 labels
+    with pytest.raises(DataError, match=r"0.1 of its 4 train rows \(per label, rounded\) is none"):
+        load_dataset_splits(folder)
+    assert load_dataset_splits(folder, validation_fraction=0.6).sizes()["validation"] > 0

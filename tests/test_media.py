@@ -511,15 +511,15 @@ def _class_folders(root: Path, files: dict[str, list[str]]) -> Path:
 def test_class_folders_need_no_dataset_json(tmp_path, caplog, task, suffix):
     from astune.data.resolve import resolve_dataset
 
-    layout = {f"{s}/{label}": [f"{i}{suffix}" for i in range(3)] for s in ("train", "test")
-              for label in ("cat", "dog")}  # fmt: skip
+    layout = {f"{s}/{label}": [f"{i}{suffix}" for i in range(3)]
+              for s in ("train", "validation", "test") for label in ("cat", "dog")}  # fmt: skip
     folder = _class_folders(tmp_path / "pets", layout)
     assert resolve_dataset(str(folder)).folder == folder  # a folder, not a registry name
     with caplog.at_level(logging.WARNING):
         loaded = load_dataset_splits(folder)
     assert loaded.spec.task == task and loaded.spec.label_names == ("cat", "dog")
     assert f"{folder} has no dataset.json: task {task!r}, from its files" in caplog.text
-    assert sum(loaded.sizes().values()) == 12
+    assert loaded.sizes() == {"train": 6, "validation": 6, "test": 6}
 
 
 @pytest.mark.parametrize(
@@ -544,9 +544,9 @@ def test_bad_class_folders_fail_in_one_line_naming_the_place(tmp_path, layout, m
 
 
 def test_a_metadata_csv_labels_flat_files_as_imagefolder_reads_it(tmp_path):
-    layout = {split: [f"{i}.png" for i in range(4)] for split in ("train", "test")}
+    layout = {split: [f"{i}.png" for i in range(4)] for split in ("train", "validation", "test")}
     folder = _class_folders(tmp_path / "flat", layout)
-    for split in ("train", "test"):
+    for split in ("train", "validation", "test"):
         lines = ["file_name,label"] + [f"{i}.png,{'cat' if i % 2 else 'dog'}" for i in range(4)]
         (folder / split / "metadata.csv").write_text("\n".join(lines) + "\n")
     loaded = load_dataset_splits(folder)

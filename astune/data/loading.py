@@ -133,7 +133,13 @@ def _load_folder(folder: Path, base: DatasetSpec | None, fraction: float) -> Loa
     paths, raw = {}, {}
     for split in present:
         paths[split], raw[split] = _split_rows(folder, split, task, fields)
-    if task in MEDIA_TASKS and all(has_class_folders(folder, s) for s in present):
+    names_given = "label_names" in fields or (base is not None and base.label_names)
+    if (
+        task in MEDIA_TASKS
+        and not names_given
+        and all(has_class_folders(folder, s) for s in present)
+    ):
+        # the classes are train's folders: a class only another split has would mean nothing
         label = fields.get("label_column", "label")
         check_class_labels(folder, {s: {row[label] for row in raw[s]} for s in present})
     transform = _HUB_TRANSFORMS.get(base.hub_transform or "") if base is not None else None
@@ -144,6 +150,12 @@ def _load_folder(folder: Path, base: DatasetSpec | None, fraction: float) -> Loa
     if "validation" not in splits:
         n_train = len(splits["train"])
         splits.update(carve_validation(splits["train"], fraction))
+        if not splits["validation"]:  # nothing to evaluate on: never a silent empty split
+            raise DataError(
+                f"{folder} has no validation split, and {fraction:g} of its {n_train} train "
+                "rows (per label, rounded) is none; add a validation split or raise "
+                "--validation-fraction"
+            )
         notes += (
             f"{folder} has no validation split: carved {len(splits['validation'])} of its "
             f"{n_train} train rows ({fraction:g}, stratified by label, seed {CARVE_SEED}) as "
