@@ -49,6 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--max-length", type=int, default=48)
     add("--train-samples", type=int, default=800, help="training subset")
     add("--eval-samples", type=int, default=1000, help="validation (and test) subset")
+    add("--epochs", type=float, default=None, help="per trial (default: the space's, 6)")
     add("--seed", type=int, default=0, help="the search's seed (confirm adds seeds 1..N-1)")
     add("--seeds", type=int, default=3, help="confirm: seeds per config")
     add("--top", type=int, default=3, help="confirm: front trials re-run, cheapest first")
@@ -76,6 +77,7 @@ def search_settings(args: argparse.Namespace, root: Path) -> Any:
         max_length=args.max_length,
         max_train_samples=args.train_samples,
         max_eval_samples=args.eval_samples,
+        epochs=args.epochs,
         seed=args.seed,
         checkpoint_every="end",
     )
