@@ -119,13 +119,7 @@ def local_candidates(name: str, data_dir: str | os.PathLike | None = None) -> li
 def _load_folder(folder: Path, base: DatasetSpec | None, fraction: float) -> LoadedData:
     """Rows of ``folder/{train,validation,test}.*``; columns from its dataset.json if present;
     a missing validation split is carved from train (``fraction``, stratified, fixed seed)."""
-    has_json = (folder / "dataset.json").is_file()
-    notes: tuple[str, ...] = ()
-    if base is None and not has_json and has_class_folders(folder, "train"):
-        fields = {"task": infer_media_task(folder)}
-        notes = (f"{folder} has no dataset.json: task {fields['task']!r}, from its files",)
-    else:
-        fields = read_dataset_json(folder) if base is None or has_json else {}
+    fields, notes = _folder_fields(folder, base)
     task = fields.get("task", base.task if base is not None else None)
     if task in MEDIA_TASKS and any(has_class_folders(folder, s) for s in SPLITS):
         fields = {**default_media_columns(task), **fields}
@@ -134,14 +128,8 @@ def _load_folder(folder: Path, base: DatasetSpec | None, fraction: float) -> Loa
     for split in present:
         paths[split], raw[split] = _split_rows(folder, split, task, fields)
     names_given = "label_names" in fields or (base is not None and base.label_names)
-    if (
-        task in MEDIA_TASKS
-        and not names_given
-        and all(has_class_folders(folder, s) for s in present)
-    ):
-        # the classes are train's folders: a class only another split has would mean nothing
-        label = fields.get("label_column", "label")
-        check_class_labels(folder, {s: {row[label] for row in raw[s]} for s in present})
+    if task in MEDIA_TASKS and not names_given:
+        _check_class_folders(folder, fields, raw)
     transform = _HUB_TRANSFORMS.get(base.hub_transform or "") if base is not None else None
     if transform is not None:  # a local copy with the hub's columns
         raw = {s: [transform(row) for row in rows] for s, rows in raw.items()}
@@ -163,6 +151,24 @@ def _load_folder(folder: Path, base: DatasetSpec | None, fraction: float) -> Loa
         )
     splits = {s: splits[s] for s in SPLITS}
     return LoadedData(spec=spec, splits=splits, source=str(folder), notes=notes)
+
+
+def _folder_fields(folder: Path, base: DatasetSpec | None) -> tuple[dict, tuple[str, ...]]:
+    """The DatasetSpec fields of ``folder``'s dataset.json (none for a registry copy without
+    one), or for class folders without one the task their files make, and the note saying so."""
+    has_json = (folder / "dataset.json").is_file()
+    if base is None and not has_json and has_class_folders(folder, "train"):
+        task = infer_media_task(folder)
+        return {"task": task}, (f"{folder} has no dataset.json: task {task!r}, from its files",)
+    return (read_dataset_json(folder) if base is None or has_json else {}), ()
+
+
+def _check_class_folders(folder: Path, fields: dict, raw: dict[str, list[dict]]) -> None:
+    """Where train's class folders define the classes (every split in class folders, no
+    label_names), a class only another split has would mean nothing: DataError naming it."""
+    if all(has_class_folders(folder, split) for split in raw):
+        label = fields.get("label_column", "label")
+        check_class_labels(folder, {s: {row[label] for row in rows} for s, rows in raw.items()})
 
 
 def _split_rows(folder: Path, split: str, task: str | None, fields: dict) -> tuple[Path, list]:
