@@ -29,7 +29,12 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from astune.confirm.stats import PairedDifference
+    from astune.search.confirm import ConfirmSettings, ConfirmSummary
+    from astune.search.settings import SearchSettings, SearchSummary
 
 HERE = Path(__file__).resolve().parent
 
@@ -61,7 +66,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def search_settings(args: argparse.Namespace, root: Path) -> Any:
+def places(root: Path) -> dict[str, str]:
+    """The MLflow store and Ray storage under ``root``, shared by the search and its confirm."""
+    return {"tracking_uri": f"sqlite:///{root / 'mlflow.db'}", "storage_path": str(root / "ray")}
+
+
+def search_settings(args: argparse.Namespace, root: Path) -> SearchSettings:
     from astune.search.settings import SearchSettings
 
     return SearchSettings(
@@ -70,8 +80,6 @@ def search_settings(args: argparse.Namespace, root: Path) -> Any:
         num_samples=args.num_samples,
         max_concurrent=args.max_concurrent,
         cpus_per_trial=args.cpus_per_trial,
-        tracking_uri=f"sqlite:///{root / 'mlflow.db'}",
-        storage_path=str(root / "ray"),
         backbone=args.backbone,
         num_layers=args.num_layers,
         max_length=args.max_length,
@@ -80,10 +88,11 @@ def search_settings(args: argparse.Namespace, root: Path) -> Any:
         epochs=args.epochs,
         seed=args.seed,
         checkpoint_every="end",
+        **places(root),
     )
 
 
-def confirm_settings(args: argparse.Namespace, root: Path, experiment: str) -> Any:
+def confirm_settings(args: argparse.Namespace, root: Path, experiment: str) -> ConfirmSettings:
     from astune.search.confirm import ConfirmSettings
 
     return ConfirmSettings(
@@ -92,9 +101,8 @@ def confirm_settings(args: argparse.Namespace, root: Path, experiment: str) -> A
         top=args.top,
         seeds=args.seeds,
         within=args.within,
-        tracking_uri=f"sqlite:///{root / 'mlflow.db'}",
-        storage_path=str(root / "ray"),
         max_concurrent=args.max_concurrent,
+        **places(root),
     )
 
 
@@ -106,7 +114,7 @@ def family(params: dict[str, str]) -> str:
     return "+".join(on) if on else "as_softmax"
 
 
-def trial_rows(summary: Any) -> list[dict[str, Any]]:
+def trial_rows(summary: SearchSummary) -> list[dict[str, Any]]:
     """Every finished trial of the search: family, params, accuracy, train seconds, front."""
     from astune.store.pareto import finished_points
     from astune.store.reader import Store
@@ -129,7 +137,7 @@ def trial_rows(summary: Any) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["train_seconds"])
 
 
-def confirm_rows(summary: Any) -> list[dict[str, Any]]:
+def confirm_rows(summary: ConfirmSummary) -> list[dict[str, Any]]:
     """The confirm table as numbers: per config the means, intervals and paired differences."""
     rows = []
     for row in summary.rows:
@@ -154,13 +162,13 @@ def confirm_rows(summary: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _interval(diff: Any) -> list[float] | None:
+def _interval(diff: PairedDifference | None) -> list[float] | None:
     if diff is None:
         return None
     return [diff.interval.mean, diff.interval.low, diff.interval.high]
 
 
-def copy_artifacts(summary: Any, png_dir: Path) -> list[str]:
+def copy_artifacts(summary: SearchSummary, png_dir: Path) -> list[str]:
     """``pareto.png`` and ``confirm.png`` of the search's parent run into ``png_dir``."""
     from mlflow import MlflowClient
 

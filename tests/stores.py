@@ -1,19 +1,18 @@
 """New MLflow SQLite stores for tests, copied from one store created once per test process.
 
-MLflow creates a store's tables through its schema migrations, which take about 5 s on this
-machine for every new store. A copy of a store just created is the same database at the same
-schema revision, and MLflow opens it as it opens any existing store. The tests that are about
-creating a store (``tests/test_tracking.py``) still create theirs from scratch.
+MLflow creates a store's tables through its schema migrations, which took 1.6-3.0 s on this
+machine for every new store (opening a copy: 0.04 s). A copy of a store just created is the
+same database at the same schema revision, and MLflow opens it as it opens any existing store.
+The tests that are about creating a store (``tests/test_tracking.py``) still create theirs.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import shutil
 import tempfile
 from pathlib import Path
-
-_TEMPLATE: list[Path] = []  # the migrated empty database, made on first use
 
 
 def new_store(folder: Path) -> str:
@@ -26,13 +25,13 @@ def new_store(folder: Path) -> str:
     return f"sqlite:///{database}"
 
 
+@functools.cache
 def _template() -> Path:
-    if not _TEMPLATE:
-        from mlflow import MlflowClient
+    """The migrated empty database, made on first use, removed when the process ends."""
+    from mlflow import MlflowClient
 
-        root = Path(tempfile.mkdtemp(prefix="astune-store-template-"))
-        atexit.register(shutil.rmtree, root, True)
-        database = root / "mlflow.db"
-        MlflowClient(f"sqlite:///{database}").search_experiments()  # runs the migrations
-        _TEMPLATE.append(database)
-    return _TEMPLATE[0]
+    root = Path(tempfile.mkdtemp(prefix="astune-store-template-"))
+    atexit.register(shutil.rmtree, root, True)
+    database = root / "mlflow.db"
+    MlflowClient(f"sqlite:///{database}").search_experiments()  # runs the migrations
+    return database

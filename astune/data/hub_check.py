@@ -66,10 +66,16 @@ def judge_listing(spec: DatasetSpec, files: Sequence[str]) -> str:
         data = [f for f in data if f.startswith(f"{spec.hub_data_dir}/")]
         if not data:
             return f"no data files under {spec.hub_data_dir}/ at this revision"
-    if spec.hub_config and not any(spec.hub_config in f.split("/")[:-1] for f in data):
-        if not any(f.split("/")[-1].startswith(spec.hub_config) for f in data):
-            return f"no data files of config {spec.hub_config!r}"
+    if spec.hub_config and not any(_of_config(f, spec.hub_config) for f in data):
+        return f"no data files of config {spec.hub_config!r}"
     return "OK" if data else "no data files"
+
+
+def _of_config(path: str, config: str) -> bool:
+    """Whether the file at ``path`` belongs to ``config``: in a folder of that name, or named
+    after it."""
+    *folders, name = path.split("/")
+    return config in folders or name.startswith(config)
 
 
 def check_registry(

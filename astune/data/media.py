@@ -176,9 +176,9 @@ def infer_media_task(folder: Path) -> str:
     """``image`` or ``audio``: the kind of every file under ``folder/train/<label>/``;
     DataError naming a file of each kind when they are mixed, or when there is neither."""
     kinds: dict[str, Path] = {}
-    for path in sorted((folder / "train").rglob("*")):
+    for path in sorted(p for p in (folder / "train").rglob("*") if p.is_file()):
         for task, suffixes in SUFFIXES.items():
-            if path.is_file() and path.suffix.lower() in suffixes:
+            if path.suffix.lower() in suffixes:
                 kinds.setdefault(task, path)
     if len(kinds) == 1:
         return next(iter(kinds))

@@ -98,19 +98,23 @@ def _choose(
         return by_id[run_id], None, f"picked: {why}"
     mode = "min" if param(parent, "mode") == "min" else "max"
     configs = confirmed_configs(store, parent)
-    chosen = confirmed_front_point(configs, parent, trials)
-    if chosen is None:
-        winner = confirmed_winner(configs, mode)
-        if winner is not None:
-            why = f"confirmed winner of `astune confirm` over {len(winner.seeds)} seeds"
-            chosen = (winner, why)
+    chosen = confirmed_front_point(configs, parent, trials) or _winner(configs, mode)
     if chosen is not None:  # the confirmed trial, else (the baseline) one of its confirm runs
-        return by_id.get(chosen[0].confirms, chosen[0].run), chosen[0], chosen[1]
+        config, why = chosen
+        return by_id.get(config.confirms, config.run), config, why
     sign = -1.0 if mode == "min" else 1.0
     best = max(
         trials, key=lambda r: (sign * objective(r), artifact is not None and _agrees(r, artifact))
     )
     return best, None, ""
+
+
+def _winner(configs: list[ConfirmedConfig], mode: str) -> tuple[ConfirmedConfig, str] | None:
+    """The confirmed winner (best mean over seeds) and why, or None when nothing was confirmed."""
+    winner = confirmed_winner(configs, mode)
+    if winner is None:
+        return None
+    return winner, f"confirmed winner of `astune confirm` over {len(winner.seeds)} seeds"
 
 
 def _artifact_config(store: Store, run_id: str) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from astune._checks import check_choice, check_int, check_range
 from astune.backbone_registry import DEFAULT_BACKBONE
 from astune.checkpoint_policy import SEARCH_DEFAULT, CheckpointPolicy
+from astune.config import TRAIN_FIELDS
 from astune.objectives import PRIMARY, parse_objectives
 
 if TYPE_CHECKING:
@@ -82,8 +83,8 @@ class SearchSettings:
             check_range("gpus_per_trial", self.gpus_per_trial, 0.0)
         if self.epochs is not None:
             check_range("epochs", self.epochs, 0.0, None, low_open=True)
-        if self.max_audio_seconds is not None:
-            check_range("max_audio_seconds", self.max_audio_seconds, 0.0, None)
+        if self.max_audio_seconds is not None:  # the range is the config's
+            TRAIN_FIELDS["max_audio_seconds"].check(self.max_audio_seconds)
         check_int("seed", self.seed, 0)
         check_int("max_failures", self.max_failures, 0)
         check_choice("sampler", self.sampler, SAMPLERS)
