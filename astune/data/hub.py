@@ -19,6 +19,7 @@ from astune.data.errors import DataError
 from astune.data.spec import DatasetSpec
 
 HUB_MIRROR_ENV = "ASTUNE_HUB_MIRROR"
+PARQUET_EXPORT_REVISION = "refs/convert/parquet"  # the hub's parquet export of any repository
 # What is known of the hub sources (hub_status): the hub's listings as of 2026-11, not loads run
 # here (this project's machines cannot reach the hub); `astune datasets --check` checks them
 # online, and the tests load the same layouts from a local mirror with datasets 5.

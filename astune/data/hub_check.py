@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
+from astune.data.hub import PARQUET_EXPORT_REVISION
 from astune.data.spec import DatasetSpec
 
 REACH_TIMEOUT_S = 3.0  # the whole reachability probe, name lookup included
 LISTING_TIMEOUT_S = 20.0  # one repository listing
 DATA_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv", ".tsv", ".arrow", ".txt", ".zip", ".gz")
-PARQUET_EXPORT = "refs/convert/parquet"
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def judge_listing(spec: DatasetSpec, files: Sequence[str]) -> str:
     """``OK``, or why ``spec``'s hub source cannot load, from the repository's file paths at
     its revision."""
     scripts = [f for f in files if f.endswith(".py") and "/" not in f]
-    if scripts and spec.hub_revision != PARQUET_EXPORT:
+    if scripts and spec.hub_revision != PARQUET_EXPORT_REVISION:
         return f"a loading script ({scripts[0]}), which datasets >= 4 refuses"
     data = [f for f in files if f.lower().endswith(DATA_SUFFIXES) and f != "dataset_infos.json"]
     if spec.hub_data_dir:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from astune.backbone_registry import DEFAULT_BACKBONE
 from astune.data.glue import GLUE_SPECS
-from astune.data.hub import HUB_DATA_FILES, HUB_PARQUET_EXPORT
+from astune.data.hub import HUB_DATA_FILES, HUB_PARQUET_EXPORT, PARQUET_EXPORT_REVISION
 from astune.data.label_names import CLINC150_INTENTS
 from astune.data.paper_tables import baselines, multilabel_results, results
 from astune.data.spec import DatasetSpec
@@ -79,7 +79,7 @@ _PAPER_SPECS = [
         task="token",
         num_labels=9,
         hub_id="eriktks/conll2003",
-        hub_revision="refs/convert/parquet",
+        hub_revision=PARQUET_EXPORT_REVISION,
         hub_data_dir="conll2003",
         hub_status=HUB_PARQUET_EXPORT,
         tokens_column="tokens",
