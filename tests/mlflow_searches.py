@@ -1,4 +1,6 @@
-"""Real short searches shared by test_export.py and test_recommend.py: run once per session.
+"""Real short searches shared by test_export.py and test_recommend.py: run once per test run,
+also when the two modules run on different pytest-xdist workers (the first makes them under a
+file lock in the run's shared temporary folder, the other waits and reads them).
 
 Two searches in one SQLite MLflow store, minilm with 1 layer and 64 training examples, 2 trials
 each (the space's seed points): ``sst5-tiny`` (AS-Softmax only: its best trial is an AS one) and
@@ -7,7 +9,9 @@ each (the space's seed points): ``sst5-tiny`` (AS-Softmax only: its best trial i
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,10 +30,23 @@ class Searches:
 
 
 def tiny_searches(tmp_path_factory: Any, data_dir: Path) -> Searches:
-    """The searches, run on the first call of the session."""
+    """The searches, run on the first call of the test run."""
     if "searches" not in _DONE:
-        _DONE["searches"] = _run(tmp_path_factory.mktemp("searches"), data_dir)
+        _DONE["searches"] = _shared(tmp_path_factory, data_dir)
     return _DONE["searches"]
+
+
+def _shared(tmp_path_factory: Any, data_dir: Path) -> Searches:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return _run(tmp_path_factory.mktemp("searches"), data_dir)
+    run_temp = tmp_path_factory.getbasetemp().parent  # the workers' common folder of this run
+    root, done = run_temp / "searches", run_temp / "searches.pickle"
+    with open(run_temp / "searches.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            root.mkdir()
+            done.write_bytes(pickle.dumps(_run(root, data_dir)))
+        return pickle.loads(done.read_bytes())
 
 
 def _run(root: Path, data_dir: Path) -> Searches:

@@ -174,6 +174,7 @@ def test_cli_refuses_as_skip_with_a_loss_that_is_not_an_as_loss(tmp_path):
 
 
 # -- training runs --------------------------------------------------------------------------
+@pytest.mark.slow
 def test_keeping_every_sample_equals_plain_as_softmax_exactly(tmp_path, data_dir, sst5):
     common = dict(epochs=4, eval_every=6, as_speed=True, lam=1.0, max_accum_steps=3)
     plain = config(tmp_path, "plain", data_dir, **common)
@@ -189,6 +190,7 @@ def test_keeping_every_sample_equals_plain_as_softmax_exactly(tmp_path, data_dir
         assert got[key] == expected[key], key
 
 
+@pytest.mark.slow
 def test_skipped_samples_come_back_when_active_and_as_speed_counts_skipped_as_masked(
     tmp_path, data_dir, sst5, monkeypatch
 ):
@@ -226,6 +228,7 @@ def test_skipped_samples_come_back_when_active_and_as_speed_counts_skipped_as_ma
     assert sum(m for _, m in calls) >= seen - computed
 
 
+@pytest.mark.slow
 def test_resumed_skipping_run_equals_an_uninterrupted_one(tmp_path, data_dir, sst5):
     straight = config(
         tmp_path, "straight", data_dir, epochs=4, eval_every=5, as_skip=True, skip_keep=0.3,
@@ -249,6 +252,7 @@ def test_resumed_skipping_run_equals_an_uninterrupted_one(tmp_path, data_dir, ss
     assert timeless(read_metrics(resumed)) == timeless(records)
 
 
+@pytest.mark.slow
 def test_a_resume_after_an_epoch_that_computed_nothing_keeps_its_skipped_rows(
     tmp_path, data_dir, sst5, monkeypatch
 ):

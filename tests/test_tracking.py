@@ -647,6 +647,7 @@ def _open_store(uri: str, barrier) -> None:
     client.search_experiments()
 
 
+@pytest.mark.slow
 def test_two_processes_creating_one_fresh_store_both_succeed(tmp_path):
     import multiprocessing
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_runs import Interrupt, Snapshots, read_metrics, run_config, sst5_slice, timeless
+from training_runs import EVERY_EVALUATION, LOOP_BASE, Snapshots, read_metrics, sst5_slice, timeless
+from training_runs import loop_config as config
 
 from astune.config import TrainConfig
 from astune.data import majority_baseline
@@ -18,20 +19,10 @@ from astune.training import Run, fit
 from astune.training import state as ckpt
 from astune.training.compute import FUSED_CPU_ADAMW_TORCH
 
-# checkpoints only where a test reads or resumes from them: each costs ~0.4 s on 2 CPU cores
-BASE = dict(
-    backbone="minilm", num_layers=1, max_length=48, seed=7, weight_decay=0.0, checkpoint_every="end"
-)
-EVERY_EVALUATION = dict(checkpoint_every="eval")
-
-
-def config(tmp_path: Path, name: str, data_dir: Path, **overrides) -> TrainConfig:
-    return run_config(BASE, tmp_path, name, data_dir, **overrides)
-
 
 @pytest.fixture(scope="module")
 def sst5(data_dir):
-    return sst5_slice(BASE, data_dir, n_train=320, n_eval=200)
+    return sst5_slice(LOOP_BASE, data_dir, n_train=320, n_eval=200)
 
 
 @dataclass
@@ -77,6 +68,7 @@ def speed_run(tmp_path_factory, data_dir, sst5) -> Finished:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "dataset, loss, samples, epochs, lr",
     [
@@ -96,12 +88,14 @@ def test_runs_beat_the_trivial_baseline_on_validation(
     assert_beats_the_trivial_baseline(encoded, Finished(run, final, read_metrics(run)), epochs)
 
 
+@pytest.mark.slow
 def test_an_sst5_run_beats_the_trivial_baseline_on_validation(sst5, speed_run):
     assert_beats_the_trivial_baseline(sst5, speed_run, SPEED_EPOCHS)
 
 
+@pytest.mark.slow
 def test_as_softmax_at_delta_one_follows_the_softmax_trajectory(tmp_path, data_dir, sst5):
-    common = dict(dataset="sst5", epochs=2, lr=3e-4, batch_size=16, eval_every=5)
+    common = dict(dataset="sst5", epochs=1, lr=3e-4, batch_size=16, eval_every=5)
     softmax = config(tmp_path, "softmax", data_dir, loss="softmax", **common)
     as_one = config(tmp_path, "as1", data_dir, loss="as_softmax", delta=1.0, **common)
     fit(softmax, data=sst5)
@@ -140,6 +134,7 @@ def warm_run(tmp_path_factory, data_dir, sst5) -> Finished:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_delta_warmup_holds_delta_at_one_for_the_first_r_of_training(warm_run):
     records = warm_run.records
     half = 320  # 2 epochs x 320 samples x 0.5
@@ -158,119 +153,6 @@ def test_resumed_run_ends_with_the_same_metrics_as_an_uninterrupted_one(warm_run
         assert final[key] == warm_run.final[key], key
     assert max(r["accum_steps"] for r in warm_run.records) > 1  # AS-Speed's state was resumed
     assert timeless(read_metrics(resumed)) == timeless(warm_run.records)
-
-
-def best_so_far(records: list[dict]) -> list[int]:
-    """The best evaluation after each record (the first of equal objectives), recomputed."""
-    best, out = None, []
-    for r in records:
-        if best is None or r["objective"] > best[0]:
-            best = (r["objective"], r["evaluation"])
-        out.append(best[1])
-    return out
-
-
-def test_checkpoints_store_each_best_once_and_the_test_split_uses_it(tmp_path, data_dir, sst5):
-    cfg = config(
-        tmp_path,
-        "best",
-        data_dir,
-        dataset="sst5",
-        epochs=1,
-        lr=1e-3,
-        batch_size=16,
-        loss="softmax",
-        eval_every=2,
-        **EVERY_EVALUATION,
-    )
-    store = ckpt.BestWeights.local(tmp_path / "apart")  # as a search keeps it: outside the folder
-    named = []
-
-    def watch(record, folder):
-        named.append(ckpt.read_checkpoint(folder)["best_weights"])
-
-    run = Run(cfg, data=sst5, best_weights=store)
-    final = run.train(watch)
-    records = read_metrics(cfg)
-    bests = best_so_far(records)
-    expected = [
-        ckpt.BEST_IS_CURRENT if b == r["evaluation"] else f"best_model_e{b}.pt"
-        for r, b in zip(records, bests)
-    ]
-    assert named == expected
-    assert ckpt.BEST_IS_CURRENT in named and any(n != ckpt.BEST_IS_CURRENT for n in named)
-    # each best that outlived its evaluation was written once, however many checkpoints named it
-    assert store.written == list(dict.fromkeys(n for n in named if n != ckpt.BEST_IS_CURRENT))
-    left = sorted(p.name for p in (tmp_path / "apart").iterdir())  # those the kept ones name
-    assert left == sorted(set(named[-ckpt.KEPT_CHECKPOINTS :]) - {ckpt.BEST_IS_CURRENT})
-    assert sorted(p.name for p in Path(cfg.output_dir, "checkpoint").iterdir()) == [ckpt.STATE_FILE]
-    assert final["best_evaluation"] == bests[-1] and final["checkpoints"] == len(records)
-
-    state = ckpt.read_checkpoint(Path(cfg.output_dir, "checkpoint"))
-    run.model.load_state_dict(ckpt.best_weights_of(state, store, tmp_path))
-    test_metrics, _, _ = run.evaluate("test")
-    assert final["test_accuracy"] == test_metrics["accuracy"]
-
-
-def test_a_resume_whose_best_is_stored_apart_ends_as_an_uninterrupted_run(tmp_path, data_dir, sst5):
-    common = dict(
-        dataset="sst5", epochs=1, lr=1e-3, batch_size=16, loss="softmax", eval_every=2,
-        **EVERY_EVALUATION,
-    )  # fmt: skip
-    straight = config(tmp_path, "straight", data_dir, **common)
-    expected = fit(straight, data=sst5)
-    records = read_metrics(straight)
-    bests = best_so_far(records)
-    stop_at = next(r["evaluation"] for r, b in zip(records, bests) if b != r["evaluation"])
-
-    broken = config(tmp_path, "broken", data_dir, **common)
-    store = ckpt.BestWeights.local(tmp_path / "apart")
-
-    def stop(record, folder):
-        if record["evaluation"] == stop_at:
-            raise Interrupt
-
-    with pytest.raises(Interrupt):
-        fit(broken, data=sst5, callback=stop, best_weights=store)
-    assert store.written == [f"best_model_e{bests[stop_at]}.pt"]
-    resumed = fit(
-        broken,
-        data=sst5,
-        resume_from=Path(broken.output_dir) / "checkpoint",
-        best_weights=ckpt.BestWeights.local(tmp_path / "apart"),
-    )
-    for key in ("val_accuracy", "test_accuracy", "test_loss", "best_evaluation"):
-        assert resumed[key] == expected[key], key
-
-
-@pytest.mark.parametrize("every", ["end", "10m"])
-def test_the_checkpoint_policy_decides_which_evaluations_write_one(tmp_path, data_dir, sst5, every):
-    cfg = config(
-        tmp_path,
-        every,
-        data_dir,
-        dataset="sst5",
-        epochs=2,
-        lr=1e-3,
-        batch_size=32,
-        loss="softmax",
-        checkpoint_every=every,
-    )
-    folders = []
-    final = fit(cfg, data=sst5, callback=lambda record, folder: folders.append(folder))
-    assert len(folders) == 2
-    if every == "end":  # one checkpoint, with the last evaluation: the run's trained state
-        assert folders[0] is None and folders[1] == Path(cfg.output_dir, "checkpoint")
-        assert ckpt.read_checkpoint(folders[1])["position"]["epoch"] == 2
-        written = sum(p.stat().st_size for p in folders[1].iterdir())  # state (+ best weights)
-        assert (final["checkpoints"], final["checkpoint_bytes"]) == (1, written)
-    else:  # a run shorter than the interval writes none; the test split still uses its best
-        assert folders == [None, None]
-        assert not Path(cfg.output_dir, "checkpoint").exists()
-        assert (final["checkpoints"], final["checkpoint_bytes"]) == (0, 0)
-    records = read_metrics(cfg)  # the best is tracked in memory, checkpoint or not
-    assert final["best_evaluation"] == best_so_far(records)[-1]
-    assert final["val_accuracy"] == max(r["objective"] for r in records)
 
 
 @pytest.mark.parametrize(
@@ -301,42 +183,6 @@ def test_each_optimizer_step_uses_the_rate_of_where_its_window_started(
     )
     run.train()
     assert rates == pytest.approx([1e-3 * f for f in factors], rel=1e-12)
-
-
-def test_checkpoints_load_without_unpickling_code_and_refuse_a_planted_file(
-    tmp_path, data_dir, sst5
-):
-    run = config(
-        tmp_path,
-        "safe",
-        data_dir,
-        dataset="sst5",
-        epochs=1,
-        lr=3e-4,
-        batch_size=64,
-        loss="as_softmax",
-    )
-    fit(run, data=sst5)
-    folder = Path(run.output_dir, "checkpoint")
-    state = torch.load(folder / ckpt.STATE_FILE, weights_only=True)
-    assert state["position"]["samples"] == 320 and "numpy" in state["rng"]
-    marker = tmp_path / "code-ran"
-    planted = tmp_path / "planted"
-    planted.mkdir()
-    torch.save({"model": Payload(marker)}, planted / ckpt.STATE_FILE)
-    with pytest.raises(ValueError, match="refusing to load it"):
-        ckpt.read_checkpoint(planted)
-    assert not marker.exists()
-
-
-class Payload:
-    """Unpickling this runs code: it creates the file ``marker``."""
-
-    def __init__(self, marker: Path):
-        self.marker = marker
-
-    def __reduce__(self):
-        return exec, (f"open({str(self.marker)!r}, 'w').close()",)
 
 
 def test_torch_lower_bound_has_the_fused_adamw_on_cpu_that_training_uses():
