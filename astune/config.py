@@ -53,6 +53,8 @@ _FIELD_SPECS = (
     ParamSpec("as_skip", bool, False),
     ParamSpec("skip_keep", float, 0.2, 0.0, 1.0),
     ParamSpec("skip_anneal", float, 0.1, 0.0, 1.0),
+    # Re-check zero-loss samples by a forward pass without gradient (False: train on them, v1).
+    ParamSpec("skip_probe", bool, True),
     ParamSpec("seed", int, 42, 0),
     ParamSpec("eval_every", int, None, 1),
 )
@@ -78,6 +80,7 @@ class SpeedSettings:
     as_skip: bool = _default("as_skip")
     skip_keep: float = _default("skip_keep")
     skip_anneal: float = _default("skip_anneal")
+    skip_probe: bool = _default("skip_probe")
 
     def build_speed(self) -> ASSpeed | None:
         """The AS-Speed controller, or None when AS-Speed is off."""
@@ -86,7 +89,7 @@ class SpeedSettings:
 
 SPEED_FIELDS = tuple(f.name for f in dataclasses.fields(SpeedSettings))
 """The speed and skip parameter names: config fields, search-space ``speed_params``."""
-SKIP_FIELDS = ("skip_keep", "skip_anneal")
+SKIP_FIELDS = ("skip_keep", "skip_anneal", "skip_probe")
 """The AS-Skip parameters of :data:`SPEED_FIELDS` (they apply only with ``as_skip``)."""
 PAPER_BUDGET = ("epochs", "batch_size", "lr")
 """The fields an unset value of takes the paper's value for the dataset."""
@@ -126,6 +129,7 @@ class TrainConfig:
     as_skip: bool = _default("as_skip")
     skip_keep: float = _default("skip_keep")
     skip_anneal: float = _default("skip_anneal")
+    skip_probe: bool = _default("skip_probe")
     loss_params: dict[str, float] = field(default_factory=dict)
     seed: int = _default("seed")
     eval_every: int | None = _default("eval_every")

@@ -2,11 +2,13 @@
 
 A sample whose AS-Softmax loss was exactly zero when last computed (every active row fully
 masked) contributed an exactly zero gradient. AS-Skip plans each epoch over the epoch's sample
-order: such samples are skipped, except a seeded random fraction ``keep`` re-checked each time
-(the model moves, so a masked sample can become active again), and every sample is used in the
-last ``anneal`` fraction of training. The micro-batches are filled from the kept samples, so
-they stay full; the skipped ones still count as visited, so the learning-rate schedule, the delta
-warm-up and the epochs advance over them.
+order: such samples are skipped, except those due for a re-check (the model moves, so a masked
+sample can become active again): a seeded random fraction ``keep`` of them each epoch, and all of
+them in the last ``anneal`` fraction of training. A re-check is a forward pass without gradient
+(``plan_for(..., recheck=...)``): only the samples it finds active are trained on; without one,
+the due samples are trained on directly (AS-Skip v1). The micro-batches are filled from the kept
+samples, so they stay full; the skipped ones still count as visited, so the learning-rate
+schedule, the delta warm-up and the epochs advance over them.
 
 The per-sample state lives on the run's device as tensors, so recording a micro-batch never
 synchronises a GPU; it is saved in checkpoints (``state_dict``), which makes a resume exact.
@@ -15,7 +17,7 @@ synchronises a GPU; it is saved in checkpoints (``state_dict``), which makes a r
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +75,8 @@ class ASSkip:
         self.zero = torch.zeros(self.n, dtype=torch.bool, device=self.device)
         """Whether the sample's loss was exactly zero when last computed."""
         self.last_computed = torch.full((self.n,), -1, dtype=torch.long, device=self.device)
-        """Samples seen when the sample was last computed; -1: never."""
+        """Samples seen when the sample's loss was last computed (trained or re-checked); -1:
+        never."""
         self.rows = torch.zeros(self.n, dtype=torch.long, device=self.device)
         """Active rows (tokens at token level) of the sample when last computed."""
         self.plan: Tensor | None = None  # bool (n,), in the epoch's order: computed or skipped
@@ -84,22 +87,38 @@ class ASSkip:
         """Samples seen from which every sample is used."""
         return math.floor((1.0 - self.anneal) * self.total)
 
-    def plan_for(self, epoch: int, order: Tensor, start: int) -> Tensor:
+    def plan_for(
+        self,
+        epoch: int,
+        order: Tensor,
+        start: int,
+        *,
+        recheck: Callable[[Tensor], None] | None = None,
+    ) -> Tensor:
         """Which positions of ``order`` (a permutation, ``(n,)``) the epoch computes, bool.
 
-        ``start``: samples seen when the epoch began. Kept: samples not known to have zero
-        loss, a ``keep`` share of the others (drawn with a generator seeded by seed and epoch),
-        and every position at or past :meth:`anneal_start`. Planned once per epoch and stored,
-        so a run resumed mid-epoch continues the same plan.
+        ``start``: samples seen when the epoch began. Due for a re-check: the samples known to
+        have zero loss drawn with probability ``keep`` (a generator seeded by seed and epoch),
+        and all of them at or past :meth:`anneal_start`. ``recheck(index)`` gets the due
+        samples' dataset indices ``(D,)``, in order, and records their losses (:meth:`record`):
+        the plan keeps the samples not known to be zero after it. Without ``recheck``, every due
+        sample is kept. Planned once per epoch and stored, so a run resumed mid-epoch continues
+        the same plan.
         """
         if self.plan_epoch == epoch and self.plan is not None:
             return self.plan
         gen = torch.Generator().manual_seed(self.seed * PLAN_SEED_STRIDE + epoch)
-        recheck = torch.rand(self.n, generator=gen) < self.keep
+        drawn = torch.rand(self.n, generator=gen) < self.keep
         late = torch.arange(start, start + self.n) >= self.anneal_start()
-        zero = self.zero.cpu()[order]  # one sync per epoch
-        self.plan, self.plan_epoch = ~zero | recheck | late, epoch
-        return self.plan
+        zero = self.zero.cpu()[order]  # one sync per epoch (two with a re-check)
+        due = zero & (drawn | late)
+        if recheck is None:
+            plan = ~zero | due
+        else:
+            recheck(order[due])
+            plan = ~self.zero.cpu()[order]
+        self.plan, self.plan_epoch = plan, epoch
+        return plan
 
     def visits(
         self, order: Tensor, plan: Tensor, *, batch_size: int, first: int = 0

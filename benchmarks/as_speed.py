@@ -11,6 +11,8 @@ diverge):
   - ``as_speed_skip`` both
   - ``as_skip_represented`` as_skip, its gradient divided by the rows represented (computed +
     skipped) instead of the library's rows computed: the normalisation measured side by side
+  - ``as_skip_v1``  as_skip with ``skip_probe`` off: the samples due for a re-check are trained
+    on directly instead of probed by a forward pass without gradient (AS-Skip v1)
 
 ``--seeds N`` trains every variant with N seeds (``--seed``, ``--seed`` + 1, ...; the data subset
 stays the one drawn with ``--seed``) and adds the mean and 95% t-interval over seeds of each
@@ -88,8 +90,9 @@ VARIANTS = (
     "as_skip",
     "as_speed_skip",
     "as_skip_represented",
+    "as_skip_v1",
 )
-SKIP_VARIANTS = ("as_skip", "as_speed_skip", "as_skip_represented")
+SKIP_VARIANTS = ("as_skip", "as_speed_skip", "as_skip_represented", "as_skip_v1")
 SPEED_VARIANTS = ("as_speed", "as_speed_skip")
 DEFAULT_PLOT = Path(__file__).resolve().parent / "as_speed_masked.png"
 
@@ -258,6 +261,8 @@ def variant_config(
             for name in ("skip_keep", "skip_anneal"):
                 if getattr(args, name) is not None:
                     setattr(config, name, getattr(args, name))
+            # v1: the samples due for a re-check are trained on, not probed without gradient
+            config.skip_probe = variant != "as_skip_v1"
     return config.validate()
 
 
@@ -286,6 +291,7 @@ class Timed(LoopHooks):
         self.steps: list[dict[str, float]] = []  # one per optimizer step
         self.evals: list[float] = []  # seconds of each validation evaluation (+ checkpoint write)
         self.finish = 0.0  # the final test evaluation
+        self.rechecks: list[dict[str, float]] = []  # AS-Skip's re-checks: samples and seconds
         self._start, self._position, self._accum, self._batches = 0.0, 0, 1, 0
 
     def _sync(self) -> None:
@@ -317,6 +323,15 @@ class Timed(LoopHooks):
                 "computed": n,
             }
         )
+
+    def on_recheck_start(self, run: Run, index: torch.Tensor) -> None:
+        self._sync()
+        self._start = time.perf_counter()
+
+    def on_recheck_end(self, run: Run, index: torch.Tensor) -> None:
+        self._sync()
+        seconds = time.perf_counter() - self._start
+        self.rechecks.append({"samples": run.pos.samples, "n": len(index), "seconds": seconds})
 
     def on_optimizer_step_start(self, run: Run) -> None:
         self._batches = run.window.batches
@@ -474,6 +489,7 @@ def collect(
     train_only = wall - eval_seconds - timed.finish
     micro_s = sum(m["seconds"] for m in timed.micro)
     step_s = sum(s["seconds"] for s in timed.steps)
+    recheck_s = sum(r["seconds"] for r in timed.rechecks)
     first = [m["seconds"] for m in timed.micro if m["position"] == 0]
     accum = [m["seconds"] for m in timed.micro if m["position"] > 0]
     active = sum(m["active"] for m in timed.micro)
@@ -492,11 +508,14 @@ def collect(
         "test_eval_s": timed.finish,
         "micro_s": micro_s,
         "step_s": step_s,
-        "other_s": train_only - micro_s - step_s,
+        "recheck_s": recheck_s,  # AS-Skip's forward passes without gradient
+        "other_s": train_only - micro_s - step_s - recheck_s,
         "optimizer_steps": final["optimizer_steps"],
         "micro_batches": len(timed.micro),
         "samples_fwd_bwd": final["samples_computed"],
         "samples_seen": final["samples_seen"],
+        "samples_rechecked": final.get("samples_rechecked", 0),
+        "rechecks_active": final.get("rechecks_active", 0),
         "seed": run.config.seed,
         "samples_with_grad": active - masked,
         "masked_ratio": masked / max(1, active),
@@ -605,6 +624,7 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, A
         "eval_s",
         "micro_s",
         "step_s",
+        "recheck_s",
         "other_s",
         "t_micro_median",
         "t_step_median",
@@ -612,12 +632,15 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, A
     summary: dict[str, dict[str, Any]] = {}
     base = results.get("softmax")
     for variant, runs in results.items():
-        row: dict[str, Any] = {k: median_or_none([r[k] for r in runs]) for k in keys}
+        # .get: JSON written before a key existed (--from-json) reads it as None
+        row: dict[str, Any] = {k: median_or_none([r.get(k) for r in runs]) for k in keys}
         for k in (
             "optimizer_steps",
             "micro_batches",
             "samples_fwd_bwd",
             "samples_with_grad",
+            "samples_rechecked",
+            "rechecks_active",
             "masked_ratio",
             "masked_ratio_last_epoch",
             "final_accum",
@@ -627,7 +650,7 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, A
             "n_train",
             "per_epoch",
         ):
-            row[k] = runs[0][k]
+            row[k] = runs[0].get(k)
         row["deterministic"] = all(
             r["test_accuracy"] == runs[0]["test_accuracy"]
             and r["optimizer_steps"] == runs[0]["optimizer_steps"]
@@ -716,14 +739,16 @@ def print_report(
         )
     print("\nSamples and accuracy\n")
     print(
-        "| variant | samples fwd+bwd | samples with a gradient | masked (all) "
-        "| masked (last epoch) "
+        "| variant | samples fwd+bwd | samples with a gradient | re-checked (active) "
+        "| re-check s | masked (all) | masked (last epoch) "
         "| final accum steps | val acc | test acc | evals | eval s (excluded) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for v, r in summary.items():
         print(
             f"| {v} | {r['samples_fwd_bwd']} | {r['samples_with_grad']} | "
+            f"{fmt(r.get('samples_rechecked'), 'd')} ({fmt(r.get('rechecks_active'), 'd')}) | "
+            f"{fmt(r.get('recheck_s'), '.1f')} | "
             f"{r['masked_ratio']:.1%} | "
             f"{r['masked_ratio_last_epoch']:.1%} | {r['final_accum']} | {r['val_accuracy']:.4f} | "
             f"{r['test_accuracy']:.4f} | {r['n_evals']} | {r['eval_s']:.1f} |"
@@ -920,6 +945,7 @@ def plot_computed(path: str, results: dict[str, list[dict[str, Any]]], args) -> 
         "as_skip": "tab:green",
         "as_speed_skip": "tab:red",
         "as_skip_represented": "tab:purple",
+        "as_skip_v1": "tab:orange",
         "as_softmax": "tab:blue",
     }
     for variant in ("as_softmax", *SKIP_VARIANTS):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,11 @@ from training_runs import Snapshots, read_metrics, run_config, sst5_slice, timel
 from astune.config import TrainConfig
 from astune.losses import ASSoftmaxLoss
 from astune.losses.multilabel import multilabel_as_softmax_with_stats
-from astune.skip import ASSkip
+from astune.skip import PLAN_SEED_STRIDE, ASSkip
 from astune.speed import ASSpeed
 from astune.training import Run, fit
+from astune.training.batches import SKIP_RECORD_KEYS
+from astune.training.hooks import LoopHooks
 
 # checkpoints only where a test resumes from them: each costs ~0.4 s on 2 CPU cores
 BASE = dict(
@@ -113,6 +116,30 @@ def test_the_last_anneal_share_of_training_uses_every_sample():
     assert skip.plan_for(3, torch.arange(10), 30).all()
 
 
+def test_a_recheck_gets_the_due_zero_samples_and_the_plan_keeps_those_it_finds_active():
+    zero = [True, True, False, True, True, False]
+    skip = ASSkip(6, keep=0.5, anneal=0.0, total_samples=60, seed=3)
+    skip.zero[:] = torch.tensor(zero)
+    order = torch.tensor([5, 4, 3, 2, 1, 0])
+    # reference: the seeded draws of plan_for; due = zero and drawn, in the epoch's order
+    drawn = torch.rand(6, generator=torch.Generator().manual_seed(3 * PLAN_SEED_STRIDE)) < 0.5
+    due = [int(order[i]) for i in range(6) if zero[order[i]] and drawn[i]]
+    assert len(due) >= 2  # the case tests something: the seed draws at least two
+    seen: list[list[int]] = []
+
+    def recheck(index: torch.Tensor) -> None:  # finds the first due sample active, others not
+        seen.append(index.tolist())
+        masked = torch.tensor([i != due[0] for i in index.tolist()])
+        skip.record(index, torch.ones(len(index), dtype=torch.bool), masked, samples_seen=6)
+
+    plan = skip.plan_for(0, order, 0, recheck=recheck)
+    assert seen == [due]
+    after = [z and i != due[0] for i, z in enumerate(zero)]
+    assert plan.tolist() == [not after[i] for i in order.tolist()]
+    assert skip.last_computed[due].tolist() == [6] * len(due)
+    assert skip.plan_for(0, order, 0, recheck=recheck) is plan and len(seen) == 1  # planned once
+
+
 def test_token_level_sentence_is_zero_only_when_every_token_is_masked():
     loss_fn = ASSoftmaxLoss(delta=0.3, reduction="sum")
     sure, unsure = [9.0, 0.0], [0.0, 0.0]
@@ -154,12 +181,23 @@ def test_skip_state_round_trips_and_refuses_other_data():
         (dict(loss="softmax", as_skip=True), "as_skip needs an AS loss"),
         (dict(as_skip=True, skip_keep=1.5), r"skip_keep must be in \[0.0, 1.0\], but got 1.5"),
         (dict(as_skip=True, skip_anneal=-0.1), r"skip_anneal must be in \[0.0, 1.0\]"),
+        (dict(as_skip=True, skip_probe="yes"), "skip_probe must be true or false, but got 'yes'"),
     ],
 )
 def test_bad_skip_settings_fail_with_one_line(overrides, message):
     with pytest.raises(ValueError, match=message) as err:
         TrainConfig(**{**MASKING, **overrides}).validate()
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("flag, probe", [([], True), (["--no-skip-probe"], False)])
+def test_the_skip_probe_flag_sets_how_a_run_rechecks(flag, probe):
+    from astune.cli import _train_config
+    from astune.cli.parser import build_parser
+
+    args = build_parser().parse_args(["train", "--dataset", "sst5", "--as-skip", *flag])
+    config = _train_config(args)
+    assert config.speed.as_skip and config.speed.skip_probe is probe
 
 
 def test_cli_refuses_as_skip_with_a_loss_that_is_not_an_as_loss(tmp_path):
@@ -178,11 +216,14 @@ def test_cli_refuses_as_skip_with_a_loss_that_is_not_an_as_loss(tmp_path):
 def test_keeping_every_sample_equals_plain_as_softmax_exactly(tmp_path, data_dir, sst5):
     common = dict(epochs=4, eval_every=6, as_speed=True, lam=1.0, max_accum_steps=3)
     plain = config(tmp_path, "plain", data_dir, **common)
-    kept = config(tmp_path, "kept", data_dir, as_skip=True, skip_keep=1.0, **common)
+    # v1 re-checks (no probe): keep 1 trains on every zero-loss sample, so nothing is skipped
+    kept = config(
+        tmp_path, "kept", data_dir, as_skip=True, skip_keep=1.0, skip_probe=False, **common
+    )
     expected, got = fit(plain, data=sst5), fit(kept, data=sst5)
     a, b = read_metrics(plain), read_metrics(kept)
-    assert [{k: v for k, v in r.items() if k != "skipped_ratio"} for r in timeless(b)] == timeless(
-        a
+    assert [{k: v for k, v in r.items() if k not in SKIP_RECORD_KEYS} for r in timeless(b)] == (
+        timeless(a)
     )
     assert all(r["skipped_ratio"] == 0.0 for r in b)
     assert max(r["masked_ratio"] for r in a) > 0.1  # masking happened, yet nothing was skipped
@@ -228,6 +269,56 @@ def test_skipped_samples_come_back_when_active_and_as_speed_counts_skipped_as_ma
     assert sum(m for _, m in calls) >= seen - computed
 
 
+class WatchRechecks(LoopHooks):
+    """What each re-check got and found, each model call's grad mode and train mode (from the
+    first re-check on), and the samples each epoch trained on."""
+
+    def __init__(self) -> None:
+        self.rechecks: list[tuple[int, list[int], list[bool]]] = []  # epoch, index, found zero
+        self.calls: list[tuple[bool, bool]] = []  # (grad enabled, model.training)
+        self.trained: dict[int, set[int]] = {}
+        self.watching = False
+
+    def on_recheck_start(self, run, index):
+        if not self.watching:
+            self.watching = True
+            run.model.register_forward_hook(
+                lambda module, args, out: self.calls.append(
+                    (torch.is_grad_enabled(), module.training)
+                )
+            )
+
+    def on_recheck_end(self, run, index):  # single-label: one row per sample
+        active, masked = run.loss_fn.last_stats.rows()
+        self.rechecks.append((run.pos.epoch, index.tolist(), (masked | ~active).tolist()))
+
+    def on_micro_step_start(self, run, batch, visit):
+        self.trained.setdefault(run.pos.epoch, set()).update(visit.index.tolist())
+
+
+@pytest.mark.slow
+def test_rechecks_are_forward_passes_without_gradient_and_only_active_samples_train(
+    tmp_path, data_dir, sst5
+):
+    watch = WatchRechecks()
+    run = config(
+        tmp_path, "probe", data_dir, epochs=5, as_skip=True, skip_keep=0.5, skip_anneal=0.2
+    )
+    final = fit(run, data=sst5, hooks=[watch])
+    assert final["samples_rechecked"] == sum(len(i) for _, i, _ in watch.rechecks) > 0
+    found_active = sum(not z for _, _, zeros in watch.rechecks for z in zeros)
+    assert final["rechecks_active"] == found_active < final["samples_rechecked"]
+    assert read_metrics(run)[-1]["samples_rechecked"] == final["samples_rechecked"]
+    # one model call per re-checked micro-batch without gradient, in train mode (dropout)
+    chunks = sum(math.ceil(len(i) / 16) for _, i, _ in watch.rechecks)
+    assert watch.calls.count((False, True)) == chunks
+    for epoch, index, zeros in watch.rechecks:  # masked again: skipped; active: trained on
+        trained = watch.trained[epoch]
+        assert all((i in trained) != zero for i, zero in zip(index, zeros)), epoch
+    # the anneal share (the last epoch) re-checks every zero-loss sample
+    assert watch.rechecks[-1][0] == 4 and final["samples_computed"] < final["samples_seen"]
+
+
 @pytest.mark.slow
 def test_resumed_skipping_run_equals_an_uninterrupted_one(tmp_path, data_dir, sst5):
     straight = config(
@@ -261,8 +352,8 @@ def test_a_resume_after_an_epoch_that_computed_nothing_keeps_its_skipped_rows(
     plan_for, update = ASSkip.plan_for, ASSpeed.update
     calls: list[tuple[int, int]] = []
 
-    def nothing_in_epoch_2(self, epoch, order, start):
-        plan = plan_for(self, epoch, order, start)
+    def nothing_in_epoch_2(self, epoch, order, start, **recheck):
+        plan = plan_for(self, epoch, order, start, **recheck)
         if epoch == 1:
             self.plan = plan = torch.zeros_like(plan)
         return plan

@@ -108,6 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--as-skip", action="store_true", default=None)
     train.add_argument("--skip-keep", type=float, default=None)
     train.add_argument("--skip-anneal", type=float, default=None)
+    train.add_argument(
+        "--skip-probe",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="re-check zero-loss samples by a forward pass without gradient (default: on; "
+        "--no-skip-probe trains on them directly, AS-Skip v1)",
+    )
     train.add_argument("--lr", type=float, default=None)
     train.add_argument("--batch-size", type=int, default=None)
     train.add_argument("--output-dir", default=None)

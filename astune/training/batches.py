@@ -4,13 +4,14 @@
 (AS-Skip) fills the micro-batches from the samples its plan keeps. The loop treats both alike:
 ``epoch(pos)`` yields ``(batch, visit)`` and advances ``pos.batch``; ``after_forward`` sees each
 computed micro-batch's mask; ``skipped_rows`` gives the rows a visit left out (None: the source
-never skips); ``record`` adds the source's metrics to an evaluation record.
+never skips); ``record`` and ``counts`` add the source's figures to the evaluation and final
+records.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -28,6 +29,10 @@ ORDER_SEED_STRIDE = 1_000_003
 """Mixes the epoch into the seed of the epoch's order (a prime, so epochs do not collide)."""
 
 Batch = dict[str, Tensor]
+SKIP_RECORD_KEYS = ("skipped_ratio", "samples_rechecked", "rechecks_active")
+"""What AS-Skip's source adds to the evaluation records (the last two to the final one too)."""
+Probe = Callable[[Tensor], MaskStats]
+"""The loss's mask of training samples ``index`` ``(B,)`` by a forward pass without gradient."""
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> Tensor:
@@ -61,6 +66,10 @@ class ShuffledBatches:
     def record(self, since_eval: Window) -> dict[str, float]:
         return {}
 
+    def counts(self, pos: Position) -> dict[str, int]:
+        """The source's own counts so far, for the evaluation and final records."""
+        return {}
+
     def state_dict(self) -> dict[str, Any] | None:
         return None
 
@@ -70,7 +79,9 @@ class ShuffledBatches:
 
 class SkipBatches(ShuffledBatches):
     """AS-Skip: the epoch's order, planned by :class:`ASSkip`; micro-batches are filled from
-    the kept samples (an epoch that keeps none yields one empty visit, batch None)."""
+    the kept samples (an epoch that keeps none yields one empty visit, batch None). ``probe``
+    re-checks the samples due for it, ``batch_size`` at a time, when an epoch is planned (None:
+    they are trained on directly)."""
 
     def __init__(
         self,
@@ -81,6 +92,7 @@ class SkipBatches(ShuffledBatches):
         speed: SpeedSettings,
         total_samples: int,
         device: torch.device,
+        probe: Probe | None = None,
     ):
         super().__init__(data, batch_size=batch_size, seed=seed)
         self.skip = ASSkip(
@@ -91,14 +103,27 @@ class SkipBatches(ShuffledBatches):
             seed=seed,
             device=device,
         )
+        self.probe = probe
 
     def epoch(self, pos: Position) -> Iterator[tuple[Batch | None, Visit]]:
         order = epoch_order(self.n, self.seed, pos.epoch)
-        plan = self.skip.plan_for(pos.epoch, order, pos.epoch * self.n)
+        start = pos.epoch * self.n
+        probe = self.probe
+        recheck = None if probe is None else (lambda index: self.recheck(probe, index, pos, start))
+        plan = self.skip.plan_for(pos.epoch, order, start, recheck=recheck)
         for visit in self.skip.visits(order, plan, batch_size=self.batch_size, first=pos.batch):
             pos.batch += 1
             batch = self.data.collate("train", visit.index) if len(visit.index) else None
             yield batch, visit
+
+    def recheck(self, probe: Probe, index: Tensor, pos: Position, samples_seen: int) -> None:
+        """Probe ``index`` ``(D,)`` in micro-batches and record what each found; count them."""
+        if len(index) == 0:
+            return
+        for chunk in index.split(self.batch_size):
+            self.skip.record(chunk, *probe(chunk).rows(), samples_seen=samples_seen)
+        pos.rechecked += len(index)
+        pos.rechecks_active += int((~self.skip.zero[index.to(self.skip.device)]).sum())
 
     def after_forward(self, visit: Visit, stats: MaskStats | None, samples_seen: int) -> None:
         """Record which computed samples had zero loss (no device sync)."""
@@ -112,6 +137,11 @@ class SkipBatches(ShuffledBatches):
         """``skipped_ratio``: the share of the samples visited since the last evaluation that
         were left out."""
         return {"skipped_ratio": 1.0 - since_eval.computed / max(1, since_eval.samples)}
+
+    def counts(self, pos: Position) -> dict[str, int]:
+        """``samples_rechecked``: zero-loss samples re-checked by a forward pass without
+        gradient; ``rechecks_active``: of those, the ones found active (then trained on)."""
+        return {"samples_rechecked": pos.rechecked, "rechecks_active": pos.rechecks_active}
 
     def state_dict(self) -> dict[str, Any]:
         return self.skip.state_dict()
@@ -129,8 +159,10 @@ def batch_source(
     speed: SpeedSettings,
     total_samples: int,
     device: torch.device,
+    probe: Probe | None = None,
 ) -> ShuffledBatches:
-    """AS-Skip's source when ``speed.as_skip``, else the plain shuffled one."""
+    """AS-Skip's source when ``speed.as_skip``, else the plain shuffled one. ``probe``: AS-Skip's
+    re-check, used when ``speed.skip_probe``."""
     if not speed.as_skip:
         return ShuffledBatches(data, batch_size=batch_size, seed=seed)
     return SkipBatches(
@@ -140,4 +172,5 @@ def batch_source(
         speed=speed,
         total_samples=total_samples,
         device=device,
+        probe=probe if speed.skip_probe else None,
     )

@@ -65,6 +65,25 @@ def loss_counts(
     return loss, torch.stack([active, torch.zeros_like(active)]), None
 
 
+@torch.no_grad()
+def mask_without_gradient(
+    model: nn.Module,
+    loss_fn: nn.Module,
+    batch: dict[str, Tensor],
+    *,
+    device: torch.device,
+    dtype: torch.dtype | None,
+) -> MaskStats:
+    """The AS loss's mask of ``batch`` by a forward pass without gradient, in train mode so that
+    dropout masks the samples as training would (AS-Skip's re-check)."""
+    model.train()
+    loss_counts(loss_fn, *forward(model, batch, device=device, dtype=dtype))
+    stats = getattr(loss_fn, "last_stats", None)
+    if stats is None:
+        raise ValueError(f"re-checking samples needs an AS loss, not {type(loss_fn).__name__}")
+    return stats
+
+
 def adamw(model: nn.Module, config: TrainConfig) -> torch.optim.AdamW:
     """AdamW with weight decay on matrices only (no decay on biases and LayerNorm)."""
     decay, no_decay = [], []

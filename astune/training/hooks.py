@@ -25,6 +25,13 @@ class LoopHooks:
     def on_micro_step_end(self, run, batch: dict[str, Tensor] | None, visit: Visit) -> None:
         """After it; ``run.loss_fn.last_stats`` holds its mask counts when it computed."""
 
+    def on_recheck_start(self, run, index: Tensor) -> None:
+        """Before AS-Skip re-checks training samples ``index`` by a forward pass without
+        gradient (part of planning an epoch; counted in ``train_seconds``)."""
+
+    def on_recheck_end(self, run, index: Tensor) -> None:
+        """After it."""
+
     def on_optimizer_step_start(self, run) -> None:
         """Before an optimizer step; ``run.window`` holds the accumulated window."""
 

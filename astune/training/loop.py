@@ -18,7 +18,7 @@ from torch import Tensor
 
 from astune.checkpoint_policy import CheckpointPolicy
 from astune.config import TrainConfig
-from astune.losses.as_softmax import DeltaSchedule
+from astune.losses.as_softmax import DeltaSchedule, MaskStats
 from astune.losses.catalogue import AS_LOSSES
 from astune.skip import Visit
 from astune.training import state as ckpt
@@ -29,6 +29,7 @@ from astune.training.compute import (
     choose_device,
     forward,
     loss_counts,
+    mask_without_gradient,
     model_parts,
     update_weights,
 )
@@ -36,6 +37,7 @@ from astune.training.evaluate import Evaluation, evaluate
 from astune.training.hooks import LoopHooks
 from astune.training.progress import LinearSchedule, Position, Window
 from astune.training.records import RunLog, evaluation_record, final_record
+from astune.training.resume import Resumable
 
 if TYPE_CHECKING:
     from astune.data.media_encoding import TrainData
@@ -43,8 +45,9 @@ if TYPE_CHECKING:
 Callback = Callable[[dict[str, Any], "Path | None"], None]
 
 
-class Run:
-    """The state of one training run and the steps that move it forward."""
+class Run(Resumable):
+    """The state of one training run and the steps that move it forward (its checkpoint state
+    and restoring it: :class:`~astune.training.resume.Resumable`)."""
 
     def __init__(
         self,
@@ -83,6 +86,7 @@ class Run:
             speed=speed,
             total_samples=self.total_samples,
             device=self.device,
+            probe=self.probe,
         )
         self.hooks = tuple(hooks)
         self.pos = Position()
@@ -142,6 +146,17 @@ class Run:
         self._since_eval.samples += visit.visited
         self._since_eval.computed += len(visit.index)
         self._hook("on_micro_step_end", batch, visit)
+
+    def probe(self, index: Tensor) -> MaskStats:
+        """AS-Skip's re-check of training samples ``index`` ``(B,)`` at the current delta."""
+        self._hook("on_recheck_start", index)
+        self.apply_delta()
+        batch = self.data.collate("train", index)
+        stats = mask_without_gradient(
+            self.model, self.loss_fn, batch, device=self.device, dtype=self.autocast
+        )
+        self._hook("on_recheck_end", index)
+        return stats
 
     def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Logits ``(B, C)`` or ``(B, T, C)`` in float32, and the labels, on the run's device."""
@@ -217,18 +232,22 @@ class Run:
         self._hook("on_evaluate_start")
         elapsed = time.perf_counter() - self._clock
         result = self.evaluate("validation")
-        record = evaluation_record(
-            result,
-            metric=self.spec.metric,
-            since_eval=self._since_eval,
-            pos=self.pos,
-            n_train=self.n_train,
-            seconds=elapsed - self.train_seconds,
-            train_seconds=elapsed,
-            accum_steps=self.accum_steps,
-            delta_now=self.delta_now(),
-            lr_now=self.config.lr * self.lr_schedule.factor(self.pos.samples),
-        ) | self.batches.record(self._since_eval)
+        record = (
+            evaluation_record(
+                result,
+                metric=self.spec.metric,
+                since_eval=self._since_eval,
+                pos=self.pos,
+                n_train=self.n_train,
+                seconds=elapsed - self.train_seconds,
+                train_seconds=elapsed,
+                accum_steps=self.accum_steps,
+                delta_now=self.delta_now(),
+                lr_now=self.config.lr * self.lr_schedule.factor(self.pos.samples),
+            )
+            | self.batches.record(self._since_eval)
+            | self.batches.counts(self.pos)
+        )
         self.pos.evaluations += 1
         self.best.update(
             record["objective"],
@@ -249,40 +268,6 @@ class Run:
         self._clock = time.perf_counter() - self.train_seconds
         self._hook("on_evaluate_end")
 
-    def state_dict(self) -> dict[str, Any]:
-        """What an exact resume needs (the checkpointer adds where the best weights are)."""
-        return {
-            "config": self.config.to_dict(),
-            "model": ckpt.cpu_state(self.model),
-            "optimizer": self.optimizer.state_dict(),
-            "lr_schedule": self.lr_schedule.state_dict(),
-            "speed": None if self.speed is None else self.speed.state_dict(),
-            "skip": self.batches.state_dict(),
-            "window_skipped": self.window.skipped_rows_so_far(),
-            "position": vars(self.pos).copy(),
-            **self.best.state_dict(),
-            "history": self.history,
-            "train_seconds": self.train_seconds,
-            "rng": ckpt.rng_state(),
-        }
-
-    def restore(self, folder: Path) -> None:
-        """Continue from the checkpoint in ``folder`` exactly where it was written."""
-        state = ckpt.read_checkpoint(folder)
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        if self.speed is not None and state["speed"] is not None:
-            self.speed.load_state_dict(state["speed"])
-        self.batches.load_state_dict(state.get("skip"))
-        self.window = Window(skipped=state.get("window_skipped", 0))
-        self.pos = Position(**state["position"])
-        self.history = state["history"]
-        self.best = Best.from_state(state)
-        self.checkpoints.restore(state, Path(folder), self.best)
-        self.train_seconds = state["train_seconds"]
-        self.log.rewrite(self.history)  # drops evaluations made after the checkpoint
-        ckpt.set_rng_state(state["rng"])
-
     def _finish(self) -> dict[str, Any]:
         self._hook("on_test_start")
         self.model.load_state_dict(self.best.weights)
@@ -293,7 +278,7 @@ class Run:
             train_seconds=self.train_seconds,
             checkpoint_stats=self.checkpoints.stats,
             best_margins=self.best.margins,
-        )
+        ) | self.batches.counts(self.pos)
         self.log.write_final(final)
         self._hook("on_test_end")
         return final

@@ -16,6 +16,8 @@ class Position:
     batch: int = 0  # the next micro-batch of ``epoch``
     samples: int = 0  # training examples seen (visited: AS-Skip's skipped ones count)
     computed: int = 0  # training examples that went through the model
+    rechecked: int = 0  # AS-Skip: zero-loss examples re-checked by a forward pass without gradient
+    rechecks_active: int = 0  # of those, the ones found active again (then trained on)
     steps: int = 0  # optimizer steps taken
     evaluations: int = 0
 
