@@ -13,6 +13,12 @@ from training_runs import loop_config as config
 from astune.training import Run, fit
 from astune.training import state as ckpt
 
+# one softmax epoch with an evaluation and a checkpoint every other optimizer step
+EVERY_OTHER_STEP = dict(
+    dataset="sst5", epochs=1, lr=1e-3, batch_size=16, loss="softmax", eval_every=2,
+    **EVERY_EVALUATION,
+)  # fmt: skip
+
 
 @pytest.fixture(scope="module")
 def sst5(data_dir):
@@ -32,18 +38,7 @@ def best_so_far(records: list[dict]) -> list[int]:
 
 @pytest.mark.slow
 def test_checkpoints_store_each_best_once_and_the_test_split_uses_it(tmp_path, data_dir, sst5):
-    cfg = config(
-        tmp_path,
-        "best",
-        data_dir,
-        dataset="sst5",
-        epochs=1,
-        lr=1e-3,
-        batch_size=16,
-        loss="softmax",
-        eval_every=2,
-        **EVERY_EVALUATION,
-    )
+    cfg = config(tmp_path, "best", data_dir, **EVERY_OTHER_STEP)
     store = ckpt.BestWeights.local(tmp_path / "apart")  # as a search keeps it: outside the folder
     named = []
 
@@ -75,17 +70,13 @@ def test_checkpoints_store_each_best_once_and_the_test_split_uses_it(tmp_path, d
 
 @pytest.mark.slow
 def test_a_resume_whose_best_is_stored_apart_ends_as_an_uninterrupted_run(tmp_path, data_dir, sst5):
-    common = dict(
-        dataset="sst5", epochs=1, lr=1e-3, batch_size=16, loss="softmax", eval_every=2,
-        **EVERY_EVALUATION,
-    )  # fmt: skip
-    straight = config(tmp_path, "straight", data_dir, **common)
+    straight = config(tmp_path, "straight", data_dir, **EVERY_OTHER_STEP)
     expected = fit(straight, data=sst5)
     records = read_metrics(straight)
     bests = best_so_far(records)
     stop_at = next(r["evaluation"] for r, b in zip(records, bests) if b != r["evaluation"])
 
-    broken = config(tmp_path, "broken", data_dir, **common)
+    broken = config(tmp_path, "broken", data_dir, **EVERY_OTHER_STEP)
     store = ckpt.BestWeights.local(tmp_path / "apart")
 
     def stop(record, folder):

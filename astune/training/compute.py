@@ -77,8 +77,8 @@ def mask_without_gradient(
     """The AS loss's mask of ``batch`` by a forward pass without gradient, in train mode so that
     dropout masks the samples as training would (AS-Skip's re-check)."""
     model.train()
-    loss_counts(loss_fn, *forward(model, batch, device=device, dtype=dtype))
-    stats = getattr(loss_fn, "last_stats", None)
+    loss_fn(*forward(model, batch, device=device, dtype=dtype))
+    stats = getattr(loss_fn, "last_stats", None)  # what an AS loss keeps of its last call
     if stats is None:
         raise ValueError(f"re-checking samples needs an AS loss, not {type(loss_fn).__name__}")
     return stats
