@@ -160,6 +160,7 @@ def raylet_of(procs: Processes, group: int) -> psutil.Process:
 
 
 def start_mlflow(procs: Processes, port: int) -> str:
+    """Launch an MLflow tracking server; returns its URI (ready after :func:`await_mlflow`)."""
     procs.start(
         "mlflow",
         [
@@ -177,16 +178,22 @@ def start_mlflow(procs: Processes, port: int) -> str:
             "1",
         ],
     )
-    uri = f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{port}"
+
+
+def await_mlflow(uri: str) -> None:
     wait_for(lambda: http_ok(f"{uri}/health"), "the MLflow server", timeout=90)
-    return uri
 
 
-def start_s3(procs: Processes, port: int, bucket: str) -> str:
+def start_s3(procs: Processes, port: int) -> str:
+    """Launch a local S3-compatible server; returns its endpoint (ready after :func:`await_s3`)."""
+    procs.start("moto", [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)])
+    return f"http://127.0.0.1:{port}"
+
+
+def await_s3(endpoint: str, bucket: str) -> None:
+    """Wait for the S3 server and create ``bucket`` on it."""
     import boto3
 
-    procs.start("moto", [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)])
-    endpoint = f"http://127.0.0.1:{port}"
     wait_for(lambda: http_ok(f"{endpoint}/moto-api/"), "the S3 server", timeout=60)
     boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
-    return endpoint

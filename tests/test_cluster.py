@@ -21,6 +21,8 @@ import yaml
 from cluster_processes import (
     BIN,
     Processes,
+    await_mlflow,
+    await_s3,
     free_port,
     raylet_of,
     start_head,
@@ -119,6 +121,10 @@ def cluster(tmp_path_factory, data_dir):
         AWS_DEFAULT_REGION="us-east-1",
         AWS_EC2_METADATA_DISABLED="true",
         RAY_USAGE_STATS_ENABLED="0",
+        # A dead node is declared after 3 failed health checks 1 s apart (Ray's defaults: 5,
+        # 3 s apart); each check still waits up to 10 s for an answer on this busy machine.
+        RAY_health_check_period_ms="1000",
+        RAY_health_check_failure_threshold="3",
     )
     s3_port = free_port()
     env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{s3_port}"  # read by pyarrow and boto3
@@ -127,10 +133,12 @@ def cluster(tmp_path_factory, data_dir):
         for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
             patch.setenv(key, env[key])
         try:
-            s3 = start_s3(procs, s3_port, BUCKET)
-            tracking = start_mlflow(procs, free_port())
+            # the servers start while `ray start` brings the head up
+            s3, tracking = start_s3(procs, s3_port), start_mlflow(procs, free_port())
             port, dashboard = free_port(), free_port()
             start_head(procs, port, dashboard)
+            await_s3(s3, BUCKET)
+            await_mlflow(tracking)
             yield Cluster(procs, port, dashboard, tracking, s3)
         finally:
             procs.end_all()
