@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -27,28 +28,63 @@ def data_dir() -> Path:
     return DATA_DIR
 
 
-def _module_rank(item: pytest.Item) -> int:
-    marks = {m.name for m in item.iter_markers()}
-    return 0 if "cluster" in marks else 1 if "ray" in marks else 2 if "slow" in marks else 3
+MODULE_SECONDS = Path(__file__).with_name("module_seconds.json")
+"""Each test module's measured seconds (setup, calls, teardown) under the README's command; write
+it again with ``ASTUNE_RECORD_SECONDS=1`` on that command after adding or changing slow tests."""
 
 
-def _module(item: pytest.Item) -> str:
-    return item.nodeid.split("::")[0]
+def _module(nodeid: str) -> str:
+    return nodeid.split("::")[0]
 
 
-@pytest.hookimpl(trylast=True)  # after -m has deselected: rank what runs
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules with server, Ray or slow tests run first, in that order (file order within a
-    module, as before): under ``-n 2 --dist loadfile`` (pytest-xdist) the longest modules start
-    at once instead of trailing alone at the end of the run."""
-    rank: dict[str, int] = {}
+def _seconds(items: list[pytest.Item]) -> dict[str, float]:
+    """Measured seconds per module; a module not measured yet ranks by its markers, first when it
+    starts servers or Ray (as long as the longest measured module), else last."""
+    measured = json.loads(MODULE_SECONDS.read_text()) if MODULE_SECONDS.is_file() else {}
+    longest = max(measured.values(), default=0.0)
+    out: dict[str, float] = {}
     for item in items:
-        rank[_module(item)] = min(rank.get(_module(item), 3), _module_rank(item))
-    items.sort(key=lambda item: rank[_module(item)])
+        module = _module(item.nodeid)
+        if module not in measured:
+            marks = {m.name for m in item.iter_markers()}
+            out[module] = max(out.get(module, 0.0), longest if marks & {"ray", "cluster"} else 0.0)
+    return {**out, **measured}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist hands out whole modules ordered by their number of tests unless told to keep
+    # the collection's order, which pytest_collection_modifyitems makes longest first.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(trylast=True)  # after -m has deselected: order what runs
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest modules first (file order within a module): under ``-n 2 --dist loadfile``
+    each worker takes the next module when it is done with one, so the run ends with short
+    modules on both workers instead of a long one on one of them."""
+    seconds = _seconds(items)
+    items.sort(key=lambda item: -seconds[_module(item.nodeid)])
+
+
+_RECORDED: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With ``ASTUNE_RECORD_SECONDS`` set, sum each module's seconds (the controller of a
+    pytest-xdist run sees every worker's reports)."""
+    if os.environ.get("ASTUNE_RECORD_SECONDS"):
+        module = _module(report.nodeid)
+        _RECORDED[module] = _RECORDED.get(module, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(RAY_TMP, ignore_errors=True)  # every Ray of the session has ended by now
+    if _RECORDED and not os.environ.get("PYTEST_XDIST_WORKER"):
+        before = json.loads(MODULE_SECONDS.read_text()) if MODULE_SECONDS.is_file() else {}
+        ranked = dict(sorted({**before, **_RECORDED}.items(), key=lambda kv: -kv[1]))
+        rounded = {module: round(seconds, 1) for module, seconds in ranked.items()}
+        MODULE_SECONDS.write_text(json.dumps(rounded, indent=1) + "\n")
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
     if skipped and exitstatus == 0:
