@@ -55,6 +55,8 @@ _FIELD_SPECS = (
     ParamSpec("skip_anneal", float, 0.1, 0.0, 1.0),
     # Re-check zero-loss samples by a forward pass without gradient (False: train on them, v1).
     ParamSpec("skip_probe", bool, True),
+    # The cap of the re-check back-off (astune/skip.py); 1: every zero sample has chance skip_keep.
+    ParamSpec("skip_backoff", float, 8.0, 1.0),
     ParamSpec("seed", int, 42, 0),
     ParamSpec("eval_every", int, None, 1),
 )
@@ -81,6 +83,7 @@ class SpeedSettings:
     skip_keep: float = _default("skip_keep")
     skip_anneal: float = _default("skip_anneal")
     skip_probe: bool = _default("skip_probe")
+    skip_backoff: float = _default("skip_backoff")
 
     def build_speed(self) -> ASSpeed | None:
         """The AS-Speed controller, or None when AS-Speed is off."""
@@ -89,7 +92,7 @@ class SpeedSettings:
 
 SPEED_FIELDS = tuple(f.name for f in dataclasses.fields(SpeedSettings))
 """The speed and skip parameter names: config fields, search-space ``speed_params``."""
-SKIP_FIELDS = ("skip_keep", "skip_anneal", "skip_probe")
+SKIP_FIELDS = ("skip_keep", "skip_anneal", "skip_probe", "skip_backoff")
 """The AS-Skip parameters of :data:`SPEED_FIELDS` (they apply only with ``as_skip``)."""
 PAPER_BUDGET = ("epochs", "batch_size", "lr")
 """The fields an unset value of takes the paper's value for the dataset."""
@@ -130,6 +133,7 @@ class TrainConfig:
     skip_keep: float = _default("skip_keep")
     skip_anneal: float = _default("skip_anneal")
     skip_probe: bool = _default("skip_probe")
+    skip_backoff: float = _default("skip_backoff")
     loss_params: dict[str, float] = field(default_factory=dict)
     seed: int = _default("seed")
     eval_every: int | None = _default("eval_every")

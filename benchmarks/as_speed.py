@@ -11,8 +11,11 @@ diverge):
   - ``as_speed_skip`` both
   - ``as_skip_represented`` as_skip, its gradient divided by the rows represented (computed +
     skipped) instead of the library's rows computed: the normalisation measured side by side
-  - ``as_skip_v1``  as_skip with ``skip_probe`` off: the samples due for a re-check are trained
-    on directly instead of probed by a forward pass without gradient (AS-Skip v1)
+  - ``as_skip_v1``  as_skip with ``skip_probe`` off and no back-off: the samples due for a
+    re-check (a share ``skip_keep`` each epoch) are trained on directly instead of probed by a
+    forward pass without gradient (AS-Skip v1)
+  - ``as_skip_flat`` as_skip without the back-off (``skip_backoff`` 1): every zero-loss sample
+    has the chance ``skip_keep`` each epoch (AS-Skip v2, step 1)
 
 ``--seeds N`` trains every variant with N seeds (``--seed``, ``--seed`` + 1, ...; the data subset
 stays the one drawn with ``--seed``) and adds the mean and 95% t-interval over seeds of each
@@ -91,8 +94,9 @@ VARIANTS = (
     "as_speed_skip",
     "as_skip_represented",
     "as_skip_v1",
+    "as_skip_flat",
 )
-SKIP_VARIANTS = ("as_skip", "as_speed_skip", "as_skip_represented", "as_skip_v1")
+SKIP_VARIANTS = VARIANTS[3:]
 SPEED_VARIANTS = ("as_speed", "as_speed_skip")
 DEFAULT_PLOT = Path(__file__).resolve().parent / "as_speed_masked.png"
 
@@ -131,6 +135,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-accum-steps", type=int, default=4, help="AS-Speed cap (paper SST-5: 4)")
     p.add_argument("--skip-keep", type=float, default=None, help="AS-Skip re-check share")
     p.add_argument("--skip-anneal", type=float, default=None, help="AS-Skip full-data tail")
+    p.add_argument("--skip-backoff", type=float, default=None, help="AS-Skip re-check back-off cap")
     p.add_argument(
         "--seeds", type=int, default=1, help="seeds per variant (mean and 95%% interval if > 1)"
     )
@@ -258,11 +263,13 @@ def variant_config(
             )
         if variant in SKIP_VARIANTS:
             config.as_skip = True
-            for name in ("skip_keep", "skip_anneal"):
+            for name in ("skip_keep", "skip_anneal", "skip_backoff"):
                 if getattr(args, name) is not None:
                     setattr(config, name, getattr(args, name))
             # v1: the samples due for a re-check are trained on, not probed without gradient
             config.skip_probe = variant != "as_skip_v1"
+            if variant in ("as_skip_v1", "as_skip_flat"):
+                config.skip_backoff = 1.0
     return config.validate()
 
 

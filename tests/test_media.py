@@ -277,8 +277,11 @@ def test_as_skip_keeping_every_sample_equals_as_softmax_on_images(
         return final, [{k: v for k, v in r.items() if k not in drop} for r in records]
 
     plain, plain_records = run("plain")
-    # v1 re-checks (no probe): keep 1 trains on every zero-loss sample, so nothing is skipped
-    kept, kept_records = run("skip", as_skip=True, skip_keep=1.0, skip_probe=False)
+    # v1 re-checks (no probe, no back-off): keep 1 trains on every zero-loss sample, so nothing
+    # is skipped
+    kept, kept_records = run(
+        "skip", as_skip=True, skip_keep=1.0, skip_probe=False, skip_backoff=1.0
+    )
     assert kept_records == plain_records  # image batches go through AS-Skip's filling unchanged
     assert kept["samples_computed"] == kept["samples_seen"] == 64
     assert kept["test_accuracy"] == plain["test_accuracy"]

@@ -182,6 +182,7 @@ def test_skip_state_round_trips_and_refuses_other_data():
         (dict(as_skip=True, skip_keep=1.5), r"skip_keep must be in \[0.0, 1.0\], but got 1.5"),
         (dict(as_skip=True, skip_anneal=-0.1), r"skip_anneal must be in \[0.0, 1.0\]"),
         (dict(as_skip=True, skip_probe="yes"), "skip_probe must be true or false, but got 'yes'"),
+        (dict(as_skip=True, skip_backoff=0.5), r"skip_backoff must be in \[1.0, inf\), but got 0"),
     ],
 )
 def test_bad_skip_settings_fail_with_one_line(overrides, message):
@@ -216,10 +217,10 @@ def test_cli_refuses_as_skip_with_a_loss_that_is_not_an_as_loss(tmp_path):
 def test_keeping_every_sample_equals_plain_as_softmax_exactly(tmp_path, data_dir, sst5):
     common = dict(epochs=4, eval_every=6, as_speed=True, lam=1.0, max_accum_steps=3)
     plain = config(tmp_path, "plain", data_dir, **common)
-    # v1 re-checks (no probe): keep 1 trains on every zero-loss sample, so nothing is skipped
-    kept = config(
-        tmp_path, "kept", data_dir, as_skip=True, skip_keep=1.0, skip_probe=False, **common
-    )
+    # v1 re-checks (no probe, no back-off): keep 1 trains on every zero-loss sample, so nothing
+    # is skipped
+    v1 = dict(skip_keep=1.0, skip_probe=False, skip_backoff=1.0)
+    kept = config(tmp_path, "kept", data_dir, as_skip=True, **v1, **common)
     expected, got = fit(plain, data=sst5), fit(kept, data=sst5)
     a, b = read_metrics(plain), read_metrics(kept)
     assert [{k: v for k, v in r.items() if k not in SKIP_RECORD_KEYS} for r in timeless(b)] == (
@@ -243,8 +244,8 @@ def test_skipped_samples_come_back_when_active_and_as_speed_counts_skipped_as_ma
         calls.append((n_active, n_masked))
         return update(self, n_active, n_masked)
 
-    def spy_record(self, index, active, masked, *, samples_seen):
-        record(self, index, active, masked, samples_seen=samples_seen)
+    def spy_record(self, index, active, masked, **kwargs):
+        record(self, index, active, masked, **kwargs)
         for i in index.tolist():
             history.setdefault(i, []).append(bool(self.zero[i]))
 
@@ -366,7 +367,7 @@ def test_a_resume_after_an_epoch_that_computed_nothing_keeps_its_skipped_rows(
     monkeypatch.setattr(ASSpeed, "update", spy_update)
     straight = config(
         tmp_path, "straight", data_dir, epochs=3, as_skip=True, skip_keep=1.0, skip_anneal=0.0,
-        as_speed=True, lam=1.0, checkpoint_every="eval",
+        skip_backoff=1.0, as_speed=True, lam=1.0, checkpoint_every="eval",
     )  # fmt: skip
     snapshots = Snapshots(tmp_path / "snapshots")
     expected = fit(straight, data=sst5, callback=snapshots)

@@ -607,6 +607,7 @@ speed_params:
   skip_keep: {type: float, low: 0.1, high: 0.5}
   skip_anneal: {type: fixed, value: 0.2}
   skip_probe: {type: categorical, choices: [true, false]}
+  skip_backoff: {type: float, low: 1.0, high: 16.0, log: true}
 """
 
 
@@ -621,9 +622,10 @@ def test_as_skip_and_its_parameters_are_sampled_only_for_an_as_loss_with_as_skip
         skip = config.get("as_skip", False)
         assert skip is False or config["loss"] == "as_softmax"
         assert ("skip_keep" in config) == ("skip_anneal" in config) == skip
-        assert ("skip_probe" in config) == skip
+        assert ("skip_probe" in config) == ("skip_backoff" in config) == skip
         if skip:
             assert 0.1 <= config["skip_keep"] <= 0.5 and config["skip_anneal"] == 0.2
+            assert 1.0 <= config["skip_backoff"] <= 16.0
             probes.add(config["skip_probe"])
         seen.add((config["loss"], skip))
     assert {("as_softmax", True), ("as_softmax", False), ("softmax", False)} <= seen
@@ -636,6 +638,7 @@ def test_as_skip_and_its_parameters_are_sampled_only_for_an_as_loss_with_as_skip
         ("speed_params:\n  skip_keep: 0.3", "speed_params.skip_keep", "only when as_skip"),
         ("speed_params:\n  skip_keep: {type: float, low: 0.0, high: 1.5}", "skip_keep", "1.0"),
         ("speed_params:\n  skip_probe: {type: fixed, value: 2}", "skip_probe", "true or false"),
+        ("speed_params:\n  skip_backoff: {type: float, low: 0.5, high: 4}", "skip_backoff", "1.0"),
         (
             "speed_params:\n  as_skip: {type: categorical, choices: [true, false]}\n"
             "  skip_keep: {type: float, low: 0.1, high: 0.5}\n"

@@ -115,6 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="re-check zero-loss samples by a forward pass without gradient (default: on; "
         "--no-skip-probe trains on them directly, AS-Skip v1)",
     )
+    train.add_argument(
+        "--skip-backoff",
+        type=float,
+        default=None,
+        help="cap of the re-check back-off: a zero-loss sample is re-checked with chance "
+        "skip_keep / w, w doubling each time it is found zero again (default 8; 1: no back-off)",
+    )
     train.add_argument("--lr", type=float, default=None)
     train.add_argument("--batch-size", type=int, default=None)
     train.add_argument("--output-dir", default=None)

@@ -36,12 +36,20 @@ class MaskStats:
 
     ``n_active`` rows are not ``ignore_index``; ``n_masked`` of them have every non-target class
     masked (zero loss). The counts are reduced on first read, so a loss call that nobody asks
-    for its counts pays nothing and a GPU syncs only when they are read.
+    for its counts pays nothing and a GPU syncs only when they are read. ``headroom``, when the
+    loss gives one, computes how far past its masking threshold each fully masked row is (see
+    :meth:`headroom_rows`), also only when asked.
     """
 
-    def __init__(self, inactive: Tensor, fully_masked: Callable[[], Tensor] | None = None):
+    def __init__(
+        self,
+        inactive: Tensor,
+        fully_masked: Callable[[], Tensor] | None = None,
+        headroom: Callable[[], Tensor] | None = None,
+    ):
         self._inactive = inactive
         self._fully_masked = fully_masked
+        self._headroom = headroom
 
     @property
     def n_active(self) -> int:
@@ -58,6 +66,12 @@ class MaskStats:
             return active, torch.zeros_like(active)
         return active, self._fully_masked().reshape(-1)
 
+    def headroom_rows(self) -> Tensor | None:
+        """Per row, flat ``(M,)`` float32: how far a fully masked row is past the masking
+        threshold, in units of delta (single-label: ``(p_t - max_{i != t} p_i - delta) / delta``);
+        0 for a row that is not fully masked. None: the loss gives no headroom."""
+        return None if self._headroom is None else self._headroom().reshape(-1)
+
     def counts(self) -> Tensor:
         """``[n_active, n_masked]`` as a 0-sync int64 device tensor ``(2,)``."""
         active, masked = self.rows()
@@ -65,6 +79,26 @@ class MaskStats:
 
     def __repr__(self) -> str:
         return f"MaskStats(n_active={self.n_active}, n_masked={self.n_masked})"
+
+
+def past_threshold(gap: Tensor, threshold: float, fully_masked: Tensor) -> Tensor:
+    """``(gap - threshold) / threshold`` where ``fully_masked``, else 0, float32 ``(M,)``: the
+    headroom of rows whose smallest target-over-rest ``gap`` ``(M,)`` passed ``threshold``."""
+    headroom = (gap - threshold) / threshold
+    return headroom.clamp_(min=0.0).masked_fill_(~fully_masked.reshape(-1), 0.0)
+
+
+def _single_label_headroom(
+    logits: Tensor, target: Tensor, fully_masked: Tensor, delta: float
+) -> Tensor:
+    """:meth:`MaskStats.headroom_rows` of AS-Softmax rows: logits ``(M, C)``, target ``(M, 1)``."""
+    with torch.no_grad():
+        # float32: in fp16/bf16 the gap p_t - p_i near delta rounds to a few digits; the re-check
+        # schedule needs no more than float32 gives.
+        probs = torch.softmax(logits.detach().float(), dim=1)
+        p_target = probs.gather(1, target).squeeze(1)
+        p_rest = probs.scatter(1, target, float("-inf")).amax(dim=1)
+        return past_threshold(p_target - p_rest, delta, fully_masked)
 
 
 class _ASSoftmaxFunction(torch.autograd.Function):
@@ -195,7 +229,13 @@ def as_softmax_with_stats(
         safe_labels = flat_labels.unsqueeze(1).masked_fill(inactive, 0)
         loss, fully_masked = _ASSoftmaxFunction.apply(flat_logits, safe_labels, inactive, delta)
         loss = loss.to(logits.dtype)
-        stats = MaskStats(inactive, lambda: fully_masked & ~inactive)
+        stats = MaskStats(
+            inactive,
+            lambda: fully_masked & ~inactive,
+            lambda: _single_label_headroom(
+                flat_logits, safe_labels, fully_masked & ~inactive, delta
+            ),
+        )
     return _reduce(loss.reshape(labels.shape), inactive, reduction), stats
 
 

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from astune._checks import REDUCTIONS, check_choice, check_int, check_range
-from astune.losses.as_softmax import MaskStats
+from astune.losses.as_softmax import MaskStats, past_threshold
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -228,10 +228,18 @@ def as_variant_with_stats(
     rows = _Rows(logits, labels, ignore_index)
     with torch.no_grad():
         # The target's own gap is 0 < margin, so the target is always kept.
-        masked = rows.logits.gather(1, rows.target) - rows.logits >= margin
+        gaps = rows.logits.gather(1, rows.target) - rows.logits
+        masked = gaps >= margin
     loss = rows.cross_entropy(rows.logits.masked_fill(masked, float("-inf")), reduction)
     inactive, num_classes = rows.inactive, rows.num_classes  # not rows: it holds the logits
-    return loss, MaskStats(inactive, lambda: (masked.sum(dim=1) == num_classes - 1) & ~inactive)
+    fully_masked = lambda: (masked.sum(dim=1) == num_classes - 1) & ~inactive  # noqa: E731
+
+    def headroom() -> Tensor:  # the smallest gap to a non-target class, in logits
+        # float32: a bf16 logit gap keeps 2-3 digits; the re-check schedule needs no more.
+        smallest = gaps.float().scatter(1, rows.target, float("inf")).amin(dim=1)
+        return past_threshold(smallest, margin, fully_masked())
+
+    return loss, MaskStats(inactive, fully_masked, headroom)
 
 
 def as_variant_loss(

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from astune._checks import REDUCTIONS, check_choice
-from astune.losses.as_softmax import MaskStats
+from astune.losses.as_softmax import MaskStats, past_threshold
 from astune.losses.catalogue import DELTA
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -88,8 +88,9 @@ def multilabel_categorical_crossentropy(
     return _loss(logits, ~positive, positive, reduction)
 
 
-def _as_keep_masks(logits: Tensor, positive: Tensor, delta: float) -> tuple[Tensor, Tensor]:
-    """The kept negatives (``z_i = 1``) and kept positives (``z_t = 1``), bool ``(N, C)``."""
+def _as_keep_masks(logits: Tensor, positive: Tensor, delta: float) -> tuple[Tensor, Tensor, Tensor]:
+    """The kept negatives (``z_i = 1``) and kept positives (``z_t = 1``), bool ``(N, C)``, and
+    the gap ``p_t^min - p_i^max`` ``(N,)`` that both criteria compare with delta."""
     with torch.no_grad():
         # fp16/bf16 probabilities keep 3 (bf16: 2) significant digits and fp16 ones underflow to
         # 0 past a logit gap of ~17, which flips the criterion near delta: compare in float32.
@@ -101,7 +102,8 @@ def _as_keep_masks(logits: Tensor, positive: Tensor, delta: float) -> tuple[Tens
         decidable = positive.any(dim=1, keepdim=True) & negative.any(dim=1, keepdim=True)
         mask_neg = (p_pos_min - probs > delta) & decidable
         mask_pos = (probs - p_neg_max > delta) & decidable
-        return negative & ~mask_neg, positive & ~mask_pos
+        gap = (p_pos_min - p_neg_max).squeeze(1)
+        return negative & ~mask_neg, positive & ~mask_pos, gap
 
 
 def multilabel_as_softmax_with_stats(
@@ -120,8 +122,9 @@ def multilabel_as_softmax_with_stats(
         # For finite logits p_t^min - p_i < 1, so nothing is masked; the shortcut also keeps rows
         # whose float probabilities saturate to 1 and 0 (which would meet ">= 1") unmasked.
         return _loss(logits, ~positive, positive, reduction), MaskStats(inactive)
-    keep_neg, keep_pos = _as_keep_masks(logits, positive, delta)
-    stats = MaskStats(inactive, lambda: ~(keep_neg.any(dim=1) | keep_pos.any(dim=1)))
+    keep_neg, keep_pos, gap = _as_keep_masks(logits, positive, delta)
+    fully_masked = lambda: ~(keep_neg.any(dim=1) | keep_pos.any(dim=1))  # noqa: E731
+    stats = MaskStats(inactive, fully_masked, lambda: past_threshold(gap, delta, fully_masked()))
     return _loss(logits, keep_neg, keep_pos, reduction), stats
 
 

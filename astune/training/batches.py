@@ -101,6 +101,7 @@ class SkipBatches(ShuffledBatches):
             anneal=speed.skip_anneal,
             total_samples=total_samples,
             seed=seed,
+            backoff=speed.skip_backoff,
             device=device,
         )
         self.probe = probe
@@ -121,14 +122,19 @@ class SkipBatches(ShuffledBatches):
         if len(index) == 0:
             return
         for chunk in index.split(self.batch_size):
-            self.skip.record(chunk, *probe(chunk).rows(), samples_seen=samples_seen)
+            self.record_stats(chunk, probe(chunk), samples_seen)
         pos.rechecked += len(index)
         pos.rechecks_active += int((~self.skip.zero[index.to(self.skip.device)]).sum())
 
     def after_forward(self, visit: Visit, stats: MaskStats | None, samples_seen: int) -> None:
         """Record which computed samples had zero loss (no device sync)."""
         if stats is not None:
-            self.skip.record(visit.index, *stats.rows(), samples_seen=samples_seen)
+            self.record_stats(visit.index, stats, samples_seen)
+
+    def record_stats(self, index: Tensor, stats: MaskStats, samples_seen: int) -> None:
+        self.skip.record(
+            index, *stats.rows(), samples_seen=samples_seen, headroom=stats.headroom_rows()
+        )
 
     def skipped_rows(self, visit: Visit) -> Tensor:
         return self.skip.skipped_rows(visit.skipped)
