@@ -57,6 +57,8 @@ _FIELD_SPECS = (
     ParamSpec("skip_probe", bool, True),
     # The cap of the re-check back-off (astune/skip.py); 1: every zero sample has chance skip_keep.
     ParamSpec("skip_backoff", float, 8.0, 1.0),
+    # Micro-batches grouped by length (astune/training/buckets.py); 0: none. Text only.
+    ParamSpec("length_window", int, 0, 0),
     ParamSpec("seed", int, 42, 0),
     ParamSpec("eval_every", int, None, 1),
 )
@@ -135,6 +137,7 @@ class TrainConfig:
     skip_probe: bool = _default("skip_probe")
     skip_backoff: float = _default("skip_backoff")
     loss_params: dict[str, float] = field(default_factory=dict)
+    length_window: int = _default("length_window")
     seed: int = _default("seed")
     eval_every: int | None = _default("eval_every")
     checkpoint_every: str = TRAIN_DEFAULT  # see astune.checkpoint_policy

@@ -16,6 +16,8 @@ diverge):
     forward pass without gradient (AS-Skip v1)
   - ``as_skip_flat`` as_skip without the back-off (``skip_backoff`` 1): every zero-loss sample
     has the chance ``skip_keep`` each epoch (AS-Skip v2, step 1)
+  - ``softmax_grouped`` and ``as_skip_grouped``: softmax and as_skip with their micro-batches
+    grouped by length (``--length-window``), so each pads to about its own length
 
 ``--seeds N`` trains every variant with N seeds (``--seed``, ``--seed`` + 1, ...; the data subset
 stays the one drawn with ``--seed``) and adds the mean and 95% t-interval over seeds of each
@@ -95,8 +97,18 @@ VARIANTS = (
     "as_skip_represented",
     "as_skip_v1",
     "as_skip_flat",
+    "as_skip_grouped",
+    "softmax_grouped",
 )
-SKIP_VARIANTS = VARIANTS[3:]
+SKIP_VARIANTS = (
+    "as_skip",
+    "as_speed_skip",
+    "as_skip_represented",
+    "as_skip_v1",
+    "as_skip_flat",
+    "as_skip_grouped",
+)
+GROUPED_VARIANTS = ("as_skip_grouped", "softmax_grouped")
 SPEED_VARIANTS = ("as_speed", "as_speed_skip")
 DEFAULT_PLOT = Path(__file__).resolve().parent / "as_speed_masked.png"
 
@@ -136,6 +148,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--skip-keep", type=float, default=None, help="AS-Skip re-check share")
     p.add_argument("--skip-anneal", type=float, default=None, help="AS-Skip full-data tail")
     p.add_argument("--skip-backoff", type=float, default=None, help="AS-Skip re-check back-off cap")
+    p.add_argument(
+        "--length-window", type=int, default=8, help="micro-batches grouped by length (*_grouped)"
+    )
     p.add_argument(
         "--seeds", type=int, default=1, help="seeds per variant (mean and 95%% interval if > 1)"
     )
@@ -251,7 +266,9 @@ def variant_config(
     base: TrainConfig, variant: str, args: argparse.Namespace, output_dir: Path
 ) -> TrainConfig:
     config = TrainConfig.from_dict({**base.to_dict(), "output_dir": str(output_dir)})
-    if variant == "softmax":
+    if variant in GROUPED_VARIANTS:
+        config.length_window = args.length_window
+    if variant in ("softmax", "softmax_grouped"):
         config.loss = "softmax"
     else:
         config.loss, config.delta = "as_softmax", args.delta
@@ -953,6 +970,8 @@ def plot_computed(path: str, results: dict[str, list[dict[str, Any]]], args) -> 
         "as_speed_skip": "tab:red",
         "as_skip_represented": "tab:purple",
         "as_skip_v1": "tab:orange",
+        "as_skip_flat": "tab:brown",
+        "as_skip_grouped": "tab:olive",
         "as_softmax": "tab:blue",
     }
     for variant in ("as_softmax", *SKIP_VARIANTS):

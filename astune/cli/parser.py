@@ -122,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="cap of the re-check back-off: a zero-loss sample is re-checked with chance "
         "skip_keep / w, w doubling each time it is found zero again (default 8; 1: no back-off)",
     )
+    train.add_argument(
+        "--length-window",
+        type=int,
+        default=None,
+        help="group micro-batches by length within windows of this many (text; default 0: off)",
+    )
     train.add_argument("--lr", type=float, default=None)
     train.add_argument("--batch-size", type=int, default=None)
     train.add_argument("--output-dir", default=None)

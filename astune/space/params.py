@@ -31,6 +31,7 @@ TRAIN_PARAMS = (
     "lr_warmup_ratio",
     "max_grad_norm",
     "dropout",
+    "length_window",
 )
 """The keys of a space's ``params`` section (TrainConfig fields)."""
 # The keys of ``speed_params`` (AS-Speed and AS-Skip, AS losses only) are config's SPEED_FIELDS;

@@ -18,8 +18,10 @@ import torch
 from torch import Tensor
 
 from astune.config import SpeedSettings
+from astune.data.encoding import EncodedSplit
 from astune.losses.as_softmax import MaskStats
 from astune.skip import ASSkip, Visit
+from astune.training.buckets import group_by_length
 from astune.training.progress import Position, Window
 
 if TYPE_CHECKING:
@@ -42,15 +44,31 @@ def epoch_order(n: int, seed: int, epoch: int) -> Tensor:
 
 
 class ShuffledBatches:
-    """Every sample once per epoch, in a seeded shuffled order, ``batch_size`` at a time."""
+    """Every sample once per epoch, in a seeded shuffled order, ``batch_size`` at a time;
+    with ``length_window`` > 0 grouped by length within that many micro-batches (text only)."""
 
-    def __init__(self, data: TrainData, *, batch_size: int, seed: int):
+    def __init__(self, data: TrainData, *, batch_size: int, seed: int, length_window: int = 0):
         self.data, self.batch_size, self.seed = data, batch_size, seed
         self.n = len(data.splits["train"])
+        self.length_window = length_window
+        self.lengths = train_lengths(data) if length_window else None
+
+    def grouped(self, samples: Tensor, epoch: int) -> Tensor:
+        """``samples`` in batching order, grouped by length when ``length_window`` asks."""
+        if self.lengths is None:
+            return samples
+        return group_by_length(
+            samples,
+            self.lengths,
+            batch_size=self.batch_size,
+            window=self.length_window,
+            seed=self.seed,
+            epoch=epoch,
+        )
 
     def epoch(self, pos: Position) -> Iterator[tuple[Batch | None, Visit]]:
         """The micro-batches of ``pos.epoch`` from ``pos.batch`` on."""
-        order = epoch_order(self.n, self.seed, pos.epoch)
+        order = self.grouped(epoch_order(self.n, self.seed, pos.epoch), pos.epoch)
         size = self.batch_size
         for b in range(pos.batch, math.ceil(self.n / size)):
             pos.batch = b + 1
@@ -93,8 +111,9 @@ class SkipBatches(ShuffledBatches):
         total_samples: int,
         device: torch.device,
         probe: Probe | None = None,
+        length_window: int = 0,
     ):
-        super().__init__(data, batch_size=batch_size, seed=seed)
+        super().__init__(data, batch_size=batch_size, seed=seed, length_window=length_window)
         self.skip = ASSkip(
             self.n,
             keep=speed.skip_keep,
@@ -112,6 +131,10 @@ class SkipBatches(ShuffledBatches):
         probe = self.probe
         recheck = None if probe is None else (lambda index: self.recheck(probe, index, pos, start))
         plan = self.skip.plan_for(pos.epoch, order, start, recheck=recheck)
+        if self.lengths is not None:  # the kept samples regrouped among the kept positions
+            kept_at = torch.nonzero(plan).flatten()
+            order = order.clone()
+            order[kept_at] = self.grouped(order[kept_at], pos.epoch)
         for visit in self.skip.visits(order, plan, batch_size=self.batch_size, first=pos.batch):
             pos.batch += 1
             batch = self.data.collate("train", visit.index) if len(visit.index) else None
@@ -166,11 +189,13 @@ def batch_source(
     total_samples: int,
     device: torch.device,
     probe: Probe | None = None,
+    length_window: int = 0,
 ) -> ShuffledBatches:
     """AS-Skip's source when ``speed.as_skip``, else the plain shuffled one. ``probe``: AS-Skip's
-    re-check, used when ``speed.skip_probe``."""
+    re-check, used when ``speed.skip_probe``; ``length_window``: micro-batches grouped by
+    length (0: none)."""
     if not speed.as_skip:
-        return ShuffledBatches(data, batch_size=batch_size, seed=seed)
+        return ShuffledBatches(data, batch_size=batch_size, seed=seed, length_window=length_window)
     return SkipBatches(
         data,
         batch_size=batch_size,
@@ -179,4 +204,17 @@ def batch_source(
         total_samples=total_samples,
         device=device,
         probe=probe if speed.skip_probe else None,
+        length_window=length_window,
     )
+
+
+def train_lengths(data: TrainData) -> Tensor:
+    """Tokens of every training sample ``(N,)``; ValueError for data without lengths (images
+    and audio, whose batches do not pad to a longest sample the same way)."""
+    split = data.splits["train"]
+    if not isinstance(split, EncodedSplit):
+        raise ValueError(
+            f"length_window groups text by length, but {data.spec.name!r} is "
+            f"{data.spec.task} data; use length_window 0."
+        )
+    return split.lengths()

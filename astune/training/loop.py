@@ -87,6 +87,7 @@ class Run(Resumable):
             total_samples=self.total_samples,
             device=self.device,
             probe=self.probe,
+            length_window=config.length_window,
         )
         self.hooks = tuple(hooks)
         self.pos = Position()
