@@ -127,9 +127,10 @@ class Searched:
 
 
 @pytest.fixture(scope="module")
-def searched(tmp_path_factory, data_dir) -> Searched:
+def searched(tmp_path_factory, data_dir, shared_ray) -> Searched:
     """Six CoNLL trials (entity F1 separates learning rates after one epoch), objectives the
-    metric and training time, ASHA asked for by the space: it stops some trials."""
+    metric and training time, ASHA asked for by the space: it stops some trials. The search and
+    `confirm --front` join the module's one Ray."""
     root = tmp_path_factory.mktemp("pareto")
     space = write_space(
         root,

@@ -68,18 +68,10 @@ class Run(Resumable):
         self.config = config = config.with_paper_defaults(self.spec)
         self.device = choose_device(config.device)
         self.autocast = autocast_dtype(config.precision, self.device)
-        self.model, self.loss_fn, self.optimizer = model_parts(config, self.spec, self.device)
         self.n_train = len(self.data.splits["train"])
         self.total_samples = max(1, round(config.epochs * self.n_train))
-        self.lr_schedule = LinearSchedule(self.total_samples, config.lr_warmup_ratio)
-        self.delta_schedule = (
-            DeltaSchedule(config.delta, config.warmup_ratio, self.total_samples)
-            if config.loss in AS_LOSSES
-            else None
-        )
         speed = config.speed
-        self.speed = speed.build_speed()
-        self.batches = batch_source(
+        self.batches = batch_source(  # before the model: it refuses what it cannot batch
             self.data,
             batch_size=config.batch_size,
             seed=config.seed,
@@ -89,6 +81,14 @@ class Run(Resumable):
             probe=self.probe,
             length_window=config.length_window,
         )
+        self.model, self.loss_fn, self.optimizer = model_parts(config, self.spec, self.device)
+        self.lr_schedule = LinearSchedule(self.total_samples, config.lr_warmup_ratio)
+        self.delta_schedule = (
+            DeltaSchedule(config.delta, config.warmup_ratio, self.total_samples)
+            if config.loss in AS_LOSSES
+            else None
+        )
+        self.speed = speed.build_speed()
         self.hooks = tuple(hooks)
         self.pos = Position()
         self.best = Best()
