@@ -1,5 +1,6 @@
 """Micro-batches grouped by length (``length_window``): against a reference written here, on the
-real lengths of SST-5, inside AS-Skip's plan, resumed mid-epoch, and refused for images."""
+real lengths of SST-5, inside AS-Skip's plan, and refused for images. A grouped skipping run
+resumed mid-epoch: tests/test_skip.py."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_runs import Snapshots, read_metrics, run_config, sst5_slice, timeless
+from training_runs import sst5_slice
 
 from astune.config import TrainConfig
 from astune.data.media_encoding import encode_media
-from astune.training import Run, fit
+from astune.training import Run
 from astune.training.batches import SkipBatches, batch_source, epoch_order
 from astune.training.buckets import LENGTH_SEED_STRIDE, group_by_length
 from astune.training.progress import Position
@@ -100,36 +101,6 @@ def test_as_skip_regroups_only_the_kept_samples_and_keeps_its_spans(sst5):
     assert sorted(i for _, v in grouped for i in v.index.tolist()) == kept
     assert all(i % 3 != 0 for i in kept)  # the zero-loss samples stay skipped
     assert [v.index.tolist() for _, v in grouped] != [v.index.tolist() for _, v in plain]
-
-
-@pytest.mark.slow
-def test_a_grouped_skipping_run_resumed_mid_epoch_equals_an_uninterrupted_one(
-    tmp_path, data_dir, sst5
-):
-    straight = run_config(
-        {**BASE, "dataset": "sst5", "lr": 3e-3, "batch_size": 8, "loss": "as_softmax"},
-        tmp_path,
-        "straight",
-        data_dir,
-        delta=0.05,
-        epochs=3,
-        eval_every=7,
-        as_skip=True,
-        skip_keep=0.5,
-        length_window=4,
-        checkpoint_every="eval",
-    )
-    snapshots = Snapshots(tmp_path / "snapshots")
-    expected = fit(straight, data=sst5, callback=snapshots)
-    records = read_metrics(straight)
-    # mid-epoch, after AS-Skip has left samples out: the grouping covers a skipping plan
-    stop_at = next(
-        e for e in snapshots.taken if records[e]["epoch"] % 1 != 0 and records[e]["skipped_ratio"]
-    )
-    resumed, final = snapshots.resume(straight, stop_at, sst5)
-    for key in ("val_accuracy", "test_loss", "optimizer_steps", "samples_computed"):
-        assert final[key] == expected[key], key
-    assert timeless(read_metrics(resumed)) == timeless(records)
 
 
 def test_grouping_images_by_length_is_refused_in_one_line(digits_dir, tiny_vit_dir, tmp_path):

@@ -322,9 +322,11 @@ def test_rechecks_are_forward_passes_without_gradient_and_only_active_samples_tr
 
 @pytest.mark.slow
 def test_resumed_skipping_run_equals_an_uninterrupted_one(tmp_path, data_dir, sst5):
+    """With everything that holds state across a resume: AS-Speed, dropout, the re-check
+    back-off (the default) and micro-batches grouped by length."""
     straight = config(
         tmp_path, "straight", data_dir, epochs=4, eval_every=5, as_skip=True, skip_keep=0.3,
-        as_speed=True, dropout=0.1, checkpoint_every="eval",
+        as_speed=True, dropout=0.1, length_window=4, checkpoint_every="eval",
     )  # fmt: skip
     snapshots = Snapshots(tmp_path / "snapshots")
     expected = fit(straight, data=sst5, callback=snapshots)
@@ -337,6 +339,7 @@ def test_resumed_skipping_run_equals_an_uninterrupted_one(tmp_path, data_dir, ss
     skip = restored.batches.skip  # AS-Skip's batch source
     assert skip.plan_epoch == restored.pos.epoch
     assert restored.pos.batch > 0 and bool(skip.zero.any())  # mid-epoch, mid-plan
+    assert bool((skip.headroom > 0).any())  # the back-off has headrooms to restore
     resumed, final = snapshots.resume(straight, stop_at, sst5)
     for key in ("val_accuracy", "test_loss", "optimizer_steps", "samples_computed"):
         assert final[key] == expected[key], key
