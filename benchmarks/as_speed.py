@@ -88,18 +88,6 @@ from astune.data.encoded import load_encoded
 from astune.skip import Visit
 from astune.training import LoopHooks, Run
 
-VARIANTS = (
-    "softmax",
-    "as_softmax",
-    "as_speed",
-    "as_skip",
-    "as_speed_skip",
-    "as_skip_represented",
-    "as_skip_v1",
-    "as_skip_flat",
-    "as_skip_grouped",
-    "softmax_grouped",
-)
 SKIP_VARIANTS = (
     "as_skip",
     "as_speed_skip",
@@ -108,6 +96,7 @@ SKIP_VARIANTS = (
     "as_skip_flat",
     "as_skip_grouped",
 )
+VARIANTS = ("softmax", "as_softmax", "as_speed", *SKIP_VARIANTS, "softmax_grouped")
 GROUPED_VARIANTS = ("as_skip_grouped", "softmax_grouped")
 SPEED_VARIANTS = ("as_speed", "as_speed_skip")
 DEFAULT_PLOT = Path(__file__).resolve().parent / "as_speed_masked.png"

@@ -37,10 +37,14 @@ def _module(nodeid: str) -> str:
     return nodeid.split("::")[0]
 
 
+def _measured() -> dict[str, float]:
+    return json.loads(MODULE_SECONDS.read_text()) if MODULE_SECONDS.is_file() else {}
+
+
 def _seconds(items: list[pytest.Item]) -> dict[str, float]:
     """Measured seconds per module; a module not measured yet ranks by its markers, first when it
     starts servers or Ray (as long as the longest measured module), else last."""
-    measured = json.loads(MODULE_SECONDS.read_text()) if MODULE_SECONDS.is_file() else {}
+    measured = _measured()
     longest = max(measured.values(), default=0.0)
     out: dict[str, float] = {}
     for item in items:
@@ -81,8 +85,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(RAY_TMP, ignore_errors=True)  # every Ray of the session has ended by now
     if _RECORDED and not os.environ.get("PYTEST_XDIST_WORKER"):
-        before = json.loads(MODULE_SECONDS.read_text()) if MODULE_SECONDS.is_file() else {}
-        ranked = dict(sorted({**before, **_RECORDED}.items(), key=lambda kv: -kv[1]))
+        ranked = dict(sorted({**_measured(), **_RECORDED}.items(), key=lambda kv: -kv[1]))
         rounded = {module: round(seconds, 1) for module, seconds in ranked.items()}
         MODULE_SECONDS.write_text(json.dumps(rounded, indent=1) + "\n")
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

@@ -229,12 +229,11 @@ def as_softmax_with_stats(
         safe_labels = flat_labels.unsqueeze(1).masked_fill(inactive, 0)
         loss, fully_masked = _ASSoftmaxFunction.apply(flat_logits, safe_labels, inactive, delta)
         loss = loss.to(logits.dtype)
+        masked = lambda: fully_masked & ~inactive  # noqa: E731
         stats = MaskStats(
             inactive,
-            lambda: fully_masked & ~inactive,
-            lambda: _single_label_headroom(
-                flat_logits, safe_labels, fully_masked & ~inactive, delta
-            ),
+            masked,
+            lambda: _single_label_headroom(flat_logits, safe_labels, masked(), delta),
         )
     return _reduce(loss.reshape(labels.shape), inactive, reduction), stats
 
