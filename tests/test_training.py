@@ -18,6 +18,7 @@ from astune.data.media_encoding import TrainData
 from astune.training import Run, fit
 from astune.training import state as ckpt
 from astune.training.compute import FUSED_CPU_ADAMW_TORCH
+from astune.training.hooks import LoopHooks
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +35,29 @@ class Finished:
     final: dict
     records: list[dict]
     snapshots: Snapshots | None = None
+    windows: list[tuple[int, int, int]] | None = None  # see WatchWindows
+
+
+class WatchWindows(LoopHooks):
+    """Each optimizer step's accumulation window: its active and masked rows, and the
+    accumulation steps AS-Speed chose after it."""
+
+    def __init__(self) -> None:
+        self.windows: list[tuple[int, int, int]] = []
+        self._open = None
+
+    def on_optimizer_step_start(self, run) -> None:
+        self._open = run.window  # settled by the step: read its sums at the end
+
+    def on_optimizer_step_end(self, run) -> None:
+        self.windows.append((self._open.active, self._open.masked, run.accum_steps))
 
 
 def run_once(tmp_path: Path, data_dir: Path, data: TrainData, **overrides) -> Finished:
     run = config(tmp_path, "run", data_dir, **overrides)
-    snapshots = Snapshots(tmp_path / "snapshots")
-    final = fit(run, data=data, callback=snapshots)
-    return Finished(run, final, read_metrics(run), snapshots)
+    snapshots, watch = Snapshots(tmp_path / "snapshots"), WatchWindows()
+    final = fit(run, data=data, callback=snapshots, hooks=[watch])
+    return Finished(run, final, read_metrics(run), snapshots, watch.windows)
 
 
 def assert_beats_the_trivial_baseline(encoded: TrainData, run: Finished, epochs: int) -> None:
@@ -111,13 +128,19 @@ def test_as_softmax_at_delta_one_follows_the_softmax_trajectory(tmp_path, data_d
 def test_as_speed_raises_accumulation_once_samples_are_masked(speed_run):
     steps = [r["accum_steps"] for r in speed_run.records]
     assert steps == sorted(steps) and steps[0] == 1 and steps[-1] > 1, steps
-    first_raise = next(i for i, s in enumerate(steps) if s > 1)
-    # lam * N / (N - masked) >= 1.5 needs a third of a window masked; the ratio logged is the
-    # mean over the evaluation interval, so it only has to come close
-    ratios = [r["masked_ratio"] for r in speed_run.records]
-    assert ratios[first_raise] > 0.25 and max(ratios[:first_raise]) < ratios[first_raise]
+    # lam = 1: round(N / (N - masked)) reaches 2 once a third of a window's rows are masked; the
+    # first raise follows the first such window
+    windows = speed_run.windows
+    first_raise = next(i for i, (_, _, accum) in enumerate(windows) if accum > 1)
+    thirds = [3 * masked >= active for active, masked, _ in windows]
+    assert thirds[first_raise] and not any(thirds[:first_raise])
+    assert [accum for _, _, accum in windows] == sorted(accum for _, _, accum in windows)
     plain_steps = SPEED_EPOCHS * (320 // 16)  # what plain accumulation takes
-    assert speed_run.final["optimizer_steps"] < plain_steps
+    assert speed_run.final["optimizer_steps"] == len(windows) < plain_steps
+    # the per-epoch record shows it too: more masked in the epoch of the first raise than before
+    ratios = [r["masked_ratio"] for r in speed_run.records]
+    first_epoch = next(i for i, s in enumerate(steps) if s > 1)
+    assert max(ratios[:first_epoch]) < ratios[first_epoch]
 
 
 WARM_DELTA = 0.2

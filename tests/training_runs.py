@@ -17,7 +17,7 @@ from astune.training import fit
 
 # checkpoints only where a test reads or resumes from them: each costs ~0.4 s on 2 CPU cores
 LOOP_BASE = dict(
-    backbone="minilm", num_layers=1, max_length=48, seed=7, weight_decay=0.0, checkpoint_every="end"
+    backbone="minilm", num_layers=1, max_length=32, seed=7, weight_decay=0.0, checkpoint_every="end"
 )
 EVERY_EVALUATION = dict(checkpoint_every="eval")
 
