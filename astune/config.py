@@ -27,6 +27,10 @@ from astune.losses.catalogue import (
 from astune.speed import ASSpeed
 
 PRECISIONS = ("auto", "fp32", "bf16")
+SKIP_POLICIES = ("zero", "soft")
+"""AS-Skip's policies: ``zero`` leaves out the samples with exactly zero loss (re-checked, see
+astune/skip.py); ``soft`` also prunes low-loss ones at random, rescaling the kept ones
+(astune/prune.py)."""
 DEVICES = ("auto", "cpu", "cuda")
 
 _FIELD_SPECS = (
@@ -57,6 +61,15 @@ _FIELD_SPECS = (
     ParamSpec("skip_probe", bool, True),
     # The cap of the re-check back-off (astune/skip.py); 1: every zero sample has chance skip_keep.
     ParamSpec("skip_backoff", float, 8.0, 1.0),
+    ParamSpec("skip_policy", str, "zero", choices=SKIP_POLICIES),
+    # The chance a low-loss sample (below the mean loss) is left out of an epoch, with the soft
+    # policy; InfoBatch's r, whose paper default is 0.5.
+    ParamSpec("skip_prune", float, 0.5, 0.0, 1.0, high_open=True),
+    # InfoBatch (Qin et al., ICLR 2024) on any loss: the baseline AS-Skip is measured against.
+    ParamSpec("infobatch", bool, False),
+    ParamSpec("infobatch_prune", float, 0.5, 0.0, 1.0, high_open=True),
+    # The last share of training that uses every sample: InfoBatch's 1 - delta, delta = 0.875.
+    ParamSpec("infobatch_anneal", float, 0.125, 0.0, 1.0),
     # Micro-batches grouped by length (astune/training/buckets.py); 0: none. Text only.
     ParamSpec("length_window", int, 0, 0),
     ParamSpec("seed", int, 42, 0),
@@ -86,15 +99,27 @@ class SpeedSettings:
     skip_anneal: float = _default("skip_anneal")
     skip_probe: bool = _default("skip_probe")
     skip_backoff: float = _default("skip_backoff")
+    skip_policy: str = _default("skip_policy")
+    skip_prune: float = _default("skip_prune")
+    infobatch: bool = _default("infobatch")
+    infobatch_prune: float = _default("infobatch_prune")
+    infobatch_anneal: float = _default("infobatch_anneal")
 
     def build_speed(self) -> ASSpeed | None:
         """The AS-Speed controller, or None when AS-Speed is off."""
         return ASSpeed(self.lam, self.max_accum_steps) if self.as_speed else None
 
 
-SPEED_FIELDS = tuple(f.name for f in dataclasses.fields(SpeedSettings))
-"""The speed and skip parameter names: config fields, search-space ``speed_params``."""
-SKIP_FIELDS = ("skip_keep", "skip_anneal", "skip_probe", "skip_backoff")
+INFOBATCH_FIELDS = ("infobatch", "infobatch_prune", "infobatch_anneal")
+"""InfoBatch's fields of :class:`SpeedSettings`: any loss takes them (a space's ``params``)."""
+SPEED_FIELDS = tuple(
+    f.name for f in dataclasses.fields(SpeedSettings) if f.name not in INFOBATCH_FIELDS
+)
+"""The AS-Speed and AS-Skip parameter names (AS losses only): config fields, search-space
+``speed_params``."""
+SKIP_FIELDS = (
+    "skip_keep", "skip_anneal", "skip_probe", "skip_backoff", "skip_policy", "skip_prune"
+)  # fmt: skip
 """The AS-Skip parameters of :data:`SPEED_FIELDS` (they apply only with ``as_skip``)."""
 PAPER_BUDGET = ("epochs", "batch_size", "lr")
 """The fields an unset value of takes the paper's value for the dataset."""
@@ -136,6 +161,11 @@ class TrainConfig:
     skip_anneal: float = _default("skip_anneal")
     skip_probe: bool = _default("skip_probe")
     skip_backoff: float = _default("skip_backoff")
+    skip_policy: str = _default("skip_policy")
+    skip_prune: float = _default("skip_prune")
+    infobatch: bool = _default("infobatch")
+    infobatch_prune: float = _default("infobatch_prune")
+    infobatch_anneal: float = _default("infobatch_anneal")
     loss_params: dict[str, float] = field(default_factory=dict)
     length_window: int = _default("length_window")
     seed: int = _default("seed")
@@ -162,6 +192,11 @@ class TrainConfig:
             raise ValueError(
                 f"as_skip needs an AS loss ({', '.join(AS_LOSSES)}), but loss is {self.loss!r}."
             )
+        if self.as_skip and self.infobatch:
+            raise ValueError(
+                "as_skip and infobatch are two ways of leaving samples out; use one (as_skip "
+                "with skip_policy 'soft' also prunes low-loss samples as InfoBatch does)."
+            )
         info = loss_info(self.loss)  # checks the name
         for key, value in self.loss_params.items():
             info.param(key).check(value)
@@ -170,7 +205,8 @@ class TrainConfig:
     @property
     def speed(self) -> SpeedSettings:
         """AS-Speed and AS-Skip, as one typed object."""
-        return SpeedSettings(**{name: getattr(self, name) for name in SPEED_FIELDS})
+        fields = SPEED_FIELDS + INFOBATCH_FIELDS
+        return SpeedSettings(**{name: getattr(self, name) for name in fields})
 
     def with_paper_defaults(self, spec: Any) -> "TrainConfig":
         """A copy whose unset ``epochs``, ``batch_size`` and ``lr`` take ``spec``'s (the

@@ -39,12 +39,14 @@ class Visit:
 
     ``index``: the dataset indices computed, ``(B,)``; ``visited``: order positions the batch
     covers (computed plus skipped, the schedule's progress in samples); ``skipped``: the dataset
-    indices skipped in that span, ``(S,)``.
+    indices skipped in that span, ``(S,)``; ``weight``: each computed sample's loss weight
+    ``(B,)`` on the run's device (None: all 1; soft pruning's rescaling, astune/prune.py).
     """
 
     index: Tensor
     visited: int
     skipped: Tensor
+    weight: Tensor | None = None
 
 
 class ASSkip:
@@ -144,23 +146,8 @@ class ASSkip:
     def visits(
         self, order: Tensor, plan: Tensor, *, batch_size: int, first: int = 0
     ) -> Iterator[Visit]:
-        """The epoch's micro-batches from micro-batch ``first`` on: ``batch_size`` planned samples
-        each (the last may be short). Each covers the order positions since the previous one;
-        the last also covers the skipped positions after it. An epoch that computes nothing
-        yields one empty visit covering every position."""
-        kept_at = torch.nonzero(plan).flatten()
-        if len(kept_at) == 0:
-            if first == 0:
-                yield Visit(order[:0], len(order), order)
-            return
-        n_batches = math.ceil(len(kept_at) / batch_size)
-        for b in range(first, n_batches):
-            at = kept_at[b * batch_size : (b + 1) * batch_size]
-            lo = 0 if b == 0 else int(kept_at[b * batch_size - 1]) + 1
-            hi = len(order) if b == n_batches - 1 else int(at[-1]) + 1
-            span = torch.arange(lo, hi)
-            skipped = order[span[~plan[lo:hi]]]
-            yield Visit(order[at], hi - lo, skipped)
+        """The epoch's micro-batches (:func:`planned_visits`)."""
+        return planned_visits(order, plan, batch_size=batch_size, first=first)
 
     # -- recording ------------------------------------------------------------------------------
     def record(
@@ -196,8 +183,10 @@ class ASSkip:
         self.headroom[index] = torch.where(zero & least.isfinite(), least, 0.0)
 
     def skipped_rows(self, skipped: Tensor) -> Tensor:
-        """Active rows of ``skipped`` samples when last computed, a 0-dim device tensor."""
-        return self.rows[skipped.to(self.device)].sum()
+        """Active rows of the zero-loss ones of ``skipped`` samples when last computed, a 0-dim
+        device tensor (the soft policy also skips samples that have a gradient)."""
+        skipped = skipped.to(self.device)
+        return (self.rows[skipped] * self.zero[skipped]).sum()
 
     # -- checkpoints ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -242,3 +231,26 @@ class ASSkip:
             f"ASSkip(n={self.n}, keep={self.keep}, anneal={self.anneal}, seed={self.seed}, "
             f"backoff={self.backoff})"
         )
+
+
+def planned_visits(
+    order: Tensor, plan: Tensor, *, batch_size: int, first: int = 0
+) -> Iterator[Visit]:
+    """An epoch's micro-batches from micro-batch ``first`` on: ``batch_size`` planned samples
+    each (the last may be short), ``plan`` bool ``(n,)`` over the positions of ``order``. Each
+    covers the order positions since the previous one; the last also covers the skipped
+    positions after it. An epoch that computes nothing yields one empty visit covering every
+    position."""
+    kept_at = torch.nonzero(plan).flatten()
+    if len(kept_at) == 0:
+        if first == 0:
+            yield Visit(order[:0], len(order), order)
+        return
+    n_batches = math.ceil(len(kept_at) / batch_size)
+    for b in range(first, n_batches):
+        at = kept_at[b * batch_size : (b + 1) * batch_size]
+        lo = 0 if b == 0 else int(kept_at[b * batch_size - 1]) + 1
+        hi = len(order) if b == n_batches - 1 else int(at[-1]) + 1
+        span = torch.arange(lo, hi)
+        skipped = order[span[~plan[lo:hi]]]
+        yield Visit(order[at], hi - lo, skipped)

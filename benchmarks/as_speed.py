@@ -18,6 +18,14 @@ diverge):
     has the chance ``skip_keep`` each epoch (AS-Skip v2, step 1)
   - ``softmax_grouped`` and ``as_skip_grouped``: softmax and as_skip with their micro-batches
     grouped by length (``--length-window``), so each pads to about its own length
+  - ``as_skip_soft`` as_skip with ``skip_policy`` soft: the samples AS-Skip keeps are pruned
+    further, InfoBatch's way, with chance ``--prune`` when their loss is below the mean
+  - ``infobatch``   softmax with InfoBatch (``--prune``, ``--infobatch-anneal``): the published
+    peer, built in astune from its paper (astune/prune.py)
+
+``--group-all`` groups every variant but ``softmax`` by length, so that the variants compare at
+the same batching and ``softmax`` stays the plain reference; time ratios are then also given
+against ``softmax_grouped``.
 
 ``--seeds N`` trains every variant with N seeds (``--seed``, ``--seed`` + 1, ...; the data subset
 stays the one drawn with ``--seed``) and adds the mean and 95% t-interval over seeds of each
@@ -95,8 +103,10 @@ SKIP_VARIANTS = (
     "as_skip_v1",
     "as_skip_flat",
     "as_skip_grouped",
+    "as_skip_soft",
 )
-VARIANTS = ("softmax", "as_softmax", "as_speed", *SKIP_VARIANTS, "softmax_grouped")
+VARIANTS = ("softmax", "as_softmax", "as_speed", *SKIP_VARIANTS, "softmax_grouped", "infobatch")
+SOFTMAX_VARIANTS = ("softmax", "softmax_grouped", "infobatch")
 GROUPED_VARIANTS = ("as_skip_grouped", "softmax_grouped")
 SPEED_VARIANTS = ("as_speed", "as_speed_skip")
 DEFAULT_PLOT = Path(__file__).resolve().parent / "as_speed_masked.png"
@@ -139,6 +149,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--skip-backoff", type=float, default=None, help="AS-Skip re-check back-off cap")
     p.add_argument(
         "--length-window", type=int, default=8, help="micro-batches grouped by length (*_grouped)"
+    )
+    p.add_argument(
+        "--group-all",
+        action="store_true",
+        help="group every variant but softmax by length (--length-window)",
+    )
+    p.add_argument(
+        "--prune",
+        type=float,
+        default=0.5,
+        help="the chance of pruning a low-loss sample: as_skip_soft's skip_prune and "
+        "infobatch's infobatch_prune (InfoBatch's paper: 0.5)",
+    )
+    p.add_argument(
+        "--infobatch-anneal", type=float, default=None, help="infobatch's full-data tail"
     )
     p.add_argument(
         "--seeds", type=int, default=1, help="seeds per variant (mean and 95%% interval if > 1)"
@@ -255,10 +280,14 @@ def variant_config(
     base: TrainConfig, variant: str, args: argparse.Namespace, output_dir: Path
 ) -> TrainConfig:
     config = TrainConfig.from_dict({**base.to_dict(), "output_dir": str(output_dir)})
-    if variant in GROUPED_VARIANTS:
+    if variant in GROUPED_VARIANTS or (args.group_all and variant != "softmax"):
         config.length_window = args.length_window
-    if variant in ("softmax", "softmax_grouped"):
+    if variant in SOFTMAX_VARIANTS:
         config.loss = "softmax"
+        if variant == "infobatch":
+            config.infobatch, config.infobatch_prune = True, args.prune
+            if args.infobatch_anneal is not None:
+                config.infobatch_anneal = args.infobatch_anneal
     else:
         config.loss, config.delta = "as_softmax", args.delta
         if variant in SPEED_VARIANTS:
@@ -276,6 +305,8 @@ def variant_config(
             config.skip_probe = variant != "as_skip_v1"
             if variant in ("as_skip_v1", "as_skip_flat"):
                 config.skip_backoff = 1.0
+            if variant == "as_skip_soft":
+                config.skip_policy, config.skip_prune = "soft", args.prune
     return config.validate()
 
 
@@ -905,9 +936,11 @@ def mean_interval(values: list[float]) -> tuple[float, float]:
 
 
 def seed_table(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """Per variant over seeds: the training-time ratio to softmax (paired by seed), test
-    accuracy and the share of samples computed, each as (mean, 95% half-width)."""
-    base = results.get("softmax")
+    """Per variant over seeds: the training-time ratio to softmax (and to softmax_grouped when
+    run; paired by seed), test accuracy, its difference to AS-Softmax's (paired by seed), the
+    share of samples computed and the re-check forwards, each as (mean, 95% half-width)."""
+    base, grouped = results.get("softmax"), results.get("softmax_grouped")
+    reference = results.get("as_softmax")
     table = {}
     for variant, runs in results.items():
         row = {
@@ -917,6 +950,8 @@ def seed_table(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, 
                 [r["samples_fwd_bwd"] / r["samples_seen"] for r in runs]
             ),
             "train_s": mean_interval([r["train_s"] for r in runs]),
+            "rechecked": mean_interval([r["samples_rechecked"] for r in runs]),
+            "rechecks_active": mean_interval([r["rechecks_active"] for r in runs]),
         }
         if base is not None:
             row["time_ratio"] = mean_interval(
@@ -925,23 +960,35 @@ def seed_table(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, 
             row["steps_ratio"] = mean_interval(
                 [r["optimizer_steps"] / b["optimizer_steps"] for r, b in zip(runs, base)]
             )
+        if grouped is not None:
+            row["time_ratio_grouped"] = mean_interval(
+                [r["train_s"] / b["train_s"] for r, b in zip(runs, grouped)]
+            )
+        if reference is not None:
+            row["acc_minus_as_softmax"] = mean_interval(
+                [r["test_accuracy"] - b["test_accuracy"] for r, b in zip(runs, reference)]
+            )
         table[variant] = row
     return table
 
 
 def print_seed_table(table: dict[str, dict[str, Any]], args) -> None:
     n = len(next(iter(table.values()))["seeds"])
-    print(f"\nOver {n} seed(s): mean +- 95% t-interval (ratios paired with softmax's, by seed)\n")
-    print("| variant | train s | time x softmax | steps x softmax | samples computed | test acc |")
-    print("|---|---|---|---|---|---|")
+    print(f"\nOver {n} seed(s): mean +- 95% t-interval (ratios and differences paired by seed)\n")
+    print(
+        "| variant | train s | time x softmax | time x softmax_grouped | steps x softmax "
+        "| samples computed | re-check forwards (active) | test acc | test acc - as_softmax |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     pm = lambda x, spec: f"{format(x[0], spec)} +- {format(x[1], spec)}"  # noqa: E731
+    opt = lambda x, spec: "-" if x is None else pm(x, spec)  # noqa: E731
     for v, r in table.items():
-        ratio = r.get("time_ratio")
-        steps = r.get("steps_ratio")
+        rechecks = f"{r['rechecked'][0]:.0f} ({r['rechecks_active'][0]:.0f})"
         print(
-            f"| {v} | {pm(r['train_s'], '.1f')} | {'-' if ratio is None else pm(ratio, '.3f')} | "
-            f"{'-' if steps is None else pm(steps, '.3f')} | {pm(r['computed_share'], '.1%')} | "
-            f"{pm(r['test_accuracy'], '.4f')} |"
+            f"| {v} | {pm(r['train_s'], '.1f')} | {opt(r.get('time_ratio'), '.3f')} | "
+            f"{opt(r.get('time_ratio_grouped'), '.3f')} | {opt(r.get('steps_ratio'), '.3f')} | "
+            f"{pm(r['computed_share'], '.1%')} | {rechecks} | {pm(r['test_accuracy'], '.4f')} | "
+            f"{opt(r.get('acc_minus_as_softmax'), '+.4f')} |"
         )
 
 
@@ -961,9 +1008,11 @@ def plot_computed(path: str, results: dict[str, list[dict[str, Any]]], args) -> 
         "as_skip_v1": "tab:orange",
         "as_skip_flat": "tab:brown",
         "as_skip_grouped": "tab:olive",
+        "as_skip_soft": "tab:cyan",
+        "infobatch": "tab:gray",
         "as_softmax": "tab:blue",
     }
-    for variant in ("as_softmax", *SKIP_VARIANTS):
+    for variant in ("as_softmax", *SKIP_VARIANTS, "infobatch"):
         for k, run in enumerate(results.get(variant, [])):
             curve, n_train = run["curve"], run["n_train"]
             edge, step, xs, ys, num, den = 0, max(1, n_train // 10), [], [], 0, 0

@@ -13,8 +13,9 @@ from training_runs import sst5_slice
 from astune.config import TrainConfig
 from astune.data.media_encoding import encode_media
 from astune.training import Run
-from astune.training.batches import SkipBatches, batch_source, epoch_order
+from astune.training.batches import epoch_order
 from astune.training.buckets import LENGTH_SEED_STRIDE, group_by_length
+from astune.training.leave_out import SkipBatches, batch_source
 from astune.training.progress import Position
 
 BASE = dict(backbone="minilm", num_layers=1, max_length=64, seed=3, weight_decay=0.0)

@@ -18,7 +18,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "astune"
 # Lower floors first: a module may import its own floor and those below, never one above.
 FLOORS = (
     ("astune._checks", "astune._private", "astune.losses.catalogue", "astune.checkpoint_policy"),
-    ("astune.losses", "astune.speed", "astune.skip", "astune.metrics", "astune.objectives"),
+    (
+        "astune.losses",
+        "astune.speed",
+        "astune.skip",
+        "astune.prune",
+        "astune.metrics",
+        "astune.objectives",
+    ),
     ("astune.data", "astune.backbone_registry", "astune.backbones", "astune.config"),
     ("astune.training", "astune.probe"),
     ("astune.space", "astune.store"),

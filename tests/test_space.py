@@ -12,6 +12,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from astune.config import TrainConfig
 from astune.losses.catalogue import AS_LOSSES, loss_info
 from astune.space.space import (
     SearchSpace,
@@ -608,6 +609,8 @@ speed_params:
   skip_anneal: {type: fixed, value: 0.2}
   skip_probe: {type: categorical, choices: [true, false]}
   skip_backoff: {type: float, low: 1.0, high: 16.0, log: true}
+  skip_policy: {type: categorical, choices: [zero, soft]}
+  skip_prune: {type: float, low: 0.3, high: 0.7}
 """
 
 
@@ -616,20 +619,23 @@ def test_as_skip_and_its_parameters_are_sampled_only_for_an_as_loss_with_as_skip
 ) -> None:
     space = load_space(write(tmp_path, SKIP_SPACE, "skip.yaml"))
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
-    seen, probes = set(), set()
+    seen, probes, policies = set(), set(), set()
     for _ in range(30):
         config = config_of(space, study.ask())
         skip = config.get("as_skip", False)
         assert skip is False or config["loss"] == "as_softmax"
         assert ("skip_keep" in config) == ("skip_anneal" in config) == skip
         assert ("skip_probe" in config) == ("skip_backoff" in config) == skip
+        assert ("skip_policy" in config) == ("skip_prune" in config) == skip
         if skip:
             assert 0.1 <= config["skip_keep"] <= 0.5 and config["skip_anneal"] == 0.2
-            assert 1.0 <= config["skip_backoff"] <= 16.0
+            assert 1.0 <= config["skip_backoff"] <= 16.0 and 0.3 <= config["skip_prune"] <= 0.7
             probes.add(config["skip_probe"])
+            policies.add(config["skip_policy"])
         seen.add((config["loss"], skip))
+        TrainConfig.from_dict({**config, "dataset": "sst5"}).validate()  # every sample is valid
     assert {("as_softmax", True), ("as_softmax", False), ("softmax", False)} <= seen
-    assert probes == {True, False}
+    assert probes == {True, False} and policies == {"zero", "soft"}
 
 
 @pytest.mark.parametrize(
@@ -639,6 +645,24 @@ def test_as_skip_and_its_parameters_are_sampled_only_for_an_as_loss_with_as_skip
         ("speed_params:\n  skip_keep: {type: float, low: 0.0, high: 1.5}", "skip_keep", "1.0"),
         ("speed_params:\n  skip_probe: {type: fixed, value: 2}", "skip_probe", "true or false"),
         ("speed_params:\n  skip_backoff: {type: float, low: 0.5, high: 4}", "skip_backoff", "1.0"),
+        (
+            "speed_params:\n  skip_policy: {type: float, low: 0, high: 1}",
+            "skip_policy",
+            "zero, soft",
+        ),
+        (
+            "speed_params:\n  as_skip: true\n  skip_policy: {type: categorical, choices: [hard]}",
+            "speed_params.skip_policy",
+            "skip_policy must be one of 'zero', 'soft', but got 'hard'",
+        ),
+        ("speed_params:\n  skip_prune: {type: float, low: 0.5, high: 1.0}", "skip_prune", "1.0)"),
+        (
+            "params:\n  infobatch: {type: categorical, choices: [true, false]}\n"
+            "speed_params:\n  as_skip: {type: categorical, choices: [true, false]}",
+            "params.infobatch",
+            "fix one of them to false",
+        ),
+        ("params:\n  infobatch_prune: {type: float, low: 0, high: 1}", "infobatch_prune", "1.0)"),
         (
             "speed_params:\n  as_skip: {type: categorical, choices: [true, false]}\n"
             "  skip_keep: {type: float, low: 0.1, high: 0.5}\n"

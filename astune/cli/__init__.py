@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from astune.cli.parser import build_parser
-from astune.config import SPEED_FIELDS
+from astune.config import INFOBATCH_FIELDS, SPEED_FIELDS
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -85,6 +85,8 @@ TRAIN_FLAGS = (
     "delta",
     "warmup_ratio",
     *SPEED_FIELDS,
+    *INFOBATCH_FIELDS,
+    "length_window",
     "lr",
     "batch_size",
     "output_dir",

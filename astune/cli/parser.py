@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from astune.checkpoint_policy import SEARCH_DEFAULT, TRAIN_DEFAULT
+from astune.config import SKIP_POLICIES
 from astune.objectives import COSTS
 from astune.search.settings import SAMPLERS
 
@@ -122,6 +123,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="cap of the re-check back-off: a zero-loss sample is re-checked with chance "
         "skip_keep / w, w doubling each time it is found zero again (default 8; 1: no back-off)",
     )
+    train.add_argument(
+        "--skip-policy",
+        choices=list(SKIP_POLICIES),
+        default=None,
+        help="zero: leave out the zero-loss samples (default); soft: also prune low-loss ones "
+        "with chance --skip-prune, their kept peers' loss scaled by 1/(1-p), as InfoBatch does",
+    )
+    train.add_argument(
+        "--skip-prune",
+        type=float,
+        default=None,
+        help="the soft policy's chance of leaving out a sample below the mean loss (default 0.5)",
+    )
+    train.add_argument(
+        "--infobatch",
+        action="store_true",
+        default=None,
+        help="InfoBatch (any loss; not with --as-skip): prune samples below the mean loss with "
+        "chance --infobatch-prune, rescale the kept ones, use all in the last --infobatch-anneal",
+    )
+    train.add_argument("--infobatch-prune", type=float, default=None, help="default 0.5")
+    train.add_argument("--infobatch-anneal", type=float, default=None, help="default 0.125")
     train.add_argument(
         "--length-window",
         type=int,

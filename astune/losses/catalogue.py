@@ -48,18 +48,22 @@ MULTI_LABEL_TASKS = ("multi_label",)
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """One parameter: its ``kind`` (``float``, ``int`` or ``bool``), default and accepted range."""
+    """One parameter: its ``kind`` (``float``, ``int``, ``bool``, or ``str`` with ``choices``),
+    default and accepted range."""
 
     name: str
     kind: type
-    default: float | int | bool | None
+    default: float | int | bool | str | None
     low: float | None = None
     high: float | None = None
     low_open: bool = False
     high_open: bool = False
+    choices: tuple[str, ...] = ()
 
-    def check(self, value: Any) -> float | int | bool:
+    def check(self, value: Any) -> float | int | bool | str:
         """Return ``value`` after checking it; ``ValueError`` names it and the accepted range."""
+        if self.kind is str:
+            return check_choice(self.name, value, self.choices)
         if self.kind is bool:
             if not isinstance(value, bool):
                 raise ValueError(f"{self.name} must be true or false, but got {value!r}.")
@@ -72,7 +76,9 @@ class ParamSpec:
 
     @property
     def interval(self) -> str:
-        """The accepted range, e.g. ``"(0.0, inf)"``."""
+        """The accepted range, e.g. ``"(0.0, inf)"`` (the choices of a ``str`` parameter)."""
+        if self.kind is str:
+            return "{" + ", ".join(self.choices) + "}"
         left = "(" if self.low_open or self.low is None else "["
         right = ")" if self.high_open or self.high is None else "]"
         low = "-inf" if self.low is None else self.low

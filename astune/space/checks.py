@@ -76,6 +76,16 @@ def _check_speed(space: SearchSpace) -> None:
     for name in SKIP_FIELDS:
         if name in space.speed_params and (skip is None or not skip.contains(True)):
             raise _error(space, f"speed_params.{name}", "is sampled only when as_skip can be true")
+    infobatch = space.params.get("infobatch")
+    if infobatch is not None and infobatch.contains(True) and skip is not None:
+        if skip.contains(True):
+            raise _error(
+                space,
+                "params.infobatch",
+                "can be true while speed_params.as_skip can be true, and a trial leaves "
+                "samples out one way; fix one of them to false (skip_policy soft gives AS-Skip "
+                "InfoBatch's pruning)",
+            )
 
 
 def _check_shared_names(space: SearchSpace) -> None:

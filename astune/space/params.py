@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
-from astune.config import SPEED_FIELDS, TRAIN_FIELDS
+from astune.config import INFOBATCH_FIELDS, SPEED_FIELDS, TRAIN_FIELDS
 from astune.losses.catalogue import CATALOGUE, WARMUP_RATIO, ParamSpec
 
 if TYPE_CHECKING:  # only for type hints: this module never imports optuna or ray
@@ -32,8 +32,9 @@ TRAIN_PARAMS = (
     "max_grad_norm",
     "dropout",
     "length_window",
+    *INFOBATCH_FIELDS,
 )
-"""The keys of a space's ``params`` section (TrainConfig fields)."""
+"""The keys of a space's ``params`` section (TrainConfig fields; InfoBatch's apply to any loss)."""
 # The keys of ``speed_params`` (AS-Speed and AS-Skip, AS losses only) are config's SPEED_FIELDS;
 # AS-Skip's (SKIP_FIELDS) are optional in a space (else the config's defaults), sampled only when
 # ``as_skip`` is true.
@@ -256,6 +257,10 @@ def _check_domain(name: str, param: Param, where: str) -> None:
         raise Invalid(where, f"{name} takes integers; use type int, categorical or fixed")
     if domain.kind is bool and param.kind in ("float", "int"):
         raise Invalid(where, f"{name} takes true/false; use type categorical or fixed")
+    if domain.kind is str and param.kind in ("float", "int"):
+        raise Invalid(
+            where, f"{name} takes one of {', '.join(domain.choices)}; use type categorical or fixed"
+        )
     for value in param.bounds():
         try:
             domain.check(value)

@@ -51,18 +51,33 @@ def forward(
     return logits.float(), batch["labels"].to(device)
 
 
+class Computed(NamedTuple):
+    """One micro-batch through the loss: the summed (weighted) ``loss`` (0-dim), ``counts``
+    ``[n_active, n_masked]`` rows as a device tensor (no sync), the loss's ``stats`` (None for a
+    loss without them) and each sample's unweighted loss ``(B,)``, detached."""
+
+    loss: Tensor
+    counts: Tensor
+    stats: MaskStats | None
+    sample_losses: Tensor
+
+
 def loss_counts(
-    loss_fn: nn.Module, logits: Tensor, labels: Tensor
-) -> tuple[Tensor, Tensor, MaskStats | None]:
-    """The summed loss, ``[n_active, n_masked]`` rows as a device tensor (no sync), and the
-    loss's ``MaskStats`` (None for a loss without one)."""
-    loss = loss_fn(logits, labels)
+    loss_fn: nn.Module, logits: Tensor, labels: Tensor, *, weight: Tensor | None = None
+) -> Computed:
+    """``loss_fn`` (``reduction="none"``: a loss per row) summed per sample, then over the
+    batch with each sample's ``weight`` ``(B,)`` (None: 1)."""
+    rows = loss_fn(logits, labels)
+    per_sample = rows.reshape(len(labels), -1).sum(dim=1)
+    loss = per_sample.sum() if weight is None else (per_sample * weight).sum()
     stats = getattr(loss_fn, "last_stats", None)
     if stats is not None:
-        return loss, stats.counts(), stats
+        return Computed(loss, stats.counts(), stats, per_sample.detach())
     active = torch.tensor(len(labels)) if labels.is_floating_point() else (labels != -100).sum()
     active = active.to(loss.device)
-    return loss, torch.stack([active, torch.zeros_like(active)]), None
+    return Computed(
+        loss, torch.stack([active, torch.zeros_like(active)]), None, per_sample.detach()
+    )
 
 
 @torch.no_grad()
@@ -73,15 +88,14 @@ def mask_without_gradient(
     *,
     device: torch.device,
     dtype: torch.dtype | None,
-) -> MaskStats:
-    """The AS loss's mask of ``batch`` by a forward pass without gradient, in train mode so that
-    dropout masks the samples as training would (AS-Skip's re-check)."""
+) -> Computed:
+    """The AS loss of ``batch`` with its mask, by a forward pass without gradient, in train mode
+    so that dropout masks the samples as training would (AS-Skip's re-check)."""
     model.train()
-    loss_fn(*forward(model, batch, device=device, dtype=dtype))
-    stats = getattr(loss_fn, "last_stats", None)  # what an AS loss keeps of its last call
-    if stats is None:
+    computed = loss_counts(loss_fn, *forward(model, batch, device=device, dtype=dtype))
+    if computed.stats is None:
         raise ValueError(f"re-checking samples needs an AS loss, not {type(loss_fn).__name__}")
-    return stats
+    return computed
 
 
 def adamw(model: nn.Module, config: TrainConfig) -> torch.optim.AdamW:
@@ -106,7 +120,8 @@ class ModelParts(NamedTuple):
 
 def model_parts(config: TrainConfig, spec: DatasetSpec, device: torch.device) -> ModelParts:
     """The backbone with its head for ``spec``'s task (the head seeded by ``config.seed``), the
-    loss (summed: a step divides by the rows it counted) and AdamW."""
+    loss (per row: :func:`loss_counts` sums it, and a step divides by the rows it counted) and
+    AdamW."""
     from astune.backbones import build_model
     from astune.losses.registry import build_loss
 
@@ -118,7 +133,7 @@ def model_parts(config: TrainConfig, spec: DatasetSpec, device: torch.device) ->
         num_layers=config.num_layers,
         dropout=config.dropout,
     ).to(device)
-    loss_fn = build_loss(config.loss, reduction="sum", **config.loss_kwargs())
+    loss_fn = build_loss(config.loss, reduction="none", **config.loss_kwargs())
     return ModelParts(model, loss_fn, adamw(model, config))
 
 

@@ -72,7 +72,7 @@ def evaluate(
     outputs, golds, margins, total_loss, total_active = [], [], [], 0.0, 0
     for batch in data.batches(split, max(EVAL_BATCH_MIN, batch_size)):
         logits, labels = forward(model, batch, device=device, dtype=dtype)
-        loss, counts, _ = loss_counts(loss_fn, logits, labels)
+        loss, counts, _, _ = loss_counts(loss_fn, logits, labels)
         total_loss, total_active = total_loss + loss.item(), total_active + int(counts[0])
         margins.append(p_margins(logits, labels).cpu())
         if spec.task == "token":

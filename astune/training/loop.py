@@ -18,13 +18,13 @@ from torch import Tensor
 
 from astune.checkpoint_policy import CheckpointPolicy
 from astune.config import TrainConfig
-from astune.losses.as_softmax import DeltaSchedule, MaskStats
+from astune.losses.as_softmax import DeltaSchedule
 from astune.losses.catalogue import AS_LOSSES
 from astune.skip import Visit
 from astune.training import state as ckpt
-from astune.training.batches import batch_source
 from astune.training.checkpoints import Best, Checkpointer
 from astune.training.compute import (
+    Computed,
     autocast_dtype,
     choose_device,
     forward,
@@ -35,6 +35,7 @@ from astune.training.compute import (
 )
 from astune.training.evaluate import Evaluation, evaluate
 from astune.training.hooks import LoopHooks
+from astune.training.leave_out import batch_source
 from astune.training.progress import LinearSchedule, Position, Window
 from astune.training.records import RunLog, evaluation_record, final_record
 from astune.training.resume import Resumable
@@ -136,10 +137,10 @@ class Run(Resumable):
         if batch is not None:
             self.model.train()
             self.apply_delta()
-            loss, counts, stats = loss_counts(self.loss_fn, *self.forward(batch))
-            loss.backward()
-            self.batches.after_forward(visit, stats, self.pos.samples)
-            self.window.add(loss.detach(), counts, skipped_rows)
+            computed = loss_counts(self.loss_fn, *self.forward(batch), weight=visit.weight)
+            computed.loss.backward()
+            self.batches.after_forward(visit, computed, self.pos.samples)
+            self.window.add(computed.loss.detach(), computed.counts, skipped_rows)
         elif skipped_rows is not None:
             self.window.add_skipped(skipped_rows)
         self.pos.samples += visit.visited
@@ -148,16 +149,16 @@ class Run(Resumable):
         self._since_eval.computed += len(visit.index)
         self._hook("on_micro_step_end", batch, visit)
 
-    def probe(self, index: Tensor) -> MaskStats:
+    def probe(self, index: Tensor) -> Computed:
         """AS-Skip's re-check of training samples ``index`` ``(B,)`` at the current delta."""
         self._hook("on_recheck_start", index)
         self.apply_delta()
         batch = self.data.collate("train", index)
-        stats = mask_without_gradient(
+        computed = mask_without_gradient(
             self.model, self.loss_fn, batch, device=self.device, dtype=self.autocast
         )
         self._hook("on_recheck_end", index)
-        return stats
+        return computed
 
     def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Logits ``(B, C)`` or ``(B, T, C)`` in float32, and the labels, on the run's device."""
