@@ -26,8 +26,34 @@ if TYPE_CHECKING:
 
 
 class _PlannedBatches(ShuffledBatches):
-    """What both sources share: the plan's micro-batches, regrouped by length among the kept
-    positions when ``length_window`` asks, with their weights; ``skipped_ratio``."""
+    """What both sources share: the run's speed settings and size, the plan's micro-batches,
+    regrouped by length among the kept positions when ``length_window`` asks, with their
+    weights; ``skipped_ratio``."""
+
+    def __init__(
+        self,
+        data: TrainData,
+        *,
+        batch_size: int,
+        seed: int,
+        speed: SpeedSettings,
+        total_samples: int,
+        device: torch.device,
+        length_window: int = 0,
+    ):
+        super().__init__(data, batch_size=batch_size, seed=seed, length_window=length_window)
+        self.speed, self.total_samples, self.device = speed, total_samples, device
+
+    def soft_prune(self, *, prune: float, anneal: float) -> SoftPrune:
+        """A :class:`SoftPrune` over the training set, seeded and sized as the run."""
+        return SoftPrune(
+            self.n,
+            prune=prune,
+            anneal=anneal,
+            total_samples=self.total_samples,
+            seed=self.seed,
+            device=self.device,
+        )
 
     def planned_epoch(
         self, pos: Position, order: Tensor, plan: Tensor, weight: Tensor | None
@@ -51,43 +77,27 @@ class _PlannedBatches(ShuffledBatches):
 
 class SkipBatches(_PlannedBatches):
     """AS-Skip: the epoch's order, planned by :class:`ASSkip` (an epoch that keeps none yields
-    one empty visit, batch None). ``probe`` re-checks the samples due for it, ``batch_size`` at a
-    time, when an epoch is planned (None: they are trained on directly). With
+    one empty visit, batch None); ``settings`` as :class:`_PlannedBatches` takes them.
+    ``probe`` re-checks the samples due for it, ``batch_size`` at a time, when an epoch is
+    planned (None: they are trained on directly). With
     ``speed.skip_policy == "soft"``, the samples AS-Skip keeps are pruned further by their loss
     (:class:`SoftPrune`, chance ``speed.skip_prune``, annealed as AS-Skip is)."""
 
-    def __init__(
-        self,
-        data: TrainData,
-        *,
-        batch_size: int,
-        seed: int,
-        speed: SpeedSettings,
-        total_samples: int,
-        device: torch.device,
-        probe: Probe | None = None,
-        length_window: int = 0,
-    ):
-        super().__init__(data, batch_size=batch_size, seed=seed, length_window=length_window)
+    def __init__(self, data: TrainData, *, probe: Probe | None = None, **settings: Any):
+        super().__init__(data, **settings)
+        speed = self.speed
         self.skip = ASSkip(
             self.n,
             keep=speed.skip_keep,
             anneal=speed.skip_anneal,
-            total_samples=total_samples,
-            seed=seed,
+            total_samples=self.total_samples,
+            seed=self.seed,
             backoff=speed.skip_backoff,
-            device=device,
+            device=self.device,
         )
         self.soft = None
         if speed.skip_policy == "soft":
-            self.soft = SoftPrune(
-                self.n,
-                prune=speed.skip_prune,
-                anneal=speed.skip_anneal,
-                total_samples=total_samples,
-                seed=seed,
-                device=device,
-            )
+            self.soft = self.soft_prune(prune=speed.skip_prune, anneal=speed.skip_anneal)
         self.probe = probe
 
     def epoch(self, pos: Position) -> Iterator[tuple[Batch | None, Visit]]:
@@ -152,28 +162,13 @@ class SkipBatches(_PlannedBatches):
 class InfoBatches(_PlannedBatches):
     """InfoBatch on any loss: each epoch, samples whose last loss was below the mean are left
     out with chance ``speed.infobatch_prune`` and the kept ones among them weighted up
-    (:class:`SoftPrune`); the last ``speed.infobatch_anneal`` of training uses every sample."""
+    (:class:`SoftPrune`); the last ``speed.infobatch_anneal`` of training uses every sample.
+    ``settings`` as :class:`_PlannedBatches` takes them."""
 
-    def __init__(
-        self,
-        data: TrainData,
-        *,
-        batch_size: int,
-        seed: int,
-        speed: SpeedSettings,
-        total_samples: int,
-        device: torch.device,
-        length_window: int = 0,
-    ):
-        super().__init__(data, batch_size=batch_size, seed=seed, length_window=length_window)
-        self.prune = SoftPrune(
-            self.n,
-            prune=speed.infobatch_prune,
-            anneal=speed.infobatch_anneal,
-            total_samples=total_samples,
-            seed=seed,
-            device=device,
-        )
+    def __init__(self, data: TrainData, **settings: Any):
+        super().__init__(data, **settings)
+        speed = self.speed
+        self.prune = self.soft_prune(prune=speed.infobatch_prune, anneal=speed.infobatch_anneal)
 
     def epoch(self, pos: Position) -> Iterator[tuple[Batch | None, Visit]]:
         order = epoch_order(self.n, self.seed, pos.epoch)
