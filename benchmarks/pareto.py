@@ -218,7 +218,7 @@ def _diff(values: list[float] | None, digits: int) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     import torch
-    from as_speed import machine_name
+    from speed_runs import machine_name
 
     from astune.search.confirm import run_confirm
     from astune.search.runner import run_search
