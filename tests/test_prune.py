@@ -212,3 +212,28 @@ def test_pruned_runs_train_the_kept_low_loss_samples_at_the_rescaled_weight(
     assert all(len({i for i, _ in pairs}) == len(pairs) for pairs in by_epoch.values())
     if name == "infobatch":  # no exact zeros to skip: the annealed epoch trains on every sample
         assert sorted(i for i, _ in by_epoch[3]) == list(range(128))
+
+
+@pytest.mark.parametrize(
+    "settings, named",
+    [
+        (
+            dict(loss="softmax", infobatch=True, infobatch_prune=0.4),
+            "InfoBatch (infobatch_prune=0.4)",
+        ),
+        (dict(loss="as_softmax", as_skip=True, skip_policy="soft"), "skip_policy='soft'"),
+    ],
+)
+def test_the_hf_export_names_the_pruning_it_leaves_out(settings, named):
+    from astune.export.code import hf_snippet
+    from astune.store.best import BestTrial
+
+    best = BestTrial(
+        experiment="e", tracking_uri="sqlite:///x.db", parent_run_id="p", run_id="r",
+        objective=0.5, metric="val_accuracy", value=0.5, source="test",
+        config=dict(dataset="sst5", lr=1e-3, batch_size=16, epochs=2.0, **settings),
+    )  # fmt: skip
+    code = hf_snippet(best)
+    (note,) = [line for line in code.splitlines() if line.startswith("# The best trial used")]
+    assert named in note and note.endswith("left out here.")
+    compile(code, "best_hf.py", "exec")  # a module that runs

@@ -33,6 +33,9 @@ def snippet_values(best: BestTrial) -> dict[str, Any]:
         "AS_SKIP": speed.as_skip,
         "SKIP_KEEP": speed.skip_keep if speed.as_skip else None,
         "SKIP_ANNEAL": speed.skip_anneal if speed.as_skip else None,
+        "SKIP_POLICY": speed.skip_policy if speed.as_skip else None,
+        "INFOBATCH": speed.infobatch,
+        "INFOBATCH_PRUNE": speed.infobatch_prune if speed.infobatch else None,
         "LR": config.lr,
         "BATCH_SIZE": config.batch_size,
         "EPOCHS": config.epochs,
@@ -90,8 +93,11 @@ def hf_snippet(best: BestTrial) -> str:
         )
     if values["AS_SKIP"]:
         left_out.append(
-            f"AS-Skip (skip_keep={values['SKIP_KEEP']}, skip_anneal={values['SKIP_ANNEAL']})"
+            f"AS-Skip (skip_keep={values['SKIP_KEEP']}, skip_anneal={values['SKIP_ANNEAL']}, "
+            f"skip_policy={values['SKIP_POLICY']!r})"
         )
+    if values["INFOBATCH"]:
+        left_out.append(f"InfoBatch (infobatch_prune={values['INFOBATCH_PRUNE']})")
     note = f"# The best trial used {' and '.join(left_out)}; left out here.\n" if left_out else ""
     body = f"{_source(best)}\n{_constants(values)}"
     return f"{doc}\n\n{_HF_NOTE}{note}\n{_HF_IMPORTS}\n{body}\n\n{_HF_BODY}"
@@ -141,10 +147,10 @@ if __name__ == "__main__":
     main()
 '''
 
-_HF_NOTE = """# AS-Speed and AS-Skip need astune's own loop: the Trainer fixes
+_HF_NOTE = """# AS-Speed, AS-Skip and InfoBatch need astune's own loop: the Trainer fixes
 # gradient_accumulation_steps before training, while AS-Speed changes the number of accumulated
 # micro-batches between optimizer steps, and its sampler cannot fill batches from the samples
-# AS-Skip keeps. For them, run
+# AS-Skip or InfoBatch keeps. For them, run
 # `python -m astune export --experiment EXPERIMENT --format yaml -o best.yaml` and
 # `python -m astune train --config best.yaml`. The delta warm-up below works with the Trainer.
 """
