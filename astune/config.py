@@ -19,11 +19,13 @@ from astune.checkpoint_policy import TRAIN_DEFAULT, CheckpointPolicy
 from astune.losses.catalogue import (
     AS_LOSSES,
     DELTA,
+    DELTA_CONTROL,
     LOSS_PARAM_NAMES,
     WARMUP_RATIO,
     ParamSpec,
     loss_info,
 )
+from astune.losses.delta import DeltaSchedule, build_delta_schedule
 from astune.speed import ASSpeed
 
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -50,6 +52,7 @@ _FIELD_SPECS = (
     ParamSpec("dropout", float, None, 0.0, 1.0, high_open=True),
     DELTA,
     WARMUP_RATIO,
+    *DELTA_CONTROL,
     ParamSpec("as_speed", bool, False),
     ParamSpec("lam", float, 1.0, 0.0, low_open=True),
     ParamSpec("max_accum_steps", int, 4, 1),
@@ -153,6 +156,12 @@ class TrainConfig:
     loss: str = "as_softmax"
     delta: float = _default("delta")
     warmup_ratio: float = _default("warmup_ratio")
+    delta_schedule: str = _default("delta_schedule")
+    mask_target: float = _default("mask_target")
+    delta_gain: float = _default("delta_gain")
+    delta_max_step: float = _default("delta_max_step")
+    delta_min: float = _default("delta_min")
+    delta_momentum: float = _default("delta_momentum")
     as_speed: bool = _default("as_speed")
     lam: float = _default("lam")
     max_accum_steps: int = _default("max_accum_steps")
@@ -192,6 +201,16 @@ class TrainConfig:
             raise ValueError(
                 f"as_skip needs an AS loss ({', '.join(AS_LOSSES)}), but loss is {self.loss!r}."
             )
+        if self.delta_schedule != "fixed":
+            if self.loss not in AS_LOSSES:
+                raise ValueError(
+                    f"delta_schedule {self.delta_schedule!r} needs an AS loss "
+                    f"({', '.join(AS_LOSSES)}), but loss is {self.loss!r}."
+                )
+            if self.delta_min > self.delta:
+                raise ValueError(
+                    f"delta_min must be at most delta ({self.delta}), but got {self.delta_min}."
+                )
         if self.as_skip and self.infobatch:
             raise ValueError(
                 "as_skip and infobatch are two ways of leaving samples out; use one (as_skip "
@@ -207,6 +226,21 @@ class TrainConfig:
         """AS-Speed and AS-Skip, as one typed object."""
         fields = SPEED_FIELDS + INFOBATCH_FIELDS
         return SpeedSettings(**{name: getattr(self, name) for name in fields})
+
+    def build_delta(self, total_steps: int) -> DeltaSchedule | None:
+        """The loss's delta over ``total_steps`` (warm-up, then fixed or adaptive); None for a
+        loss that is not an AS loss."""
+        if self.loss not in AS_LOSSES:
+            return None
+        controls = {p.name: getattr(self, p.name) for p in DELTA_CONTROL}
+        name = controls.pop("delta_schedule")
+        return build_delta_schedule(
+            name,
+            delta=self.delta,
+            warmup_ratio=self.warmup_ratio,
+            total_steps=total_steps,
+            **controls,
+        )
 
     def with_paper_defaults(self, spec: Any) -> "TrainConfig":
         """A copy whose unset ``epochs``, ``batch_size`` and ``lr`` take ``spec``'s (the

@@ -222,6 +222,7 @@ def test_pruned_runs_train_the_kept_low_loss_samples_at_the_rescaled_weight(
             "InfoBatch (infobatch_prune=0.4)",
         ),
         (dict(loss="as_softmax", as_skip=True, skip_policy="soft"), "skip_policy='soft'"),
+        (dict(loss="as_softmax", delta_schedule="ema"), "the 'ema' delta schedule"),
     ],
 )
 def test_the_hf_export_names_the_pruning_it_leaves_out(settings, named):

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from astune.cli.parser import build_parser
 from astune.config import INFOBATCH_FIELDS, SPEED_FIELDS
+from astune.losses.catalogue import DELTA_CONTROL
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -84,6 +85,7 @@ TRAIN_FLAGS = (
     "loss",
     "delta",
     "warmup_ratio",
+    *(p.name for p in DELTA_CONTROL),
     *SPEED_FIELDS,
     *INFOBATCH_FIELDS,
     "length_window",

@@ -7,6 +7,7 @@ import argparse
 
 from astune.checkpoint_policy import SEARCH_DEFAULT, TRAIN_DEFAULT
 from astune.config import SKIP_POLICIES
+from astune.losses.catalogue import DELTA_SCHEDULES
 from astune.objectives import COSTS
 from astune.search.settings import SAMPLERS
 
@@ -102,6 +103,18 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--loss", default=None)
     train.add_argument("--delta", type=float, default=None)
     train.add_argument("--warmup-ratio", type=float, default=None)
+    train.add_argument(
+        "--delta-schedule",
+        choices=list(DELTA_SCHEDULES),
+        default=None,
+        help="delta after the warm-up: fixed (default, the paper's); target-mask: moved so the "
+        "masked ratio follows a line rising to --mask-target; ema: an average of the margin",
+    )
+    train.add_argument("--mask-target", type=float, default=None, help="default 0.5")
+    train.add_argument("--delta-gain", type=float, default=None, help="default 0.5")
+    train.add_argument("--delta-max-step", type=float, default=None, help="default 0.02")
+    train.add_argument("--delta-min", type=float, default=None, help="default 0.05")
+    train.add_argument("--delta-momentum", type=float, default=None, help="default 0.9")
     train.add_argument("--lam", type=float, default=None)
     train.add_argument("--max-accum-steps", type=int, default=None)
     train.add_argument("--as-speed", action="store_true", default=None)

@@ -27,6 +27,7 @@ def snippet_values(best: BestTrial) -> dict[str, Any]:
         "LOSS_PARAMS": config.loss_kwargs(),
         "DELTA": config.delta if is_as else None,
         "WARMUP_RATIO": config.warmup_ratio if is_as else None,
+        "DELTA_SCHEDULE": config.delta_schedule if is_as else None,
         "AS_SPEED": speed.as_speed,
         "LAM": speed.lam if speed.as_speed else None,
         "MAX_ACCUM_STEPS": speed.max_accum_steps if speed.as_speed else None,
@@ -96,6 +97,8 @@ def hf_snippet(best: BestTrial) -> str:
             f"AS-Skip (skip_keep={values['SKIP_KEEP']}, skip_anneal={values['SKIP_ANNEAL']}, "
             f"skip_policy={values['SKIP_POLICY']!r})"
         )
+    if values["DELTA_SCHEDULE"] not in (None, "fixed"):
+        left_out.append(f"the {values['DELTA_SCHEDULE']!r} delta schedule (delta stays DELTA)")
     if values["INFOBATCH"]:
         left_out.append(f"InfoBatch (infobatch_prune={values['INFOBATCH_PRUNE']})")
     note = f"# The best trial used {' and '.join(left_out)}; left out here.\n" if left_out else ""

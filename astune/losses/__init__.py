@@ -11,7 +11,10 @@ from typing import Any
 
 _LAZY = {
     "ASSoftmaxLoss": "astune.losses.as_softmax",
-    "DeltaSchedule": "astune.losses.as_softmax",
+    "DeltaSchedule": "astune.losses.delta",
+    "EmaDelta": "astune.losses.delta",
+    "TargetMaskDelta": "astune.losses.delta",
+    "build_delta_schedule": "astune.losses.delta",
     "MaskStats": "astune.losses.as_softmax",
     "as_softmax_loss": "astune.losses.as_softmax",
     "as_softmax_with_stats": "astune.losses.as_softmax",
@@ -49,6 +52,9 @@ _LAZY = {
 __all__ = [
     "ASSoftmaxLoss",
     "DeltaSchedule",
+    "EmaDelta",
+    "TargetMaskDelta",
+    "build_delta_schedule",
     "MaskStats",
     "as_softmax_loss",
     "as_softmax_with_stats",

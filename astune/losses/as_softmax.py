@@ -1,4 +1,5 @@
-"""AS-Softmax (Lv et al., TASLP 2025, Eqs. criterion, z_i, AS-Softmax) and its delta warm-up.
+"""AS-Softmax (Lv et al., TASLP 2025, Eqs. criterion, z_i, AS-Softmax); its delta over training
+is astune/losses/delta.py.
 
 For a row with target ``t``, class ``i != t`` is masked when ``p_t - p_i > delta``; the loss is
 the cross-entropy of the softmax over the classes that remain. Easy rows (every non-target class
@@ -21,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from astune._checks import REDUCTIONS, check_choice, check_int, check_range
+from astune._checks import REDUCTIONS, check_choice
 from astune._private import autograd_graph_is_kept
 from astune.losses.catalogue import DELTA
 
@@ -297,32 +298,3 @@ class ASSoftmaxLoss(nn.Module):
 
     def extra_repr(self) -> str:
         return f"delta={self.delta}, ignore_index={self.ignore_index}, reduction={self.reduction!r}"
-
-
-class DeltaSchedule:
-    """The warm-up of the paper's Settings: ``delta = 1`` (plain softmax) for the first
-    ``warmup_ratio`` of training, then ``delta``.
-
-    Args:
-        delta: the margin after warm-up, in ``(0, 1]``.
-        warmup_ratio: the fraction ``r`` of training kept at ``delta = 1``, in ``[0, 1]``.
-        total_steps: the length of training in any monotone unit (optimizer steps, or samples
-            seen when the number of steps is not known in advance, as with AS-Speed).
-    """
-
-    def __init__(self, delta: float, warmup_ratio: float, total_steps: int):
-        self.delta = DELTA.check(delta)
-        self.warmup_ratio = check_range("warmup_ratio", warmup_ratio, 0.0, 1.0)
-        self.total_steps = check_int("total_steps", total_steps, 1)
-        self.warmup_steps = self.warmup_ratio * self.total_steps
-
-    def delta_at(self, step: int) -> float:
-        """The delta to use at ``step`` (0-based): 1.0 while
-        ``step < warmup_ratio * total_steps``."""
-        return 1.0 if step < self.warmup_steps else self.delta
-
-    def __repr__(self) -> str:
-        return (
-            f"DeltaSchedule(delta={self.delta}, warmup_ratio={self.warmup_ratio}, "
-            f"total_steps={self.total_steps})"
-        )

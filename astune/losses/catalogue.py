@@ -89,6 +89,22 @@ DELTA = ParamSpec("delta", float, 0.3, 0.0, 1.0, low_open=True)
 """AS-Softmax's margin: class ``i`` is masked when ``p_t - p_i > delta``; the paper's ``(0, 1]``."""
 WARMUP_RATIO = ParamSpec("warmup_ratio", float, 0.0, 0.0, 1.0)
 """The fraction ``r`` of training kept at ``delta = 1``: a training-loop key of the AS losses."""
+DELTA_SCHEDULES = ("fixed", "target-mask", "ema")
+"""How delta moves after the warm-up (astune/losses/delta.py): ``fixed`` (the paper's),
+``target-mask`` (the masked ratio follows a target curve), ``ema`` (an average of the margin)."""
+DELTA_CONTROL = (
+    ParamSpec("delta_schedule", str, "fixed", choices=DELTA_SCHEDULES),
+    # target-mask: the masked ratio the target curve reaches at the end of training, the
+    # controller's gain (delta moved per unit of masked-ratio error) and its bound per step
+    ParamSpec("mask_target", float, 0.5, 0.0, 1.0, low_open=True),
+    ParamSpec("delta_gain", float, 0.5, 0.0, low_open=True),
+    ParamSpec("delta_max_step", float, 0.02, 0.0, 1.0, low_open=True),
+    # both adaptive schedules: the lowest delta they may reach; ema: the average's momentum
+    ParamSpec("delta_min", float, 0.05, 0.0, 1.0, low_open=True),
+    ParamSpec("delta_momentum", float, 0.9, 0.0, 1.0, high_open=True),
+)
+"""The adaptive delta's training-loop keys of the AS losses; optional in a search space's
+``loss_params`` (left out: these defaults)."""
 
 
 @dataclass(frozen=True)
@@ -113,9 +129,14 @@ class LossInfo:
 
     @property
     def config_keys(self) -> tuple[str, ...]:
-        """The trial-config keys this loss uses: its parameters, plus the delta warm-up of an AS
-        loss (a training-loop key, not a ``build_loss`` argument)."""
-        return self.param_names + ((WARMUP_RATIO.name,) if self.is_as else ())
+        """The trial-config keys this loss uses: its parameters, plus the delta warm-up and the
+        delta schedule of an AS loss (training-loop keys, not ``build_loss`` arguments)."""
+        return self.param_names + ((WARMUP_RATIO.name,) + self.optional_keys if self.is_as else ())
+
+    @property
+    def optional_keys(self) -> tuple[str, ...]:
+        """The config keys a search space may leave out (the schedule of an AS loss's delta)."""
+        return tuple(p.name for p in DELTA_CONTROL) if self.is_as else ()
 
     def param(self, name: str) -> ParamSpec:
         for spec in self.params:

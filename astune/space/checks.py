@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from astune.config import SKIP_FIELDS, SPEED_FIELDS
-from astune.losses.catalogue import AS_LOSSES, MULTILABEL_LOSSES
+from astune.losses.catalogue import AS_LOSSES, MULTILABEL_LOSSES, loss_info
 from astune.space.files import known_losses
 from astune.space.params import LOSS_KEY_NAMES, LOSS_KEYS, TRAIN_PARAMS, Param, SpaceError
 
@@ -47,9 +47,9 @@ def check_losses(space: SearchSpace) -> None:
             f"multi-label ones ({', '.join(multi)}); a dataset takes one family",
         )
     for loss in space.losses:
-        given = space.loss_params.get(loss, {})
+        given, optional = space.loss_params.get(loss, {}), loss_info(loss).optional_keys
         for name in LOSS_KEYS[loss]:
-            if name not in given:
+            if name not in given and name not in optional:
                 raise _error(
                     space,
                     f"loss_params.{loss}.{name}",

@@ -17,7 +17,7 @@ from os import PathLike
 from typing import TYPE_CHECKING, Any
 
 from astune.config import INFOBATCH_FIELDS, SPEED_FIELDS, TRAIN_FIELDS
-from astune.losses.catalogue import CATALOGUE, WARMUP_RATIO, ParamSpec
+from astune.losses.catalogue import CATALOGUE, DELTA_CONTROL, WARMUP_RATIO, ParamSpec
 
 if TYPE_CHECKING:  # only for type hints: this module never imports optuna or ray
     import optuna
@@ -45,6 +45,7 @@ DOMAINS: Mapping[str, ParamSpec] = {
     **{name: TRAIN_FIELDS[name] for name in TRAIN_PARAMS + SPEED_FIELDS},
     **{p.name: p for info in CATALOGUE.values() for p in info.params},
     WARMUP_RATIO.name: WARMUP_RATIO,
+    **{p.name: p for p in DELTA_CONTROL},
 }
 """The values each key accepts: the config's and the catalogue's ParamSpec, not a copy."""
 

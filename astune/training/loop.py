@@ -18,8 +18,6 @@ from torch import Tensor
 
 from astune.checkpoint_policy import CheckpointPolicy
 from astune.config import TrainConfig
-from astune.losses.as_softmax import DeltaSchedule
-from astune.losses.catalogue import AS_LOSSES
 from astune.skip import Visit
 from astune.training import state as ckpt
 from astune.training.checkpoints import Best, Checkpointer
@@ -33,7 +31,7 @@ from astune.training.compute import (
     model_parts,
     update_weights,
 )
-from astune.training.evaluate import Evaluation, evaluate
+from astune.training.evaluate import Evaluation, evaluate, p_margins
 from astune.training.hooks import LoopHooks
 from astune.training.leave_out import batch_source
 from astune.training.progress import LinearSchedule, Position, Window
@@ -84,11 +82,7 @@ class Run(Resumable):
         )
         self.model, self.loss_fn, self.optimizer = model_parts(config, self.spec, self.device)
         self.lr_schedule = LinearSchedule(self.total_samples, config.lr_warmup_ratio)
-        self.delta_schedule = (
-            DeltaSchedule(config.delta, config.warmup_ratio, self.total_samples)
-            if config.loss in AS_LOSSES
-            else None
-        )
+        self.delta_schedule = config.build_delta(self.total_samples)
         self.speed = speed.build_speed()
         self.hooks = tuple(hooks)
         self.pos = Position()
@@ -137,10 +131,14 @@ class Run(Resumable):
         if batch is not None:
             self.model.train()
             self.apply_delta()
-            computed = loss_counts(self.loss_fn, *self.forward(batch), weight=visit.weight)
+            logits, labels = self.forward(batch)
+            computed = loss_counts(self.loss_fn, logits, labels, weight=visit.weight)
             computed.loss.backward()
             self.batches.after_forward(visit, computed, self.pos.samples)
-            self.window.add(computed.loss.detach(), computed.counts, skipped_rows)
+            margins = None
+            if self.delta_schedule is not None and self.delta_schedule.needs_margin:
+                margins = p_margins(logits.detach(), labels)
+            self.window.add(computed.loss.detach(), computed.counts, skipped_rows, margins)
         elif skipped_rows is not None:
             self.window.add_skipped(skipped_rows)
         self.pos.samples += visit.visited
@@ -187,6 +185,14 @@ class Run(Resumable):
             # AS-Skip's skipped rows had zero loss when last computed: they count as masked, so
             # AS-Speed still sees the share of the data that has no gradient.
             self.speed.update(window.active + window.skipped, window.masked + window.skipped)
+        if self.delta_schedule is not None:
+            self.delta_schedule.observe(
+                self.pos.samples,
+                # as AS-Speed and the records count it: skipped rows had zero loss (masked)
+                masked_ratio=(window.masked + window.skipped)
+                / max(1, window.active + window.skipped),
+                margin=window.mean_margin(),
+            )
         self._since_eval.merge(window)
         self.window = Window()
         self._hook("on_optimizer_step_end")

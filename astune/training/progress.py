@@ -27,8 +27,9 @@ class Window:
     """Sums over micro-batches: of an accumulation window, or since the last evaluation.
 
     An accumulation window sums on the device (``pending``: loss, active, masked and skipped
-    rows) and reads them once, in :meth:`settle`; ``samples`` (visited) and ``computed`` are
-    host counts, kept per visit by the loop.
+    rows, and the sum and count of the margins an adaptive delta asks for) and reads them once,
+    in :meth:`settle`; ``samples`` (visited) and ``computed`` are host counts, kept per visit by
+    the loop.
     """
 
     batches: int = 0
@@ -36,33 +37,51 @@ class Window:
     active: int = 0
     masked: int = 0
     skipped: int = 0  # rows of AS-Skip's skipped samples (counted as masked by AS-Speed)
+    margin_sum: float = 0.0  # p_t - max p_i summed over the rows measured (ema delta only)
+    margin_rows: int = 0
     samples: int = 0
     computed: int = 0
-    pending: Tensor | None = None  # float64 (4,) on the run's device
+    pending: Tensor | None = None  # float64 (6,) on the run's device
 
-    def add(self, loss: Tensor, counts: Tensor, skipped: Tensor | None) -> None:
-        """Fold in one micro-batch: summed ``loss`` (0-dim), ``counts`` ``[active, masked]``."""
-        zero = torch.zeros((), dtype=counts.dtype, device=counts.device)
-        skipped = zero if skipped is None else skipped
-        values = torch.stack([loss.double(), *counts.double(), skipped.double()])
+    def add(
+        self,
+        loss: Tensor,
+        counts: Tensor,
+        skipped: Tensor | None,
+        margins: Tensor | None = None,
+    ) -> None:
+        """Fold in one micro-batch: summed ``loss`` (0-dim), ``counts`` ``[active, masked]``,
+        the ``skipped`` rows of its visit and the ``margins`` of its rows ``(M,)``."""
+        zero = torch.zeros((), dtype=torch.float64, device=counts.device)
+        skipped = zero if skipped is None else skipped.double()
+        margin_sum, margin_rows = (
+            (zero, zero) if margins is None else (margins.double().sum(), zero + len(margins))
+        )
+        values = torch.stack([loss.double(), *counts.double(), skipped, margin_sum, margin_rows])
         self.pending = values if self.pending is None else self.pending + values
         self.batches += 1
 
     def add_skipped(self, skipped: Tensor) -> None:
         """Fold in the skipped rows of a visit that computed nothing."""
-        values = torch.zeros(4, dtype=torch.float64, device=skipped.device)
+        values = torch.zeros(6, dtype=torch.float64, device=skipped.device)
         values[3] = skipped
         self.pending = values if self.pending is None else self.pending + values
 
     def settle(self) -> None:
         """Read the device sums into the host fields (one sync)."""
         if self.pending is not None:
-            loss, active, masked, skipped = self.pending.tolist()
+            loss, active, masked, skipped, margin_sum, margin_rows = self.pending.tolist()
             self.loss += loss
             self.active += round(active)
             self.masked += round(masked)
             self.skipped += round(skipped)
+            self.margin_sum += margin_sum
+            self.margin_rows += round(margin_rows)
             self.pending = None
+
+    def mean_margin(self) -> float | None:
+        """The mean margin of the rows measured (None: none were)."""
+        return self.margin_sum / self.margin_rows if self.margin_rows else None
 
     def skipped_rows_so_far(self) -> int:
         """The skipped rows of an open window, read for a checkpoint (one sync). A checkpoint
@@ -77,6 +96,8 @@ class Window:
         self.active += other.active
         self.masked += other.masked
         self.skipped += other.skipped
+        self.margin_sum += other.margin_sum
+        self.margin_rows += other.margin_rows
 
 
 class LinearSchedule:

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from astune.config import TrainConfig
+from astune.losses.delta import DeltaSchedule
 from astune.speed import ASSpeed
 from astune.training import state as ckpt
 from astune.training.batches import ShuffledBatches
@@ -28,6 +29,7 @@ class Resumable:
     optimizer: torch.optim.Optimizer
     lr_schedule: LinearSchedule
     speed: ASSpeed | None
+    delta_schedule: DeltaSchedule | None
     batches: ShuffledBatches
     window: Window
     pos: Position
@@ -45,6 +47,7 @@ class Resumable:
             "optimizer": self.optimizer.state_dict(),
             "lr_schedule": self.lr_schedule.state_dict(),
             "speed": None if self.speed is None else self.speed.state_dict(),
+            "delta": None if self.delta_schedule is None else self.delta_schedule.state_dict(),
             "skip": self.batches.state_dict(),
             "window_skipped": self.window.skipped_rows_so_far(),
             "position": vars(self.pos).copy(),
@@ -61,6 +64,9 @@ class Resumable:
         self.optimizer.load_state_dict(state["optimizer"])
         if self.speed is not None and state["speed"] is not None:
             self.speed.load_state_dict(state["speed"])
+        # A checkpoint written before adaptive delta holds none: its delta was fixed.
+        if self.delta_schedule is not None and state.get("delta") is not None:
+            self.delta_schedule.load_state_dict(state["delta"])
         self.batches.load_state_dict(state.get("skip"))
         self.window = Window(skipped=state.get("window_skipped", 0))
         self.pos = Position(**state["position"])
