@@ -24,6 +24,7 @@ FLOORS = (
         "astune.skip",
         "astune.prune",
         "astune.metrics",
+        "astune.csc_metrics",
         "astune.objectives",
     ),
     ("astune.data", "astune.backbone_registry", "astune.backbones", "astune.config"),
