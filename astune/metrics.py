@@ -280,6 +280,8 @@ def _token_metrics(
             f"compute_metrics('token'): got {len(preds)} predicted and "
             f"{len(golds)} gold sentences; they must match."
         )
+    kept = [(p[g != IGNORE_INDEX], g[g != IGNORE_INDEX]) for p, g in zip(preds, golds)]
+    preds, golds = [p for p, _ in kept], [g for _, g in kept]  # ignored tokens are not scored
     flat_pred = np.concatenate(preds) if preds else np.zeros(0, dtype=np.int64)
     flat_gold = np.concatenate(golds) if golds else np.zeros(0, dtype=np.int64)
     names = np.asarray(list(label_names), dtype=object)

@@ -221,6 +221,28 @@ def _recommend(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prepare(args: argparse.Namespace) -> int:
+    from astune.data.errors import DataError
+    from astune.data.sighan import prepare_sighan
+
+    try:
+        prepared = prepare_sighan(
+            args.train,
+            test=args.test,
+            out=args.out,
+            validation=args.validation,
+            validation_fraction=args.validation_fraction,
+            min_count=args.min_count,
+            max_candidates=args.max_candidates,
+            seed=args.seed,
+        )
+    except (DataError, ValueError) as err:
+        raise CLIError(str(err)) from None
+    print(prepared.summary())
+    print(f"train on it: python -m astune train --dataset {args.out} --loss as_softmax")
+    return 0
+
+
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "search": _search,
     "train": _train,
@@ -230,6 +252,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "confirm": _confirm,
     "datasets": _datasets,
     "backbones": _backbones,
+    "prepare": _prepare,
 }
 
 

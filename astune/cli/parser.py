@@ -214,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--output-dir", default=None)
 
     _add_confirm_parser(sub)
+    _add_prepare_parser(sub)
     datasets = sub.add_parser("datasets", help="list the dataset registry")
     datasets.add_argument(
         "--check",
@@ -222,6 +223,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("backbones", help="list the backbone aliases")
     return parser
+
+
+def _add_prepare_parser(sub: argparse._SubParsersAction) -> None:
+    prepare = sub.add_parser("prepare", help="bring a dataset into astune's layout")
+    kinds = prepare.add_subparsers(dest="kind", required=True)
+    sighan = kinds.add_parser(
+        "sighan",
+        help="Chinese spelling check data (CSC JSON records, or SIGHAN's INPUT,TRUTH files) as "
+        "a token task over candidate characters",
+    )
+    sighan.add_argument("--train", nargs="+", required=True, metavar="FILE")
+    sighan.add_argument("--test", required=True, metavar="FILE")
+    sighan.add_argument("--validation", default=None, metavar="FILE")
+    sighan.add_argument("--out", required=True, metavar="DIR")
+    sighan.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=0.1,
+        help="share of train carved out as validation when --validation is not given",
+    )
+    sighan.add_argument(
+        "--min-count", type=int, default=1, help="a candidate character's least train count"
+    )
+    sighan.add_argument(
+        "--max-candidates", type=int, default=None, help="keep the N most frequent (paper: 5201)"
+    )
+    sighan.add_argument("--seed", type=int, default=42)
 
 
 def _add_confirm_parser(sub: argparse._SubParsersAction) -> None:

@@ -17,8 +17,8 @@ from astune._checks import check_int
 from astune.data.batching import Batching
 from astune.data.errors import DataError
 from astune.data.spec import DatasetSpec
+from astune.metrics import IGNORE_INDEX
 
-IGNORE_INDEX = -100
 MODEL_KEYS = ("input_ids", "attention_mask", "token_type_ids", "pixel_values", "input_values")
 
 

@@ -19,6 +19,7 @@ from astune.data.errors import DataError
 from astune.data.media import media_item
 from astune.data.spec import DatasetSpec
 from astune.losses.catalogue import MEDIA_TASKS
+from astune.metrics import IGNORE_INDEX
 
 _LIST_LABELS = ("token", "multi_label")
 
@@ -70,7 +71,10 @@ def normalize_rows(
         label = row[spec.label_column]
         if spec.task == "token":
             tokens = _tokens(row[spec.tokens_column], spec.tokens_column, at)
-            tags = [_label_id(v, names, spec.num_labels, at) for v in _label_list(label, at)]
+            tags = [  # an ignored token (-100) stays ignored: no loss, no score
+                IGNORE_INDEX if v == IGNORE_INDEX else _label_id(v, names, spec.num_labels, at)
+                for v in _label_list(label, at)
+            ]
             if len(tags) != len(tokens):
                 raise DataError(
                     f"{at} has {len(tokens)} tokens but {len(tags)} labels; they must match"
