@@ -58,6 +58,8 @@ class _PlannedBatches(ShuffledBatches):
     def planned_epoch(
         self, pos: Position, order: Tensor, plan: Tensor, weight: Tensor | None
     ) -> Iterator[tuple[Batch | None, Visit]]:
+        """The micro-batches of ``plan`` (bool ``(n,)`` over ``order``'s positions) from
+        ``pos.batch`` on, each visit with its samples' loss ``weight`` (by dataset index)."""
         if self.lengths is not None:  # the kept samples regrouped among the kept positions
             kept_at = torch.nonzero(plan).flatten()
             order = order.clone()
