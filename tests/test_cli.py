@@ -166,6 +166,14 @@ def write_folder(folder: Path, rows: list[dict], task: str = "single_label", **m
             ["--dataset", "sst5", "--max-audio-seconds", "-1"],
             "max_audio_seconds must be in [0.0, inf), but got -1.0",
         ),
+        (
+            ["--dataset", "sst5", "--max-length", "2"],
+            "max_length must be an integer in [8, inf), but got 2",
+        ),
+        (
+            ["--dataset", "sst5", "--mask-target", "0"],
+            "mask_target must be in (0.0, 1.0], but got 0.0",
+        ),
         (["--dataset", "sst5", "--loss", "focal"], "loss must be one of 'softmax'"),
         (["--dataset", "sst5", "--loss", "softmax", "--as-speed"], "as_speed needs an AS loss"),
         (["--dataset", "sst5", "--backbone", "bert-tiny"], "backbone must be one of the aliases"),

@@ -142,10 +142,11 @@ def test_the_pruning_flags_reach_the_config():
     soft = _train_config(
         parse(
             ["train", "--dataset", "sst5", "--as-skip", "--skip-policy", "soft"]
-            + ["--skip-prune", "0.3", "--length-window", "4"]
+            + ["--skip-prune", "0.3", "--length-window", "4", "--max-length", "64"]
         )  # fmt: skip
     )
     assert (soft.speed.skip_policy, soft.speed.skip_prune, soft.length_window) == ("soft", 0.3, 4)
+    assert soft.max_length == 64  # a flag train takes reaches its config
     info = _train_config(
         parse(
             ["train", "--dataset", "sst5", "--loss", "softmax", "--infobatch"]

@@ -307,6 +307,10 @@ def test_resume_refuses_changed_settings_before_ray_starts(workdir, capsys):
             ["--dataset", "sst5", "--max-audio-seconds", "-1"],
             "max_audio_seconds must be in [0.0, inf), but got -1.0",
         ),
+        (
+            ["--dataset", "sst5", "--max-length", "2"],
+            "max_length must be an integer in [8, inf), but got 2",
+        ),
     ],
 )
 def test_bad_search_requests_fail_within_seconds(workdir, capsys, argv, message):

@@ -81,6 +81,7 @@ TRAIN_FLAGS = (
     "validation_fraction",
     "max_audio_seconds",
     "epochs",
+    "max_length",
     "seed",
     "loss",
     "delta",

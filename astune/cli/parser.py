@@ -21,6 +21,9 @@ def _add_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-train-samples", type=int, default=None)
     parser.add_argument("--max-eval-samples", type=int, default=None)
     parser.add_argument("--epochs", type=float, default=None)
+    parser.add_argument(
+        "--max-length", type=int, default=None, help="text: tokens kept per example (default 128)"
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument(
         "--max-audio-seconds",

@@ -85,6 +85,7 @@ class SearchSettings:
             check_range("epochs", self.epochs, 0.0, None, low_open=True)
         if self.max_audio_seconds is not None:  # the range is the config's
             TRAIN_FIELDS["max_audio_seconds"].check(self.max_audio_seconds)
+        TRAIN_FIELDS["max_length"].check(self.max_length)
         check_int("seed", self.seed, 0)
         check_int("max_failures", self.max_failures, 0)
         check_choice("sampler", self.sampler, SAMPLERS)
