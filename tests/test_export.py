@@ -162,7 +162,7 @@ def _records(folder) -> list[dict]:
 
 def test_hf_snippet_switches_delta_after_the_warmup(best, searches):
     code = export(EXPERIMENT, "hf", tracking_uri=searches.tracking_uri)
-    assert "AS-Speed and AS-Skip need astune's own loop" in code
+    assert "AS-Speed, AS-Skip and InfoBatch need astune's own loop" in code
     namespace: dict = {}
     exec(compile(code, "best_hf.py", "exec"), namespace)
     callback, loss_fn = namespace["DeltaWarmupCallback"](), namespace["loss_fn"]
