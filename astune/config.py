@@ -207,10 +207,7 @@ class TrainConfig:
                     f"delta_schedule {self.delta_schedule!r} needs an AS loss "
                     f"({', '.join(AS_LOSSES)}), but loss is {self.loss!r}."
                 )
-            if self.delta_min > self.delta:
-                raise ValueError(
-                    f"delta_min must be at most delta ({self.delta}), but got {self.delta_min}."
-                )
+            self.build_delta(1)  # the schedule's own checks (delta_min at most delta)
         if self.as_skip and self.infobatch:
             raise ValueError(
                 "as_skip and infobatch are two ways of leaving samples out; use one (as_skip "

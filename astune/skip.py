@@ -143,12 +143,6 @@ class ASSkip:
         self.plan, self.plan_epoch = plan, epoch
         return plan
 
-    def visits(
-        self, order: Tensor, plan: Tensor, *, batch_size: int, first: int = 0
-    ) -> Iterator[Visit]:
-        """The epoch's micro-batches (:func:`planned_visits`)."""
-        return planned_visits(order, plan, batch_size=batch_size, first=first)
-
     # -- recording ------------------------------------------------------------------------------
     def record(
         self,

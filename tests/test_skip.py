@@ -14,7 +14,7 @@ from training_runs import Snapshots, read_metrics, run_config, sst5_slice, timel
 from astune.config import TrainConfig
 from astune.losses import ASSoftmaxLoss
 from astune.losses.multilabel import multilabel_as_softmax_with_stats
-from astune.skip import PLAN_SEED_STRIDE, ASSkip
+from astune.skip import PLAN_SEED_STRIDE, ASSkip, planned_visits
 from astune.speed import ASSpeed
 from astune.training import Run, fit
 from astune.training.batches import SKIP_RECORD_KEYS
@@ -57,8 +57,7 @@ def test_visits_fill_full_batches_and_cover_every_position(size):
     gen = torch.Generator().manual_seed(0)
     order = torch.randperm(23, generator=gen)
     plan = torch.rand(23, generator=gen) < 0.6
-    skip = ASSkip(23, keep=0.0, anneal=0.0, total_samples=23, seed=1)
-    visits = skip.visits(order, plan, batch_size=size)
+    visits = planned_visits(order, plan, batch_size=size)
     got = [(v.index.tolist(), v.visited, v.skipped.tolist()) for v in visits]
     assert got == reference_visits(order.tolist(), plan.tolist(), size)
     assert sum(v for _, v, _ in got) == 23
@@ -66,12 +65,13 @@ def test_visits_fill_full_batches_and_cover_every_position(size):
 
 
 def test_an_epoch_that_computes_nothing_still_visits_every_sample():
-    skip = ASSkip(5, keep=0.0, anneal=0.0, total_samples=50, seed=0)
     order = torch.arange(5)
-    (visit,) = skip.visits(order, torch.zeros(5, dtype=torch.bool), batch_size=2)
+    (visit,) = planned_visits(order, torch.zeros(5, dtype=torch.bool), batch_size=2)
     assert visit.visited == 5 and len(visit.index) == 0
     assert visit.skipped.tolist() == [0, 1, 2, 3, 4]
-    assert list(skip.visits(order, torch.zeros(5, dtype=torch.bool), batch_size=2, first=1)) == []
+    assert (
+        list(planned_visits(order, torch.zeros(5, dtype=torch.bool), batch_size=2, first=1)) == []
+    )
 
 
 def test_zero_loss_samples_are_skipped_rechecked_and_come_back_when_active_again():

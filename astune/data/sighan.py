@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from astune._checks import check_int, check_range
+from astune._checks import check_int
+from astune.config import TRAIN_FIELDS
 from astune.data.errors import DataError
 from astune.metrics import IGNORE_INDEX
 
@@ -166,7 +167,7 @@ def prepare_sighan(
 ) -> Prepared:
     """Convert CSC data (module docstring) into ``out``; validation is carved from train
     (seeded) when not given. Returns what it wrote and counted."""
-    check_range("validation_fraction", validation_fraction, 0.0, 1.0, low_open=True, high_open=True)
+    TRAIN_FIELDS["validation_fraction"].check(validation_fraction)
     check_int("min_count", min_count, 1)
     if max_candidates is not None:
         check_int("max_candidates", max_candidates, 1)

@@ -166,7 +166,10 @@ class EmaDelta(DeltaSchedule):
 
 
 def _check_min(delta_min: float, delta: float) -> float:
-    return check_range("delta_min", delta_min, 0.0, delta, low_open=True)
+    delta_min = _SPECS["delta_min"].check(delta_min)
+    if delta_min > delta:
+        raise ValueError(f"delta_min must be at most delta ({delta}), but got {delta_min}.")
+    return delta_min
 
 
 def build_delta_schedule(

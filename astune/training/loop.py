@@ -188,9 +188,7 @@ class Run(Resumable):
         if self.delta_schedule is not None:
             self.delta_schedule.observe(
                 self.pos.samples,
-                # as AS-Speed and the records count it: skipped rows had zero loss (masked)
-                masked_ratio=(window.masked + window.skipped)
-                / max(1, window.active + window.skipped),
+                masked_ratio=window.masked_ratio(),
                 margin=window.mean_margin(),
             )
         self._since_eval.merge(window)

@@ -79,6 +79,11 @@ class Window:
             self.margin_rows += round(margin_rows)
             self.pending = None
 
+    def masked_ratio(self) -> float:
+        """The share of the window's rows with no gradient: fully masked, or skipped by AS-Skip
+        (a skipped sample had zero loss when last computed, as AS-Speed counts it)."""
+        return (self.masked + self.skipped) / max(1, self.active + self.skipped)
+
     def mean_margin(self) -> float | None:
         """The mean margin of the rows measured (None: none were)."""
         return self.margin_sum / self.margin_rows if self.margin_rows else None

@@ -34,8 +34,7 @@ def evaluation_record(
         "objective": result.metrics[metric],
         "val_loss": result.loss,
         "train_loss": window.loss / max(1, window.active),
-        # AS-Skip's skipped rows count as masked (as AS-Speed counts them)
-        "masked_ratio": (window.masked + window.skipped) / max(1, window.active + window.skipped),
+        "masked_ratio": window.masked_ratio(),
         "accum_steps": accum_steps,
         "delta_now": delta_now,
         "lr_now": lr_now,
