@@ -71,6 +71,14 @@ def trial_storage() -> tuple[Any, str]:
     return storage.storage_filesystem, storage.trial_fs_path
 
 
+def trial_folder(trial: Any) -> tuple[Any, str]:
+    """``trial``'s folder on the search's storage, seen from the driver: ``(pyarrow filesystem,
+    path)``, from ``Trial.storage``, Ray's ``StorageContext`` (a DeveloperAPI, "may change
+    without notice between minor versions")."""
+    storage = _attribute(trial, "storage", "ray.tune.experiment.Trial")
+    return storage.storage_filesystem, storage.trial_fs_path
+
+
 def checkpoint_gone(trial: Any) -> bool:
     """Whether Ray's latest checkpoint of ``trial`` is missing from storage (a driver that died
     between a checkpoint and the experiment snapshot naming it resumes onto a deleted one)."""

@@ -42,7 +42,9 @@ class Processes:
     root: Path
     env: dict[str, str]
     groups: list[int] = field(default_factory=list)
-    ray_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="astune-ray-")))
+    ray_dir: Path = field(
+        default_factory=lambda: Path(tempfile.mkdtemp(prefix="astune-ray-", dir="/tmp"))
+    )
 
     def start(self, name: str, argv: list[str], wait: bool = False) -> subprocess.Popen:
         """Start ``argv`` in a new process group, its output in ``root/<name>.log``;

@@ -19,6 +19,13 @@ DATA_DIR = Path(os.environ.get("ASTUNE_DATA_DIR", REPO_ROOT.parent / "shared" / 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+# Every temporary file of this test process and of the commands it runs (Ray's checkpoint
+# staging, MLflow's store locks, multiprocessing's folders, pytest's tmp_path) goes under one
+# folder, removed when the session passes and kept, with its path said, when it fails.
+SESSION_TMP = Path(tempfile.mkdtemp(prefix="astune-tests-", dir="/tmp"))
+os.environ["TMPDIR"] = str(SESSION_TMP)
+tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
@@ -93,6 +100,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if skipped and exitstatus == 0:
         reporter.write_line(f"FAILED: {skipped} test(s) skipped; every test must run", red=True)
         session.exitstatus = 1
+    _end_session_tmp(session, int(session.exitstatus))
+
+
+def _end_session_tmp(session: pytest.Session, exitstatus: int) -> None:
+    if exitstatus == 0:
+        shutil.rmtree(SESSION_TMP, ignore_errors=True)
+    elif not os.environ.get("PYTEST_XDIST_WORKER"):
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter:
+            reporter.write_line(f"temporary files of the failed run kept in {SESSION_TMP}")
 
 
 # -- image and audio data, made offline once per session (tests/media_data.py) --------------

@@ -1,7 +1,6 @@
 """A search on a real two-node Ray cluster, with an MLflow tracking server over HTTP and trial
 storage on a local S3-compatible server, under faults: a worker node's raylet SIGKILLed after
-the first evaluation, then the driver SIGKILLed and the search resumed; and a search submitted
-as a Ray job.
+the first evaluation, then the driver SIGKILLed and the search resumed as a Ray job.
 
 Everything runs as separate processes on this machine (README, "Clusters", gives the same
 recipe by hand); every process is ended by its PID when the module ends, passed or failed.
@@ -99,6 +98,13 @@ class Cluster:
             r for r in self.runs(name, "trial") if r.info.status == "RUNNING" and r.data.metrics
         ]
 
+    def checkpoint_keys(self, name: str, run) -> list[str]:
+        """The keys of the checkpoints and best weights of ``run``'s trial in the bucket."""
+        folder = f"searches/{name}/trial_{run.data.tags['astune.trial_id']}/"
+        return [
+            k for k in self.s3_keys(folder) if k[len(folder) :].startswith(("checkpoint_", "best/"))
+        ]
+
     def s3_keys(self, prefix: str) -> list[str]:
         import boto3
 
@@ -170,10 +176,13 @@ def assert_complete(cluster: Cluster, name: str, trials: int) -> list:
     return children
 
 
-def test_a_worker_node_lost_then_the_driver_killed_the_search_resumes(cluster, worker, tmp_path):
+def test_a_worker_node_lost_then_the_driver_killed_the_search_resumes_as_a_ray_job(
+    cluster, worker, tmp_path
+):
     """One search under both faults, one after the other: the raylet of the worker node
     SIGKILLed after the first evaluation (its trial retried on the head), then the driver
-    SIGKILLed with a trial finished and one unfinished, and the search resumed."""
+    SIGKILLed with a trial finished and one unfinished, and the search resumed by a Ray job
+    (`ray job submit`: its driver runs on the head node and joins the cluster, --address auto)."""
     name = "faults"
     space = write_space(tmp_path, num_samples=TRIALS)
     driver = cluster.procs.start(name, cluster.search_argv(name, space))
@@ -189,22 +198,25 @@ def test_a_worker_node_lost_then_the_driver_killed_the_search_resumes(cluster, w
     assert driver.poll() is None, cluster.procs.tail(name)
     os.killpg(driver.pid, signal.SIGKILL)
     driver.wait()
+    # the unfinished trial's checkpoints are in the bucket for its resume; the finished one's
+    # were deleted when it ended
+    (done,), (running,) = finished(), cluster.evaluated(name)
+    assert not cluster.checkpoint_keys(name, done) and cluster.checkpoint_keys(name, running)
+    resume = cluster.search_argv(name, space, "--resume", "--address", "auto")
+    submit = [str(BIN / "ray"), "job", "submit", "--address"]
+    submit += [f"http://127.0.0.1:{cluster.dashboard}", "--", *resume]
     resumed = subprocess.run(
-        cluster.search_argv(name, space, "--resume"),
-        env=cluster.procs.env,
-        capture_output=True,
-        text=True,
-        timeout=400,
+        submit, env=cluster.procs.env, capture_output=True, text=True, timeout=400
     )
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "best objective" in resumed.stdout
+    assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-3000:]
+    assert "succeeded" in resumed.stdout and "best objective" in resumed.stdout
     children = assert_complete(cluster, name, trials=TRIALS)  # no run twice, none lost
 
     keys = cluster.s3_keys(f"searches/{name}/")
-    for child in children:
+    for child in children:  # every trial's record stays; no finished trial keeps a checkpoint
         folder = f"searches/{name}/trial_{child.data.tags['astune.trial_id']}/"
         assert any(k.startswith(folder) and k.endswith("result.json") for k in keys), folder
-    assert any("/checkpoint_" in k and k.endswith("/state.pt") for k in keys)
+        assert not cluster.checkpoint_keys(name, child), folder
 
     exported = tmp_path / "best.yaml"
     result = subprocess.run(
@@ -225,25 +237,3 @@ def test_a_worker_node_lost_then_the_driver_killed_the_search_resumes(cluster, w
 
 def retried_runs(cluster: Cluster, name: str) -> list:
     return [r for r in cluster.runs(name, "trial") if "astune.retries" in r.data.tags]
-
-
-def test_a_search_submitted_as_a_ray_job(cluster, worker, tmp_path):
-    name = "job"
-    space = write_space(tmp_path, num_samples=2, params={**SPACE["params"], "epochs": 1})
-    # The job's driver runs on the head node and joins the cluster it runs in (--address auto).
-    entrypoint = cluster.search_argv(name, space, "--address", "auto")
-    submit = [
-        str(BIN / "ray"),
-        "job",
-        "submit",
-        "--address",
-        f"http://127.0.0.1:{cluster.dashboard}",
-    ]
-    submit += ["--", *entrypoint]
-    result = subprocess.run(
-        submit, env=cluster.procs.env, capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-    assert "succeeded" in result.stdout
-    children = cluster.runs(name, "trial")
-    assert len(children) == 2 and all(c.info.status == "FINISHED" for c in children)

@@ -43,6 +43,7 @@ def test_tuner_local_run_config(tmp_path) -> None:
 
 @pytest.mark.ray
 def test_trial_storage_is_the_trial_folder_on_the_storage_path(tmp_path) -> None:
+    """Seen from the trial (``trial_storage``) and from the driver (``trial_folder``)."""
     import ray
     from ray import tune
 
@@ -50,11 +51,20 @@ def test_trial_storage_is_the_trial_folder_on_the_storage_path(tmp_path) -> None
         filesystem, path = _private.trial_storage()
         tune.report({"path": path, "fs": filesystem.type_name})
 
+    class Driver(tune.Callback):
+        seen: list[tuple[str, str]] = []
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            filesystem, path = _private.trial_folder(trial)
+            self.seen.append((filesystem.type_name, path))
+
     ray.init(num_cpus=1, include_dashboard=False, configure_logging=False)
     try:
         tuner = tune.Tuner(
             trainable,
-            run_config=tune.RunConfig(name="x", storage_path=str(tmp_path), verbose=0),
+            run_config=tune.RunConfig(
+                name="x", storage_path=str(tmp_path), verbose=0, callbacks=[Driver()]
+            ),
         )
         (result,) = tuner.fit()
     finally:
@@ -62,6 +72,7 @@ def test_trial_storage_is_the_trial_folder_on_the_storage_path(tmp_path) -> None
     assert result.error is None
     assert result.metrics["fs"] == "local"
     assert result.metrics["path"] == result.path == str(tmp_path / "x" / Path(result.path).name)
+    assert Driver.seen == [("local", result.path)]
 
 
 def test_torch_keep_graph_flag() -> None:

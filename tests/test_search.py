@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,11 @@ import torch
 import yaml
 from mlflow import MlflowClient
 from stores import new_store
-from tiny import tiny_flags, tiny_settings
+from tiny import tiny_flags
 
 from astune.cli import main
 from astune.search.runner import SearchSettings, run_search
+from astune.search.settings import SearchSummary
 from astune.store.conventions import LOST_TAG
 
 GPUS = torch.cuda.device_count()
@@ -54,39 +56,54 @@ def write_space(folder: Path, **changes) -> Path:
     return path
 
 
+TINY_SEARCH = {
+    "seed_points": [
+        {"loss": "as_softmax", "delta": 0.3, "as_speed": True, "lam": 1.5, "max_accum_steps": 3},
+        {"loss": "softmax"},
+        {"loss": "am_softmax", "s": 1.0e38, "m": 0.3},  # overflows: a NaN loss, the trial fails
+    ],
+    "losses": ["as_softmax", "softmax", "am_softmax"],
+    "loss_params": {
+        "as_softmax": {
+            "delta": {"type": "float", "low": 0.1, "high": 0.5, "step": 0.05},
+            "warmup_ratio": 0.0,
+        },
+        "am_softmax": {"s": {"type": "float", "low": 1.0, "high": 1.0e38, "log": True}, "m": 0.3},
+    },
+}
+
+
+@dataclass
+class Searched:
+    """The module's one finished search (``tiny``, run as ``astune search`` parses it) and the
+    folder it ran in."""
+
+    workdir: Path
+    space: Path
+    argv: list[str]
+    summary: SearchSummary
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory, data_dir) -> Searched:
+    from astune.cli.parser import build_parser
+    from astune.search.settings import settings_from_args
+
+    root = tmp_path_factory.mktemp("search")
+    new_store(root / "astune-runs")  # where `search` puts it: default_tracking_uri()
+    space = write_space(root, **TINY_SEARCH)
+    argv = search_argv("tiny", space, "--max-concurrent", "2", "--max-length", "48", samples=4)
+    argv += ["--epochs", "2", "--data-dir", str(data_dir)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        summary = run_search(settings_from_args(build_parser().parse_args(argv)))
+    return Searched(root, space, argv, summary)
+
+
 @pytest.mark.ray
 @pytest.mark.slow
-def test_search_tracks_every_trial_and_runs_the_seed_points_first(workdir):
-    space = write_space(
-        workdir,
-        seed_points=[
-            {
-                "loss": "as_softmax",
-                "delta": 0.3,
-                "as_speed": True,
-                "lam": 1.5,
-                "max_accum_steps": 3,
-            },
-            {"loss": "softmax"},
-            # overflows: a NaN loss, the trial fails
-            {"loss": "am_softmax", "s": 1.0e38, "m": 0.3},
-        ],
-        losses=["as_softmax", "softmax", "am_softmax"],
-        loss_params={
-            "as_softmax": {
-                "delta": {"type": "float", "low": 0.1, "high": 0.5, "step": 0.05},
-                "warmup_ratio": 0.0,
-            },
-            "am_softmax": {
-                "s": {"type": "float", "low": 1.0, "high": 1.0e38, "log": True},
-                "m": 0.3,
-            },
-        },
-    )
-    summary = run_search(
-        tiny_settings(space=str(space), num_samples=4, max_concurrent=2, name="tiny", max_length=48)
-    )
-
+def test_search_tracks_every_trial_and_runs_the_seed_points_first(searched):
+    summary = searched.summary
     client = MlflowClient(summary.tracking_uri)
     (parent,) = runs(client, "tiny", "search")
     children = runs(client, "tiny", "trial")
@@ -239,18 +256,11 @@ def test_a_multi_objective_search_killed_after_its_first_trial_resumes_to_its_fr
     assert {line.split()[0] for line in shown} == front
 
 
-def tiny_argv(name: str, space: Path, *extra: str) -> list[str]:
-    """``astune search`` over a one-trial, one-epoch tiny search."""
-    return search_argv(name, space, "--epochs", "1", *extra, samples=1)
-
-
 @pytest.mark.ray
-def test_resume_refuses_changed_settings_before_ray_starts(workdir, capsys):
+def test_resume_refuses_changed_settings_before_ray_starts(searched, capsys, monkeypatch):
     from astune.search.runner import prepare_search
 
-    space = write_space(workdir, seed_points=[{"loss": "softmax"}])
-    assert main(tiny_argv("changed", space)) == 0
-    capsys.readouterr()
+    monkeypatch.chdir(searched.workdir)
 
     def refused(argv: list[str]) -> str:
         code = main([*argv, "--resume"])
@@ -260,35 +270,37 @@ def test_resume_refuses_changed_settings_before_ray_starts(workdir, capsys):
         return err
 
     def changed(flag: str, old: str, new: str) -> None:
-        err = refused(tiny_argv("changed", space, flag, new))
+        err = refused([*searched.argv, flag, new])  # the last of a flag given twice counts
         assert f"cannot change {flag}" in err and f"with {old}, now {new};" in err, err
         assert "another --name" in err, err
 
-    changed("--num-samples", "1", "2")  # Ray restores its Tuner with the old num_samples
+    changed("--num-samples", "4", "5")  # Ray restores its Tuner with the old num_samples
     changed("--scheduler", "none", "asha")
-    changed("--losses", "as_softmax,softmax", "softmax")
+    changed("--losses", "as_softmax,softmax,am_softmax", "softmax")
     changed("--max-train-samples", "64", "48")
-    changed("--epochs", "1.0", "2.0")
+    changed("--epochs", "2.0", "3.0")
 
-    client = MlflowClient(f"sqlite:///{workdir / 'astune-runs' / 'mlflow.db'}")
-    (parent,) = runs(client, "changed", "search")
+    client = MlflowClient(f"sqlite:///{searched.workdir / 'astune-runs' / 'mlflow.db'}")
+    (parent,) = runs(client, "tiny", "search")
     digest = parent.data.params["space_sha256"]
-    text = space.read_text()
-    tiny = yaml.safe_load(text)  # the same file, edited in place
-    tiny["params"]["lr"]["value"] = 2.0e-3
-    space.write_text(yaml.safe_dump(tiny))
-    err = refused(tiny_argv("changed", space))
+    text = searched.space.read_text()
+    edited = yaml.safe_load(text)  # the same file, edited in place
+    edited["params"]["lr"]["value"] = 2.0e-3
+    searched.space.write_text(yaml.safe_dump(edited))
+    try:
+        err = refused(searched.argv)
+    finally:
+        searched.space.write_text(text)
     assert "cannot change the --space contents" in err and f"with {digest}, now " in err, err
 
     # Flags left out on resume are the search's own, never a change.
     left_out = SearchSettings(
-        dataset="sst5", name="changed", resume=True, given=frozenset({"dataset", "name", "resume"})
+        dataset="sst5", name="tiny", resume=True, given=frozenset({"dataset", "name", "resume"})
     )
-    space.write_text(text)
     prepared = prepare_search(left_out)
     assert (prepared.settings.backbone, prepared.settings.num_layers) == ("minilm", 1)
-    assert (prepared.settings.max_train_samples, prepared.settings.epochs) == (64, 1.0)
-    assert prepared.space.num_samples == 1 and prepared.space.scheduler["type"] == "none"
+    assert (prepared.settings.max_train_samples, prepared.settings.epochs) == (64, 2.0)
+    assert prepared.space.num_samples == 4 and prepared.space.scheduler["type"] == "none"
 
 
 @pytest.mark.parametrize(
@@ -382,6 +394,25 @@ def dataclasses_replace(obj, **changes):
     import dataclasses
 
     return dataclasses.replace(obj, **changes)
+
+
+def test_finished_trials_checkpoints_are_deleted_unless_the_search_keeps_them(tmp_path):
+    from astune.cli.parser import build_parser
+    from astune.search.callbacks import DropFinishedCheckpoints
+    from astune.search.settings import settings_from_args
+    from astune.search.tuner import callbacks
+    from astune.store.writer import SearchTracker
+
+    tracker = SearchTracker(
+        f"sqlite:///{tmp_path / 'mlflow.db'}", "n", dataset="sst5", task="t", search_params={}
+    )
+    for flags, kept in (([], False), (["--keep-checkpoints"], True)):
+        args = build_parser().parse_args(["search", "--dataset", "sst5", *flags])
+        settings = settings_from_args(args)
+        assert settings.keep_checkpoints is kept
+        found = callbacks(settings, tracker, metric="objective", total=1)
+        dropping = [c for c in found if isinstance(c, DropFinishedCheckpoints)]
+        assert len(dropping) == (0 if kept else 1)
 
 
 def test_scratch_of_a_killed_trial_is_cleaned_and_a_live_one_kept(tmp_path):

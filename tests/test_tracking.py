@@ -422,6 +422,50 @@ def test_tuner_restore_reuses_the_pickled_callback(ray_local, store, tmp_path):
     assert client.get_run(parent_id).info.status == "FINISHED"
 
 
+def trainable_with_best_weights(config: dict) -> None:
+    """:func:`tiny_trainable`, with a ``best/`` folder in the trial folder as astune's trainable
+    writes one (best weights that are not the current ones)."""
+    from astune._private import trial_storage
+
+    filesystem, folder = trial_storage()
+    filesystem.create_dir(f"{folder}/best")
+    with filesystem.open_output_stream(f"{folder}/best/model.pt") as out:
+        out.write(b"weights")
+    tiny_trainable(config)
+
+
+@pytest.mark.ray
+def test_a_finished_trial_leaves_no_checkpoint_on_the_storage_path_a_failed_one_keeps_them(
+    ray_local, tmp_path
+):
+    from astune.search.callbacks import DropFinishedCheckpoints
+
+    space = {"delta": 0.3, "fail_at": tune.grid_search([None, 2])}
+    tuner = tune.Tuner(
+        trainable_with_best_weights,
+        param_space=space,
+        tune_config=tune.TuneConfig(max_concurrent_trials=2),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path / "ray"),
+            name="search",
+            callbacks=[DropFinishedCheckpoints()],
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+            verbose=0,
+        ),
+    )
+    results = tuner.fit()
+    left = {}
+    for result in results:
+        folder = Path(result.path)
+        kept = [p.name for p in folder.iterdir() if p.name.startswith("checkpoint_")]
+        left[result.config["fail_at"]] = (sorted(kept), (folder / "best").exists())
+        assert (folder / "result.json").is_file()  # the trial's record stays
+    # the finished trial's 3 checkpoints and best weights went; the failed one (an evaluation
+    # short) keeps the 2 that Ray's num_to_keep leaves and its best weights, for a resume
+    assert left[None] == ([], False)
+    assert left[2] == (["checkpoint_000000", "checkpoint_000001"], True)
+
+
 # ------------------------------------------------------------------------------ URIs
 def free_port() -> int:
     with socket.socket() as sock:

@@ -99,6 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--sampler", choices=list(SAMPLERS), default=None, help="Optuna's sampler (default: tpe)"
     )
     _add_checkpoint_flag(search, SEARCH_DEFAULT)
+    search.add_argument(
+        "--keep-checkpoints",
+        action="store_true",
+        default=None,
+        help="keep finished trials' checkpoints and best weights on the storage path (default: "
+        "deleted when a trial finishes; only an unfinished trial resumes from them)",
+    )
 
     train = sub.add_parser("train", help="one training run (the unit of a search trial)")
     _add_data_flags(train)

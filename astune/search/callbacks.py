@@ -63,6 +63,47 @@ class CheckpointRecovery(Callback):
         return False
 
 
+class DropFinishedCheckpoints(Callback):
+    """A trial that completes never resumes: its checkpoints (``checkpoint_*``) and stored best
+    weights (``best/``) leave the storage path when it ends, and Ray forgets them. An errored
+    trial keeps its own, for Ray's retry and for ``--resume``."""
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
+        from astune._private import forget_checkpoints, trial_folder
+
+        try:
+            filesystem, folder = trial_folder(trial)
+            n = drop_checkpoint_folders(filesystem, folder)
+            forget_checkpoints(trial)
+        except Exception as err:  # the search goes on; the space is only not given back
+            logger.warning(
+                "could not delete the checkpoints of finished trial %s (%s: %s); they stay on "
+                "the storage path",
+                trial.trial_id,
+                type(err).__name__,
+                _first_line(err),
+            )
+        else:
+            logger.debug("trial %s finished: %d checkpoint folders deleted", trial.trial_id, n)
+
+
+def drop_checkpoint_folders(filesystem: Any, folder: str) -> int:
+    """Delete the ``checkpoint_*`` and ``best`` folders right under ``folder`` of the pyarrow
+    ``filesystem``; returns how many went."""
+    from pyarrow import fs
+
+    found = filesystem.get_file_info(fs.FileSelector(folder, allow_not_found=True))
+    doomed = [
+        info.path
+        for info in found
+        if info.type == fs.FileType.Directory
+        and (info.base_name.startswith("checkpoint_") or info.base_name == "best")
+    ]
+    for path in doomed:
+        filesystem.delete_dir(path)
+    return len(doomed)
+
+
 def _first_line(err: BaseException) -> str:
     message = str(err).strip().splitlines()
     return message[0] if message else ""

@@ -62,6 +62,7 @@ class SearchSettings:
     max_length: int = 128
     max_audio_seconds: float | None = None  # None: the config's default (TrainConfig)
     checkpoint_every: str = SEARCH_DEFAULT  # astune.checkpoint_policy: eval, end or minutes
+    keep_checkpoints: bool = False  # False: a finished trial's checkpoints leave the storage path
     reuse_actors: bool = True
     console: bool = True
     # The fields the user gave (the CLI's flags); None: every field off its default counts.

@@ -33,13 +33,21 @@ def trainable(
 
 
 def callbacks(settings: SearchSettings, tracker: SearchTracker, *, metric: str, total: int) -> list:
-    """Checkpoint recovery first (the tracking callback tags what it did), then MLflow, then the
-    console table when the search shows one."""
-    from astune.search.callbacks import CheckpointRecovery, MLflowTrialCallback
+    """Checkpoint recovery first (the tracking callback tags what it did), then the deletion of
+    finished trials' checkpoints (unless kept), then MLflow, then the console table when the
+    search shows one."""
+    from astune.search.callbacks import (
+        CheckpointRecovery,
+        DropFinishedCheckpoints,
+        MLflowTrialCallback,
+    )
     from astune.search.console import ConsoleCallback
 
     recovery = CheckpointRecovery()
-    found: list = [recovery, MLflowTrialCallback(tracker, recovery)]
+    found: list = [recovery]
+    if not settings.keep_checkpoints:  # gone before the run says FINISHED
+        found.append(DropFinishedCheckpoints())
+    found.append(MLflowTrialCallback(tracker, recovery))
     if settings.console:
         found.append(ConsoleCallback(metric, total))
     return found
