@@ -180,11 +180,74 @@ def count_finished(db: Path) -> int:
         return 0
 
 
+def stop_search(command: list[str], signals: list[int], ready) -> tuple[int, str, float]:
+    """Run ``command`` (a search), send it ``signals`` (to the driver's PID alone, as Kubernetes
+    does) once ``ready()``; its exit code, stderr and the seconds from the first signal to its
+    exit. Whatever the driver left is SIGKILLed by process group afterwards."""
+    driver = subprocess.Popen(
+        command,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=os.environ,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not ready() and driver.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert driver.poll() is None, "the search ended before it could be stopped"
+        sent = time.monotonic()
+        for sig in signals:
+            driver.send_signal(sig)
+            time.sleep(0.5)
+        _, err = driver.communicate(timeout=120)
+        return driver.returncode, err, time.monotonic() - sent
+    finally:
+        try:
+            os.killpg(driver.pid, signal.SIGKILL)  # Ray's processes, if any outlived it
+        except ProcessLookupError:
+            pass
+        driver.wait()
+
+
+def assert_stopped(db: Path, code: int, err: str, seconds: float, sig: signal.Signals) -> None:
+    """Exit 128 + the signal, within 30 s, one line saying so and how to resume, no stack
+    dump; the parent and every trial run not finished end KILLED with a note, none RUNNING."""
+    assert code == 128 + sig and seconds < 30, (code, seconds, err[-2000:])
+    assert "Traceback" not in err and "SIGABRT" not in err and "*** " not in err, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"astune search: search 'killed' stopped by {sig.name} ("), last
+    assert last.endswith("python -m astune search --dataset sst5 --name killed --resume"), last
+    client = MlflowClient(f"sqlite:///{db}")
+    (parent,) = runs(client, "killed", "search")
+    stopped = [parent] + [r for r in runs(client, "killed", "trial") if r.info.status != "FINISHED"]
+    assert {r.info.status for r in stopped} == {"KILLED"}
+    for run in stopped:
+        assert run.data.tags["astune.stopped_by"] == sig.name
+        assert run.data.tags["mlflow.note.content"].startswith(f"Stopped by {sig.name}")
+
+
+def running_trials(db: Path) -> int:
+    """Trial runs RUNNING with at least one metric, read straight from sqlite."""
+    query = (
+        "SELECT count(DISTINCT runs.run_uuid) FROM runs JOIN tags ON tags.run_uuid = "
+        "runs.run_uuid JOIN metrics ON metrics.run_uuid = runs.run_uuid WHERE runs.status = "
+        "'RUNNING' AND tags.key = 'astune.role' AND tags.value = 'trial'"
+    )
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as connection:
+            return connection.execute(query).fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
 @pytest.mark.ray
 @pytest.mark.slow
-def test_a_multi_objective_search_killed_after_its_first_trial_resumes_to_its_front(workdir):
-    """Killed (SIGKILL, driver and Ray) once a trial finished; the resumed search loses no
-    trial and ends with the Pareto front of the trials that finished."""
+def test_a_multi_objective_search_stopped_by_sigterm_and_ctrl_c_resumes_to_its_front(workdir):
+    """SIGTERM (Slurm, Kubernetes) once a trial finished, then Ctrl-C twice on the resumed
+    search once a trial trains again: each stops the search gracefully and the last resume
+    loses no trial and ends with the Pareto front of the trials that finished."""
     space = write_space(
         workdir,
         seed_points=[],
@@ -197,39 +260,25 @@ def test_a_multi_objective_search_killed_after_its_first_trial_resumes_to_its_fr
         objectives=["objective", "train_seconds"],
     )
     db = workdir / "astune-runs" / "mlflow.db"
-    driver = subprocess.Popen(
-        search_command("killed", space),
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=os.environ,
+    command = search_command("killed", space)
+    code, err, seconds = stop_search(command, [signal.SIGTERM], lambda: count_finished(db) >= 1)
+    assert_stopped(db, code, err, seconds, signal.SIGTERM)
+    finished = count_finished(db)
+    resume = search_command("killed", space, "--resume")
+    code, err, seconds = stop_search(
+        resume, [signal.SIGINT, signal.SIGINT], lambda: running_trials(db) >= 1
     )
-    try:
-        deadline = time.monotonic() + 240
-        while count_finished(db) < 1 and driver.poll() is None and time.monotonic() < deadline:
-            time.sleep(1)
-        assert driver.poll() is None, "the search ended before it could be killed"
-        assert count_finished(db) == 1
-    finally:
-        os.killpg(driver.pid, signal.SIGKILL)  # the driver and the Ray it started
-        driver.wait()
+    assert_stopped(db, code, err, seconds, signal.SIGINT)
+    assert count_finished(db) >= finished
 
-    resumed = subprocess.run(
-        search_command("killed", space, "--resume"),
-        capture_output=True,
-        text=True,
-        env=os.environ,
-        timeout=400,
-    )
+    resumed = subprocess.run(resume, capture_output=True, text=True, env=os.environ, timeout=400)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     client = MlflowClient(f"sqlite:///{db}")
     parents, trial_runs = runs(client, "killed", "search"), runs(client, "killed", "trial")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    # A trial started after Ray's last snapshot is unknown to the resumed search: its run, if it
-    # had logged metrics, is kept, ended KILLED and tagged lost; Optuna proposes it anew.
-    lost = [r for r in trial_runs if r.data.tags.get(LOST_TAG) == "true"]
-    children = [r for r in trial_runs if LOST_TAG not in r.data.tags]
-    assert all(r.info.status == "KILLED" and r.data.metrics for r in lost)
+    # a graceful stop saves Ray's experiment with every trial: none is lost, none runs twice
+    assert not [r for r in trial_runs if LOST_TAG in r.data.tags]
+    children = trial_runs
     assert len(children) == 3 and len({c.data.tags["astune.trial_id"] for c in children}) == 3
     assert all(c.info.status == "FINISHED" for c in children)
     for child in children:  # a trial cut off mid-way continued from its checkpoint: no step twice

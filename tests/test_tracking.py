@@ -34,6 +34,7 @@ from astune.search.callbacks import (  # noqa: E402
 from astune.search.execution import best_finished  # noqa: E402
 from astune.store.artifacts import best_config_mapping, log_search_artifacts  # noqa: E402
 from astune.store.conventions import CONVENTION_PARAMS, TrackingError  # noqa: E402
+from astune.store.reconcile import finish_completed_trials, forget_lost_trials  # noqa: E402
 from astune.store.uri import (  # noqa: E402
     check_tracking_uri,
     default_tracking_uri,
@@ -623,7 +624,7 @@ def test_resume_forgets_runs_of_trials_the_restored_experiment_lost(store):
     empty = tracker.open_trial_run("t-empty", {"loss": "softmax"})
     tracker.log_result(reported, {"objective": 0.4, "evaluation": 0})
 
-    handled = tracker.forget_lost_trials({"t-kept"})
+    handled = forget_lost_trials(tracker, {"t-kept"})
 
     client = MlflowClient(store)
     assert sorted(handled) == sorted([reported, empty])
@@ -647,12 +648,12 @@ def test_resume_finishes_runs_of_trials_the_restored_experiment_completed(store)
     going = tracker.open_trial_run("t-going", {"loss": "softmax"})
     tracker.log_result(done, {"objective": 0.4, "evaluation": 0})
 
-    assert tracker.finish_completed_trials({"t-done"}) == [done]
+    assert finish_completed_trials(tracker, {"t-done"}) == [done]
 
     client = MlflowClient(store)
     assert client.get_run(done).info.status == "FINISHED"
     assert client.get_run(going).info.status == "RUNNING"
-    assert tracker.finish_completed_trials({"t-done"}) == []  # closed runs are left alone
+    assert finish_completed_trials(tracker, {"t-done"}) == []  # closed runs are left alone
     tracker.finish("FINISHED")
     assert client.get_run(going).info.status == "KILLED"
 

@@ -144,12 +144,17 @@ def _train(args: argparse.Namespace) -> int:
 def _search(args: argparse.Namespace) -> int:
     from astune.search.runner import execute_search, prepare_search
     from astune.search.settings import settings_from_args
+    from astune.search.stop import SearchStopped
 
     try:
         prepared = prepare_search(settings_from_args(args))
     except (ValueError, OSError) as err:  # bad input found before Ray starts
         raise CLIError(str(err).splitlines()[0]) from None
-    summary = execute_search(prepared)  # a failure from here on is a failed search (exit 1)
+    try:
+        summary = execute_search(prepared)  # a failure from here on is a failed search (exit 1)
+    except SearchStopped as stopped:  # SIGTERM or Ctrl-C: the trials ended, resumable
+        print(f"astune search: {stopped}", file=sys.stderr)
+        return stopped.exit_code
     from astune.search.console import format_summary
     from astune.store.uri import mlflow_ui_command
 

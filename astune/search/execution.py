@@ -147,12 +147,10 @@ def _scheduler(space: SearchSpace, max_t: int) -> Any:
 
 def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
     """Run the trials under MLflow tracking; the parent run ends with the search's status."""
-    from astune.search.callbacks import attach_tracker
     from astune.search.optuna_storage import write_study
     from astune.search.resume import search_params
     from astune.search.scratch import clean_stale_scratch
-    from astune.search.trainable import train_trial
-    from astune.search.tuner import build_tuner, restore_tuner, trainable
+    from astune.search.stop import SearchStopped, fit_or_stop
     from astune.store.writer import SearchTracker
 
     settings, space, base, data = prepared.settings, prepared.space, prepared.base, prepared.data
@@ -165,39 +163,53 @@ def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
         search_params=search_params(settings, space),
     )
     tracker.start(resume=settings.resume)
-    status = "FAILED"
+    status, stopped_by = "FAILED", None
     try:
-        function = trainable(train_trial, settings, base=prepared.train_base, data=data)
-        if settings.resume:
-            tuner = restore_tuner(settings, function)
-        else:
-            tuner = build_tuner(
-                settings,
-                function,
-                name=settings.experiment_name,
-                tracker=tracker,
-                search_alg=_searcher(space, settings),
-                scheduler=_scheduler(space, max_t),
-                num_samples=space.num_samples,
-                metric=space.metric,
-            )
-        if settings.resume:  # the restored Tuner brings its pickled callbacks: point them here
-            attach_tracker(tuner, tracker)
-            restored = _restored_trials(settings.experiment_path())
-            tracker.forget_lost_trials(set(restored))
-            tracker.finish_completed_trials({t for t, s in restored.items() if s == "TERMINATED"})
-        results = tuner.fit()
+        tuner = _tuner(prepared, tracker, max_t)
+        results = fit_or_stop(tuner, experiment=settings.experiment_name, dataset=settings.dataset)
         summary = _summarize(settings, space, base, results, tracker)
-        # Ray takes a first Ctrl-C itself and returns; unfinished trials tell that it did.
+        # a Tune loop stopped from outside (SIGUSR1) returns with trials unfinished
         status = "KILLED" if _unfinished(results) else "FINISHED"
         return summary
+    except SearchStopped as stopped:  # Tune ended the trials gracefully; resume goes on
+        status, stopped_by = "KILLED", stopped.signal_name
+        raise
     except KeyboardInterrupt:
         status = "KILLED"
         raise
     finally:
-        tracker.finish(status)
+        tracker.finish(status, stopped_by=stopped_by)
         write_study(tracker, space)  # Optuna's tools read the search from here
         clean_stale_scratch()  # this node's folders of trials killed with SIGKILL
+
+
+def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
+    """A new Tuner, or with ``--resume`` the restored one, its callbacks pointed at ``tracker``
+    and the child runs settled with the trials Ray restored."""
+    from astune.search.callbacks import attach_tracker
+    from astune.search.trainable import train_trial
+    from astune.search.tuner import build_tuner, restore_tuner, trainable
+    from astune.store.reconcile import finish_completed_trials, forget_lost_trials
+
+    settings, space = prepared.settings, prepared.space
+    function = trainable(train_trial, settings, base=prepared.train_base, data=prepared.data)
+    if not settings.resume:
+        return build_tuner(
+            settings,
+            function,
+            name=settings.experiment_name,
+            tracker=tracker,
+            search_alg=_searcher(space, settings),
+            scheduler=_scheduler(space, max_t),
+            num_samples=space.num_samples,
+            metric=space.metric,
+        )
+    tuner = restore_tuner(settings, function)
+    attach_tracker(tuner, tracker)  # the restored Tuner brings its pickled callbacks
+    restored = _restored_trials(settings.experiment_path())
+    forget_lost_trials(tracker, set(restored))
+    finish_completed_trials(tracker, {t for t, s in restored.items() if s == "TERMINATED"})
+    return tuner
 
 
 def _restored_trials(path: str) -> dict[str, str]:

@@ -52,6 +52,8 @@ LOST_TAG = "astune.lost"
 RETRIES_TAG = "astune.retries"  # times Ray restarted the trial after a failure (a node lost...)
 RETRY_ERROR_TAG = "astune.retry_error"  # the failure that made the latest restart
 RESTARTED_TAG = "astune.restarted_from_start"  # its checkpoint was gone: the retry starts over
+STOPPED_BY_TAG = "astune.stopped_by"  # the signal (SIGTERM, SIGINT) that stopped the search
+NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI
 # The costs (astune.objectives.COSTS) are not among them: every evaluation logs them, so their
 # latest value is the run's, and the curves keep one point per evaluation.
 FINAL_METRICS = (
@@ -80,3 +82,12 @@ class TrackingError(ValueError):
 def quote(value: str) -> str:
     """A string literal of MLflow's search filter syntax."""
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def stop_note(signal_name: str) -> dict[str, str]:
+    """The tags of a run whose search a signal stopped: the signal and a note for the UI."""
+    text = (
+        f"Stopped by {signal_name} before it finished; `astune search --name ... --resume` "
+        "goes on from the last checkpoint."
+    )
+    return {STOPPED_BY_TAG: signal_name, NOTE_TAG: text}

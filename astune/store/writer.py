@@ -31,16 +31,18 @@ from astune.store.conventions import (
     DATASET_TAG,
     ERROR_TAG,
     FINAL_METRICS,
-    LOST_TAG,
+    NOTE_TAG,
     PARENT_TAG,
     ROLE_TAG,
     RUN_STATUSES,
     SEARCH_ID_TAG,
+    STOPPED_BY_TAG,
     STOPPED_EARLY_TAG,
     TASK_TAG,
     TRIAL_ID_TAG,
     TrackingError,
     quote,
+    stop_note,
 )
 from astune.store.uri import artifact_location, open_sqlite_locked, resolve_tracking_uri
 from astune.store.values import (
@@ -120,9 +122,13 @@ class SearchTracker:
         self.experiment_id: str | None = None
         self.parent_run_id: str | None = None
         self._client: MlflowClient | None = None
+        self._killed: list[str] = []  # child runs this driver ended KILLED
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_client": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update({"_killed": [], **state})  # pickled by an older astune: no _killed
 
     @property
     def client(self) -> "MlflowClient":
@@ -203,17 +209,26 @@ class SearchTracker:
             for k, v in params.items()
             if k in existing and existing[k] != v
         }
-        if self.client.get_run(run_id).info.status != "RUNNING":
+        run = self.client.get_run(run_id)
+        if run.info.status != "RUNNING":
             self.client.update_run(run_id, status="RUNNING")
+        if STOPPED_BY_TAG in run.data.tags:  # the stop's note is past once it runs again
+            for tag in (STOPPED_BY_TAG, NOTE_TAG):
+                self.client.delete_tag(run_id, tag)
         self._log(run_id, params=new, tags=changed)
 
-    def finish(self, status: str = "FINISHED") -> None:
-        """End the search: still-open child runs end KILLED, the parent ends with ``status``."""
+    def finish(self, status: str = "FINISHED", *, stopped_by: str | None = None) -> None:
+        """End the search: still-open child runs end KILLED, the parent ends with ``status``;
+        ``stopped_by`` (a signal's name) is tagged, with a note, on the parent and those runs."""
         if status not in RUN_STATUSES:
             raise TrackingError(f"status must be one of {', '.join(RUN_STATUSES)}, got {status!r}.")
         if self.parent_run_id is None:
             return
-        for run_id in self.open_trial_runs():
+        still_open = self.open_trial_runs()
+        if stopped_by is not None:
+            for run_id in {*self._killed, *still_open, self.parent_run_id}:
+                self.tag_run(run_id, stop_note(stopped_by))
+        for run_id in still_open:
             self.client.set_terminated(run_id, "KILLED")
         self.client.set_terminated(self.parent_run_id, status)
 
@@ -320,6 +335,8 @@ class SearchTracker:
         if tags:
             self._log(run_id, tags=tags)
         self.client.set_terminated(run_id, status)
+        if status == "KILLED":
+            self._killed.append(run_id)
 
     def open_trial_runs(self) -> list[str]:
         """The child runs of this parent still RUNNING."""
@@ -330,37 +347,6 @@ class SearchTracker:
             max_results=10000,
         )
         return [run.info.run_id for run in runs]
-
-    def forget_lost_trials(self, known_trial_ids: set[str]) -> list[str]:
-        """On resume: child runs of trials the restored experiment does not know (started just
-        before the driver died, after Ray's last snapshot; Optuna proposes them anew). A run
-        with no metrics is deleted (MLflow keeps it restorable); one with metrics ends KILLED
-        with ``astune.lost=true``. Returns the run ids handled."""
-        handled = []
-        for run in self.trial_runs():
-            if run.data.tags.get(TRIAL_ID_TAG) in known_trial_ids:
-                continue
-            if run.data.metrics:
-                self.client.set_tag(run.info.run_id, LOST_TAG, "true")
-                self.client.set_terminated(run.info.run_id, "KILLED")
-            else:
-                self.client.delete_run(run.info.run_id)
-            handled.append(run.info.run_id)
-        return handled
-
-    def finish_completed_trials(self, completed_trial_ids: set[str]) -> list[str]:
-        """On resume: child runs still RUNNING of trials the restored experiment holds as
-        completed (the driver died after a trial's last report, before its run was closed); Ray
-        will not run them again, so they end FINISHED. Returns the run ids handled."""
-        handled = []
-        for run in self.trial_runs():
-            if (
-                run.info.status == "RUNNING"
-                and run.data.tags.get(TRIAL_ID_TAG) in completed_trial_ids
-            ):
-                self.client.set_terminated(run.info.run_id, "FINISHED")
-                handled.append(run.info.run_id)
-        return handled
 
     def trial_runs(self) -> list["Run"]:
         """All child runs of this parent (``mlflow.entities.Run``)."""
