@@ -228,6 +228,23 @@ def assert_stopped(db: Path, code: int, err: str, seconds: float, sig: signal.Si
         assert run.data.tags["mlflow.note.content"].startswith(f"Stopped by {sig.name}")
 
 
+RESTARTED = "astune.restarted_from_start"
+
+
+def truncate_checkpoints(root: Path) -> list[str]:
+    """Cut every checkpoint file of each trial under ``root`` to half its size (Ray's saved
+    experiment may name an older one than the newest); the ids of those trials."""
+    cut = []
+    for trial in sorted(root.rglob("trial_*")):
+        files = sorted(trial.glob("checkpoint_*/state.pt"))
+        for file in files:
+            data = file.read_bytes()
+            file.write_bytes(data[: len(data) // 2])
+        if files:
+            cut.append(trial.name.removeprefix("trial_"))
+    return cut
+
+
 def running_trials(db: Path) -> int:
     """Trial runs RUNNING with at least one metric, read straight from sqlite."""
     query = (
@@ -245,8 +262,10 @@ def running_trials(db: Path) -> int:
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_multi_objective_search_stopped_by_sigterm_and_ctrl_c_resumes_to_its_front(workdir):
-    """SIGTERM (Slurm, Kubernetes) once a trial finished, then Ctrl-C twice on the resumed
-    search once a trial trains again: each stops the search gracefully and the last resume
+    """A second driver of the running search's --name is refused; SIGTERM (Slurm, Kubernetes)
+    once a trial finished and the next evaluated; that trial's checkpoints cut short; Ctrl-C
+    twice on the resumed search once a trial trains again. Each signal stops the search
+    gracefully, the trial with the cut checkpoint restarts from its start, and the last resume
     loses no trial and ends with the Pareto front of the trials that finished."""
     space = write_space(
         workdir,
@@ -260,11 +279,27 @@ def test_a_multi_objective_search_stopped_by_sigterm_and_ctrl_c_resumes_to_its_f
         objectives=["objective", "train_seconds"],
     )
     db = workdir / "astune-runs" / "mlflow.db"
-    command = search_command("killed", space)
-    code, err, seconds = stop_search(command, [signal.SIGTERM], lambda: count_finished(db) >= 1)
+    command = search_command("killed", space, "--checkpoint-every", "eval")
+
+    refused: list[str] = []
+
+    def ready() -> bool:  # a second driver of the same --name while a trial trains: refused
+        if not refused and running_trials(db) >= 1:
+            again = subprocess.run(command, capture_output=True, text=True, timeout=120)
+            assert again.returncode == 2, again.stderr[-2000:]
+            refused.append(again.stderr.strip().splitlines()[-1])
+        # one trial finished, the next evaluated (so its checkpoint is in storage)
+        return bool(refused) and count_finished(db) >= 1 and running_trials(db) >= 1
+
+    code, err, seconds = stop_search(command, [signal.SIGTERM], ready)
+    assert "search 'killed' is running: its driver " in refused[0], refused
     assert_stopped(db, code, err, seconds, signal.SIGTERM)
     finished = count_finished(db)
-    resume = search_command("killed", space, "--resume")
+    # the unfinished trials' checkpoints cut short, as by an upload that died: each
+    # restarts from its start, tagged so, and the search loses none of them
+    cut = truncate_checkpoints(workdir)
+    assert cut
+    resume = search_command("killed", space, "--checkpoint-every", "eval", "--resume")
     code, err, seconds = stop_search(
         resume, [signal.SIGINT, signal.SIGINT], lambda: running_trials(db) >= 1
     )
@@ -281,6 +316,8 @@ def test_a_multi_objective_search_stopped_by_sigterm_and_ctrl_c_resumes_to_its_f
     children = trial_runs
     assert len(children) == 3 and len({c.data.tags["astune.trial_id"] for c in children}) == 3
     assert all(c.info.status == "FINISHED" for c in children)
+    restarted = {c.data.tags["astune.trial_id"] for c in children if RESTARTED in c.data.tags}
+    assert restarted == set(cut)
     for child in children:  # a trial cut off mid-way continued from its checkpoint: no step twice
         steps = [m.step for m in client.get_metric_history(child.info.run_id, "objective")]
         assert steps == [0, 1, 2]

@@ -152,6 +152,18 @@ def test_checkpoints_load_without_unpickling_code_and_refuse_a_planted_file(
         ckpt.read_checkpoint(planted)
     assert not marker.exists()
 
+    # a copy cut short (half the file, or nothing): one line naming the file and its size
+    whole = (folder / ckpt.STATE_FILE).read_bytes()
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    for size in (len(whole) // 2, 0):
+        (cut / ckpt.STATE_FILE).write_bytes(whole[:size])
+        with pytest.raises(ckpt.CheckpointUnreadable) as caught:
+            ckpt.read_checkpoint(cut)
+        message = str(caught.value)
+        assert message.startswith(f"{cut / ckpt.STATE_FILE} is unreadable ({size} bytes;")
+        assert len(message.splitlines()) == 1
+
 
 class Payload:
     """Unpickling this runs code: it creates the file ``marker``."""

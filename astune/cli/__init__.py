@@ -143,7 +143,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace) -> int:
     from astune.search.runner import execute_search, prepare_search
-    from astune.search.settings import settings_from_args
+    from astune.search.settings import SearchError, settings_from_args
     from astune.search.stop import SearchStopped
 
     try:
@@ -155,6 +155,8 @@ def _search(args: argparse.Namespace) -> int:
     except SearchStopped as stopped:  # SIGTERM or Ctrl-C: the trials ended, resumable
         print(f"astune search: {stopped}", file=sys.stderr)
         return stopped.exit_code
+    except SearchError as err:  # refused once Ray runs: resources, another driver
+        raise CLIError(str(err).splitlines()[0]) from None
     from astune.search.console import format_summary
     from astune.store.uri import mlflow_ui_command
 

@@ -13,6 +13,7 @@ from ray.tune import Callback
 
 from astune.store.conventions import (
     ERROR_TAG,
+    RESTARTED_KEY,
     RESTARTED_TAG,
     RETRIES_TAG,
     RETRY_ERROR_TAG,
@@ -175,6 +176,11 @@ class MLflowTrialCallback(Callback):
         if result.get("final"):
             self.tracker.log_final(run_id, result)
             return
+        if result.get(RESTARTED_KEY):  # the trial found its checkpoint unreadable
+            logger.warning(
+                "trial %s restarted from its start: its checkpoint was unreadable", trial.trial_id
+            )
+            self.tracker.tag_run(run_id, {RESTARTED_TAG: "true"})
         after = self._last_step.get(trial.trial_id, -1)
         if self.tracker.log_result(run_id, result, after=after):
             self._last_step[trial.trial_id] = result_metrics(result)[1]

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from astune.config import TrainConfig
     from astune.data.encoding import EncodedData
+    from astune.store.driver_lock import DriverLock
 
 ARTIFACTS = ("confirm.csv", "confirm.md", "confirm.png")
 FRONT_WITHIN = 0.5  # percentage points: the default tolerance of "faster at equal accuracy"
@@ -89,6 +90,7 @@ class PreparedConfirm:
     train_base: TrainConfig
     data: EncodedData
     done: set[tuple[str, int]]
+    lock: DriverLock  # this confirm's hold on the search, released by execute_confirm
 
 
 @dataclass(kw_only=True)
@@ -183,15 +185,43 @@ def prepare_confirm(settings: ConfirmSettings) -> PreparedConfirm:
         front=settings.front,
         tracking_uri=settings.tracking_uri,
     )
-    search = search_settings(settings, plan.parent.data.params)
-    check_local_gpus(search)
-    ref = resolve_dataset(search.dataset)
-    train_base = TrainConfig.from_dict(base_config(search, ref)).validate()
-    data = load_encoded(train_base, ref=ref)  # the search checked that its metric is computed
-    done = finished_pairs(plan)
+    lock = hold_for_confirm(plan)  # before any work, and before unfinished runs are deleted
+    try:
+        search = search_settings(settings, plan.parent.data.params)
+        check_local_gpus(search)
+        ref = resolve_dataset(search.dataset)
+        train_base = TrainConfig.from_dict(base_config(search, ref)).validate()
+        data = load_encoded(train_base, ref=ref)  # the search checked that its metric works
+        done = finished_pairs(plan)
+    except BaseException:
+        lock.release()
+        raise
     return PreparedConfirm(
-        settings=settings, plan=plan, search=search, train_base=train_base, data=data, done=done
+        settings=settings,
+        plan=plan,
+        search=search,
+        train_base=train_base,
+        data=data,
+        done=done,
+        lock=lock,
     )
+
+
+def hold_for_confirm(plan: ConfirmPlan) -> DriverLock:
+    """One confirm at a time per search: DriverBusy (one line) when another live confirm
+    holds it (two would delete each other's unfinished runs)."""
+    from astune.store.driver_lock import DriverLock
+
+    client, run_id = plan.store.client, plan.parent.info.run_id
+    lock = DriverLock(
+        client,
+        run_id,
+        role="confirm",
+        what=f"a confirm of {plan.experiment!r}",
+        rivals=lambda: [client.get_run(run_id)],
+    )
+    lock.acquire()
+    return lock
 
 
 def search_settings(settings: ConfirmSettings, params: Mapping[str, str]) -> SearchSettings:
@@ -236,15 +266,18 @@ def execute_confirm(prepared: PreparedConfirm) -> ConfirmSummary:
     from astune.search import execution
 
     points = prepared.plan.points(prepared.done)
-    if points:
-        started_here = execution.init_ray(prepared.search)
-        try:
-            execution.check_resources(prepared.search)
-            _fit(prepared, points)
-        finally:
-            if started_here:
-                ray.shutdown()
-    return _summarize(prepared, ran=len(points))
+    try:
+        if points:
+            started_here = execution.init_ray(prepared.search)
+            try:
+                execution.check_resources(prepared.search)
+                _fit(prepared, points)
+            finally:
+                if started_here:
+                    ray.shutdown()
+        return _summarize(prepared, ran=len(points))
+    finally:
+        prepared.lock.release()
 
 
 def _fit(prepared: PreparedConfirm, points: list[dict[str, Any]]) -> None:

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ray.tune import Result, ResultGrid
 
     from astune.space.space import SearchSpace
+    from astune.store.driver_lock import DriverLock
     from astune.store.pareto import FrontPoint
     from astune.store.writer import SearchTracker
 
@@ -162,7 +163,7 @@ def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
         task=data.spec.task,
         search_params=search_params(settings, space),
     )
-    tracker.start(resume=settings.resume)
+    lock = claim_search(tracker, resume=settings.resume)
     status, stopped_by = "FAILED", None
     try:
         tuner = _tuner(prepared, tracker, max_t)
@@ -179,8 +180,26 @@ def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
         raise
     finally:
         tracker.finish(status, stopped_by=stopped_by)
+        lock.release()
         write_study(tracker, space)  # Optuna's tools read the search from here
         clean_stale_scratch()  # this node's folders of trials killed with SIGKILL
+
+
+def claim_search(tracker: SearchTracker, *, resume: bool) -> DriverLock:
+    """Start (or reopen) the parent run and hold the search for this driver: SearchError (one
+    line) when another live driver holds it; a parent run created here is then deleted."""
+    from astune.store.driver_lock import DriverBusy, DriverLock
+
+    run_id = tracker.start(resume=resume)
+    what = f"search {tracker.experiment_name!r}"
+    lock = DriverLock(tracker.client, run_id, role="search", what=what, rivals=tracker.parent_runs)
+    try:
+        lock.acquire()
+    except DriverBusy as err:
+        if tracker.created_parent:
+            tracker.client.delete_run(run_id)
+        raise SearchError(str(err)) from None
+    return lock
 
 
 def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:

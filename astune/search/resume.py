@@ -70,6 +70,26 @@ def parent_params(settings: SearchSettings, tracking_uri: str) -> dict[str, str]
     return {} if search is None else dict(search.data.params)
 
 
+def check_not_running(settings: SearchSettings, tracking_uri: str) -> None:
+    """SearchError (one line) when a live driver runs the search ``settings`` name: a second
+    driver, new or resuming, would run its trials twice."""
+    from astune.store.driver_lock import DriverBusy, check_free
+    from astune.store.reader import Store
+
+    store = Store(tracking_uri)
+    experiment_id = store.experiment_id(settings.experiment_name)
+    if experiment_id is None:
+        return
+    try:
+        check_free(
+            store.searches([experiment_id]),
+            role="search",
+            what=f"search {settings.experiment_name!r}",
+        )
+    except DriverBusy as err:
+        raise SearchError(str(err)) from None
+
+
 def as_before(settings: SearchSettings, old: Mapping[str, str]) -> SearchSettings:
     """``settings`` with every flag left out taken from the resumed search's ``old`` params."""
     from astune.store.reader import as_kind, field_kinds

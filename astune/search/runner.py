@@ -43,7 +43,7 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     from astune.data.resolve import resolve_dataset
     from astune.metrics import check_metric_computed
     from astune.search.execution import check_local_gpus
-    from astune.search.resume import as_before, check_unchanged, parent_params
+    from astune.search.resume import as_before, check_not_running, check_unchanged, parent_params
     from astune.space.space import load_space
     from astune.store.uri import check_tracking_uri, resolve_tracking_uri
 
@@ -55,9 +55,10 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     settings = dataclasses.replace(settings, backbone=default_backbone(settings.backbone, ref.spec))
     if ref.spec is not None:  # a registry dataset: checked before its data is read
         check_metric_computed(ref.spec.name, ref.spec.metric)
-    _check_experiment_path(settings)
     tracking_uri = resolve_tracking_uri(settings.tracking_uri)
     check_tracking_uri(tracking_uri)
+    check_not_running(settings, tracking_uri)  # before "already exists": say why it does
+    _check_experiment_path(settings)
     before = parent_params(settings, tracking_uri)  # {} unless --resume
     settings = as_before(settings, before).validate()
     check_local_gpus(settings)

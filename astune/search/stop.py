@@ -83,7 +83,7 @@ def fit_or_stop(tuner: Any, *, experiment: str, dataset: str) -> Any:
     with stop_on_signals() as stop:
         try:
             results = tuner.fit()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Exception):  # Ray may wrap the interrupt in a TuneError
             if not stop.received:
                 raise
     if not stop.received:

@@ -7,8 +7,10 @@ trial's config (flat keys proposed by Optuna) is laid over the search's base con
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shutil
-from collections.abc import Mapping
+import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,24 +38,44 @@ def train_trial(config: dict[str, Any], *, data: TrainData, base: TrainConfig) -
     scratch = make_scratch(tune.get_context().get_trial_id())
     train_config = trial_config(base, config, output_dir=scratch)
 
+    noted: dict[str, float] = {}  # said once, with the next report: RESTARTED_KEY
+
     def report(record: dict[str, Any], folder: Path | None) -> None:
         saved = None if folder is None else tune.Checkpoint.from_directory(str(folder))
-        tune.report(record, checkpoint=saved)
+        tune.report({**record, **noted}, checkpoint=saved)
+        noted.clear()
 
     filesystem, trial_path = trial_storage()
     best = BestWeights(filesystem, f"{trial_path}/best")
+    run = functools.partial(fit, train_config, data=data, callback=report, best_weights=best)
     try:
         checkpoint = tune.get_checkpoint()
         if checkpoint is None:
-            final = fit(train_config, data=data, callback=report, best_weights=best)
+            final = run()
         else:
-            with checkpoint.as_directory() as folder:
-                final = fit(
-                    train_config, data=data, callback=report, resume_from=folder, best_weights=best
-                )
+            final = _resumed(run, checkpoint, noted)
         tune.report(final_record(final))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _resumed(
+    run: Callable[..., dict[str, Any]], checkpoint: Any, noted: dict[str, float]
+) -> dict[str, Any]:
+    """``run`` from ``checkpoint``; from the start, with one warning line (and
+    ``RESTARTED_KEY`` in the next report, which the driver tags on the trial's run), when the
+    checkpoint cannot be read (cut short by a copy or upload that died): the trial is not lost
+    for it. MLflow keeps one point per evaluation (those already logged are not logged again)."""
+    from astune.store.conventions import RESTARTED_KEY
+    from astune.training.state import CheckpointUnreadable
+
+    with checkpoint.as_directory() as folder:
+        try:
+            return run(resume_from=folder)
+        except CheckpointUnreadable as err:
+            warnings.warn(f"{err}; the trial restarts from its start", stacklevel=1)
+            noted[RESTARTED_KEY] = 1.0
+    return run()
 
 
 def trial_config(base: TrainConfig, proposed: Mapping[str, Any], **fixed: Any) -> TrainConfig:

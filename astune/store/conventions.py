@@ -52,6 +52,7 @@ LOST_TAG = "astune.lost"
 RETRIES_TAG = "astune.retries"  # times Ray restarted the trial after a failure (a node lost...)
 RETRY_ERROR_TAG = "astune.retry_error"  # the failure that made the latest restart
 RESTARTED_TAG = "astune.restarted_from_start"  # its checkpoint was gone: the retry starts over
+RESTARTED_KEY = "restarted_from_start"  # a trial's report: its checkpoint was unreadable
 STOPPED_BY_TAG = "astune.stopped_by"  # the signal (SIGTERM, SIGINT) that stopped the search
 NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI
 # The costs (astune.objectives.COSTS) are not among them: every evaluation logs them, so their

@@ -123,6 +123,7 @@ class SearchTracker:
         self.parent_run_id: str | None = None
         self._client: MlflowClient | None = None
         self._killed: list[str] = []  # child runs this driver ended KILLED
+        self.created_parent = False  # start() made a new parent run (else reopened one)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_client": None}
@@ -152,6 +153,7 @@ class SearchTracker:
             run_id = parent_run_id or self._find_parent()
             if run_id is None:
                 logger.warning("no parent run of search %r to resume; starting one", self.search_id)
+        self.created_parent = run_id is None
         if run_id is None:
             run_id = self._create_parent()
         else:
@@ -171,14 +173,18 @@ class SearchTracker:
         return experiment.experiment_id
 
     def _find_parent(self) -> str | None:
-        runs = self.client.search_runs(
+        runs = self.parent_runs(max_results=1)
+        return runs[0].info.run_id if runs else None
+
+    def parent_runs(self, max_results: int = 100) -> list["Run"]:
+        """The parent runs of this search in its experiment, newest first."""
+        return self.client.search_runs(
             [self.experiment_id],
             filter_string=f"tags.`{ROLE_TAG}` = 'search' and tags.`{SEARCH_ID_TAG}` = "
             f"{quote(self.search_id)}",
-            max_results=1,
+            max_results=max_results,
             order_by=["attributes.start_time DESC"],
         )
-        return runs[0].info.run_id if runs else None
 
     def _check_parent(self, run_id: str) -> dict[str, str]:
         from mlflow.exceptions import MlflowException

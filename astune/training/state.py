@@ -64,14 +64,26 @@ def write_checkpoint(folder: Path, state: dict[str, Any]) -> Path:
     return folder
 
 
+class CheckpointUnreadable(ValueError):
+    """A checkpoint file that cannot be read back: cut short (a copy or upload interrupted)
+    or damaged. The message names the file."""
+
+
 def read_checkpoint(folder: str | Path) -> dict[str, Any]:
     """The state saved in ``folder``; ValueError naming the folder if it holds none, or holds
-    anything but tensors and plain values (which would run code when unpickled)."""
+    anything but tensors and plain values (which would run code when unpickled);
+    CheckpointUnreadable when the file is truncated or damaged."""
     path = Path(folder) / STATE_FILE
     if not path.is_file():
         raise ValueError(f"no checkpoint in {folder}: {STATE_FILE} is missing.")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
+    except (EOFError, RuntimeError) as err:  # torch's zip reader on a file cut short
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise CheckpointUnreadable(
+            f"{path} is unreadable ({path.stat().st_size} bytes; truncated or damaged): "
+            f"{reason[:120]}"
+        ) from None
     except pickle.UnpicklingError as err:
         reason = str(err).strip().splitlines()[0]
         raise ValueError(

@@ -1,0 +1,180 @@
+"""One driver at a time per search (and one ``confirm`` at a time per search), held on the
+search's parent run in MLflow, where every driver of the search looks, on any host.
+
+The holder tags the run with who it is (``host:pid``) and refreshes a heartbeat every
+:data:`HEARTBEAT_SECONDS`; a driver that died holds nothing: on its own host its PID is gone,
+elsewhere its heartbeat stops and is stale after :data:`STALE_SECONDS`. Two drivers that claim
+the same run at the same moment both read the claims back; the earlier claim wins and the other
+steps back with a one-line error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from astune.store.conventions import TrackingError
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+    from mlflow.entities import Run
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 30.0
+STALE_SECONDS = 3 * HEARTBEAT_SECONDS  # a heartbeat this old: its driver is gone
+SETTLE_SECONDS = 1.0  # between a claim and reading the claims back
+LOCK_ROLES = ("search", "confirm")
+
+
+class DriverBusy(TrackingError):
+    """Another live driver holds the search (one line naming it)."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A driver's claim on a run: who (``host``, ``pid``), since when and its last heartbeat
+    (seconds since the epoch)."""
+
+    host: str
+    pid: int
+    claimed: float
+    heartbeat: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.host}:{self.pid}"
+
+    def alive(self, now: float | None = None) -> bool:
+        """A fresh heartbeat, and on this host a live PID."""
+        age = (time.time() if now is None else now) - self.heartbeat
+        if age > STALE_SECONDS:
+            return False
+        return self.host != socket.gethostname() or _pid_alive(self.pid)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def _tag(role: str, what: str) -> str:
+    return f"astune.{role}_driver.{what}"
+
+
+def holder_of(run: Run, role: str) -> Holder | None:
+    """The claim of ``role`` (``search`` or ``confirm``) on ``run``, if any."""
+    tags = run.data.tags
+    try:
+        return Holder(
+            host=tags[_tag(role, "host")],
+            pid=int(tags[_tag(role, "pid")]),
+            claimed=float(tags[_tag(role, "claimed")]),
+            heartbeat=float(tags[_tag(role, "heartbeat")]),
+        )
+    except (KeyError, ValueError):
+        return None
+
+
+def busy_message(what: str, holder: Holder, now: float | None = None) -> str:
+    age = (time.time() if now is None else now) - holder.heartbeat
+    return (
+        f"{what} is running: its driver {holder.name} gave a heartbeat {age:.0f} s ago; wait for "
+        f"it, stop it (SIGTERM), or use another --name (a driver that died frees it at once on "
+        f"its own host, elsewhere after {STALE_SECONDS:.0f} s)"
+    )
+
+
+def check_free(runs: list[Run], *, role: str, what: str) -> None:
+    """DriverBusy (one line) if a live driver of ``role`` holds one of ``runs``."""
+    for run in runs:
+        other = holder_of(run, role)
+        if other is not None and run.info.status == "RUNNING" and other.alive():
+            raise DriverBusy(busy_message(what, other))
+
+
+class DriverLock:
+    """This process's claim of ``role`` on the run ``run_id``, among the runs ``rivals()``
+    returns (the search's parent runs; for a confirm, the one it confirms). ``acquire`` raises
+    DriverBusy when a live driver holds one of them; ``release`` gives the claim up (a process
+    that ends without it stops its heartbeat, which frees it too)."""
+
+    def __init__(
+        self,
+        client: MlflowClient,
+        run_id: str,
+        *,
+        role: str,
+        what: str,
+        rivals: Callable[[], list[Run]],
+    ):
+        if role not in LOCK_ROLES:
+            raise ValueError(f"role must be one of {', '.join(LOCK_ROLES)}, got {role!r}")
+        self.client, self.run_id, self.role, self.what = client, run_id, role, what
+        self.rivals = rivals
+        self.me = Holder(socket.gethostname(), os.getpid(), time.time(), time.time())
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def acquire(self, *, settle: float = SETTLE_SECONDS) -> None:
+        self._refuse_if_held(claimed=False)
+        self._write(claimed=True)
+        time.sleep(settle)  # a driver claiming at the same moment has written by now
+        self._refuse_if_held(claimed=True)
+        self._thread = threading.Thread(target=self._beat, name="astune-heartbeat", daemon=True)
+        self._thread.start()
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        current = holder_of(self.client.get_run(self.run_id), self.role)
+        if current is not None and current.name == self.me.name:
+            self.client.set_tag(self.run_id, _tag(self.role, "heartbeat"), "0")
+
+    def _refuse_if_held(self, *, claimed: bool) -> None:
+        """DriverBusy if another live driver holds a rival run: before my claim, any; after
+        it, one that overwrote my claim on my run, or claimed another run earlier than I did."""
+        for run in self.rivals():
+            other = holder_of(run, self.role)
+            if other is None or other.name == self.me.name or not other.alive():
+                continue
+            mine = run.info.run_id == self.run_id
+            earlier = (other.claimed, run.info.run_id) < (self.me.claimed, self.run_id)
+            if not claimed or mine or earlier:
+                raise DriverBusy(busy_message(self.what, other))
+
+    def _write(self, *, claimed: bool) -> None:
+        from mlflow.entities import RunTag
+
+        tags = {_tag(self.role, "heartbeat"): f"{time.time():.3f}"}
+        if claimed:
+            tags.update(
+                {
+                    _tag(self.role, "host"): self.me.host,
+                    _tag(self.role, "pid"): str(self.me.pid),
+                    _tag(self.role, "claimed"): f"{self.me.claimed:.3f}",
+                }
+            )
+        self.client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
+    def _beat(self) -> None:
+        warned = False
+        while not self._stop.wait(HEARTBEAT_SECONDS):
+            try:
+                self._write(claimed=False)
+            except Exception as err:  # the tracking server away: the claim only ages
+                if not warned:
+                    logger.warning("driver heartbeat not written (%s); retrying", err)
+                    warned = True
