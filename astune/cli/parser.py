@@ -62,8 +62,17 @@ def _add_checkpoint_flag(parser: argparse.ArgumentParser, default: str) -> None:
     )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's errors (an unknown flag, a value outside the choices) in one line, exit 2,
+    instead of the usage block and then the error; its subcommands' parsers are of this
+    class too (``add_subparsers`` makes its parsers of the parser's own class)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="astune", description="Hyperparameter search for AS-Softmax and AS-Speed."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -37,7 +37,12 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
         return _read_jsonl(path)
     import pandas as pd
 
-    frame = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+    try:
+        frame = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+    except ValueError as err:  # pandas' ParserError, pyarrow's ArrowInvalid: a broken file
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        kind = "CSV" if path.suffix == ".csv" else "Parquet"
+        raise DataError(f"{path} is not a readable {kind} file: {reason}") from None
     rows = frame.to_dict("records")
     for row in rows:  # Parquet list cells come back as numpy arrays
         for key, value in row.items():

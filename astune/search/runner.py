@@ -118,6 +118,14 @@ def _check_experiment_path(settings: SearchSettings) -> None:
     path = settings.experiment_path()
     if "://" in path:
         return
+    storage = Path(path).parent
+    try:  # Ray would fail on it after starting; say it now
+        storage.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise SearchError(
+            f"--storage-path {storage}: cannot create it ({err.strerror or err}); give a "
+            "writable folder, or an s3:// or gs:// URI"
+        ) from None
     exists = Path(path).exists()
     if settings.resume and not exists:
         raise SearchError(

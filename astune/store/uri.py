@@ -102,6 +102,22 @@ def _file_path(uri: str) -> str:
     return unquote(parts.path) or "."
 
 
+TRACKING_SCHEMES = (
+    "sqlite",
+    "file",
+    "http",
+    "https",
+    "postgresql",
+    "mysql",
+    "mssql",
+    "databricks",
+    "databricks-uc",
+    "uc",
+)
+"""The schemes of the tracking stores MLflow writes runs to (``postgresql+psycopg2`` counts as
+``postgresql``)."""
+
+
 def check_tracking_uri(uri: str | None, *, timeout: float = 5.0) -> None:
     """Fail fast, before any trial starts, when the tracking store cannot be used.
 
@@ -113,6 +129,12 @@ def check_tracking_uri(uri: str | None, *, timeout: float = 5.0) -> None:
         TrackingError: one line naming the URI and the problem.
     """
     uri = resolve_tracking_uri(uri)
+    scheme = uri.split("://", 1)[0].split("+", 1)[0] if "://" in uri else uri.split(":", 1)[0]
+    if scheme not in TRACKING_SCHEMES:
+        raise TrackingError(
+            f"tracking URI {uri!r} has the scheme {scheme!r}, which MLflow does not store runs "
+            f"in; accepted: {', '.join(TRACKING_SCHEMES)} (or a folder path)"
+        )
     if uri.startswith(("http://", "https://")):
         _check_http(uri, timeout)
     elif uri.startswith("sqlite:"):

@@ -1,0 +1,176 @@
+# ruff: noqa: E501 -- the table keeps one case a line
+"""Bad input through the command line, as one table: each case exits 2 with one line on stderr
+naming the bad value (and what is accepted), no traceback, and starts no work.
+
+Each case is its own process with its own exit code and stderr. A few run as a user runs them
+(``python -m astune ...``); the others are forked, one each, from one helper process that has
+imported astune's heavy dependencies once (torch, transformers, MLflow: seconds per process),
+so that the table costs seconds instead of minutes. The forked child runs ``astune.cli.main``
+as ``python -m astune`` does.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+# (argv, a fragment of the one line: the bad value and, where there is a list, what is accepted)
+CASES: list[tuple[str, str]] = [
+    ("search --dataset sst5 --space wrongtype.yaml", "num_samples must be an integer in [1, inf), but got 'many'"),
+    ("search --dataset sst5 --space unknown.yaml", "bogus_key: unknown top-level key; expected one of"),
+    ("search --dataset sst5 --space empty.yaml", "params.lr: choices must be a non-empty list, got []"),
+    ("search --dataset sst5 --space lowhigh.yaml", "params.lr: low 0.1 must be <= high 0.01"),
+    ("search --dataset sst5 --space logzero.yaml", "params.lr: log: true needs low > 0, got low 0.0"),
+    ("search --dataset sst5 --space missing.yaml", "missing.yaml: no such file"),
+    ("search --dataset sst5 --num-samples 0", "num_samples must be an integer in [1, inf), but got 0"),
+    ("search --dataset sst5 --epochs -1", "epochs must be in (0.0, inf), but got -1.0"),
+    ("search --dataset sst5 --objectives objective,speed", "unknown objective 'speed' in 'objective,speed'; accepted:"),
+    ("search --dataset sst5 --sampler bogus", "invalid choice: 'bogus' (choose from 'tpe', 'nsgaii', 'random')"),
+    ("search --dataset sst5 --scheduler bogus", "invalid choice: 'bogus' (choose from 'asha', 'none')"),
+    ("search --dataset sst5 --tracking-uri ftp://x/y", "has the scheme 'ftp', which MLflow does not store runs in; accepted: sqlite"),
+    ("search --dataset sst5 --backbone minilm --storage-path /proc/astune", "--storage-path /proc/astune: cannot create it"),
+    ("search --dataset sst5 --backbone minilm --losses focal", "unknown loss 'focal'"),
+    ("search --dataset sst5 --max-length 2", "max_length must be an integer in [8, inf), but got 2"),
+    ("search --dataset sst5 --max-concurrent 0", "max_concurrent must be an integer in [1, inf), but got 0"),
+    ("search --dataset sst5 --cpus-per-trial 0", "cpus_per_trial must be in (0.0, inf), but got 0.0"),
+    ("search --dataset sst5 --checkpoint-every 5x", "checkpoint_every must be 'eval' (every evaluation), 'end'"),
+    ("search --dataset sst5 --validation-fraction 1.5", "validation_fraction must be in (0.0, 1.0), but got 1.5"),
+    ("search --dataset sst5 --seed -1", "seed must be an integer in [0, inf), but got -1"),
+    ("search --dataset sst5 --max-failures 1", "unrecognized arguments: --max-failures 1"),
+    ("search --dataset sst5 --resume --name never", "--resume: no search 'never' at"),
+    ("search --dataset nope", "unknown dataset 'nope'; known: sst5"),
+    ("search --dataset broken_parquet", "broken_parquet"),
+    ("search --dataset broken_csv", "broken_csv/train.csv is not a readable CSV file"),
+    ("search --dataset float_labels", "0.5"),
+    ("train --dataset sst5 --delta 1.5", "delta must be in (0.0, 1.0], but got 1.5"),
+    ("train --dataset sst5 --lr -1", "lr must be in (0.0, 1.0], but got -1.0"),
+    ("train --dataset sst5 --batch-size 0", "batch_size must be an integer in [1, inf), but got 0"),
+    ("train --dataset sst5 --warmup-ratio 2", "warmup_ratio must be in [0.0, 1.0], but got 2.0"),
+    ("train --dataset sst5 --loss nope", "loss must be one of 'softmax',"),
+    ("train --dataset sst5 --precision fp8", "invalid choice: 'fp8' (choose from 'auto', 'fp32', 'bf16')"),
+    ("train --dataset sst5 --max-accum-steps 0", "max_accum_steps must be an integer in [1, inf), but got 0"),
+    ("train --dataset sst5 --lam 0", "lam must be in (0.0, inf), but got 0.0"),
+    ("train --config other_tool.yaml", "unknown config key(s) 'foo'; accepted: as_skip"),
+    ("export --experiment nope", "no experiment 'nope' in"),
+    ("export --experiment x --format xml", "invalid choice: 'xml' (choose from 'yaml', 'json', 'python', 'hf')"),
+    ("confirm --experiment nope --seeds 1", "seeds must be an integer in [2, inf), but got 1"),
+    ("recommend --dataset nope", "unknown dataset 'nope'; known: sst5"),
+    ("report --experiment nope --tracking-uri missing.db", "no MLflow store at"),
+    ("prepare sighan --train missing.json --test missing.json --out o", "cannot read missing.json"),
+    ("datasets --bogus", "unrecognized arguments: --bogus"),
+]  # fmt: skip
+AS_A_USER = {0, 9, 11}  # cases run as `python -m astune ...`: the entry point itself
+
+
+def write_inputs(folder: Path) -> None:
+    """The bad files the cases name, in ``folder`` (the cases' working directory)."""
+    spaces = {
+        "wrongtype.yaml": "extends: default\nnum_samples: many\n",
+        "unknown.yaml": "extends: default\nbogus_key: 1\n",
+        "empty.yaml": "extends: default\nparams:\n  lr: {type: categorical, choices: []}\n",
+        "lowhigh.yaml": "extends: default\nparams:\n  lr: {type: float, low: 0.1, high: 0.01}\n",
+        "logzero.yaml": "extends: default\nparams:\n  lr: {type: float, low: 0.0, high: 0.01, "
+        "log: true}\n",
+        "other_tool.yaml": "foo: bar\n",  # a config file of another tool
+    }
+    for name, text in spaces.items():
+        (folder / name).write_text(text)
+    rows = [{"text": f"text {i}", "label": i % 2} for i in range(8)]
+    meta = {"task": "single_label", "text_column": "text", "label_column": "label"}
+    for name, broken, content in (
+        ("broken_parquet", "train.parquet", b"PAR1 this is not a parquet file"),
+        ("broken_csv", "train.csv", b'text,label\n"an unclosed quote,1\n'),
+    ):
+        data = folder / name
+        data.mkdir()
+        (data / "dataset.json").write_text(json.dumps(meta))
+        for split in ("validation", "test"):
+            (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (data / broken).write_bytes(content)
+    floats = folder / "float_labels"
+    floats.mkdir()
+    (floats / "dataset.json").write_text(json.dumps(meta))
+    for split in ("train", "validation", "test"):
+        lines = [json.dumps({"text": f"t{i}", "label": i + 0.5}) for i in range(4)]
+        (floats / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+ZYGOTE = textwrap.dedent(
+    """
+    import json, os, sys, tempfile
+    import torch, transformers, mlflow  # imported once, shared by every forked case
+    import astune.cli, astune.data.encoded, astune.search.runner
+    results = []
+    for argv in json.loads(sys.stdin.read()):
+        with tempfile.TemporaryFile() as err:
+            pid = os.fork()
+            if pid == 0:
+                os.dup2(err.fileno(), 2)
+                sys.stderr = open(2, "w", closefd=False)
+                try:
+                    code = astune.cli.main(argv)
+                except SystemExit as done:
+                    code = done.code if isinstance(done.code, int) else 1
+                sys.stderr.flush()
+                os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            err.seek(0)
+            results.append([os.waitstatus_to_exitcode(status), err.read().decode()])
+    print(json.dumps(results))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory) -> list[tuple[int, str]]:
+    """Each case's exit code and stderr, in the order of CASES."""
+    folder = tmp_path_factory.mktemp("bad-input")
+    write_inputs(folder)
+    argvs = [argv.split() for argv, _ in CASES]
+    forked = [a for i, a in enumerate(argvs) if i not in AS_A_USER]
+    zygote = subprocess.run(
+        [sys.executable, "-c", ZYGOTE],
+        input=json.dumps(forked),
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        timeout=600,
+    )
+    assert zygote.returncode == 0, zygote.stderr[-3000:]
+    results = iter(json.loads(zygote.stdout.strip().splitlines()[-1]))
+    out = []
+    for i, argv in enumerate(argvs):
+        if i in AS_A_USER:
+            user = subprocess.run(
+                [sys.executable, "-m", "astune", *argv],
+                capture_output=True,
+                text=True,
+                cwd=folder,
+                timeout=120,
+            )
+            out.append((user.returncode, user.stderr))
+        else:
+            out.append(tuple(next(results)))
+    return out
+
+
+def test_the_table_has_at_least_forty_cases():
+    assert len(CASES) >= 40 and len({argv for argv, _ in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=[argv for argv, _ in CASES])
+def test_bad_input_exits_2_with_one_line_naming_it(outcomes, case):
+    argv, fragment = CASES[case]
+    code, err = outcomes[case]
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, (code, err[-2000:])
+    assert "Traceback" not in err
+    assert lines[0].startswith(
+        f"astune{'' if 'unrecognized' in fragment else ' ' + argv.split()[0]}"
+    )
+    assert fragment in lines[0], lines[0]
