@@ -164,20 +164,25 @@ def search_command(name: str, space: Path, *extra: str) -> list[str]:
     ]
 
 
-def count_finished(db: Path) -> int:
-    """FINISHED trial runs, read straight from sqlite: an MlflowClient here would race the
-    driver's creation of the tables."""
+def count_rows(db: Path, query: str) -> int:
+    """A count read straight from the sqlite store: an MlflowClient here would race the
+    driver's creation of the tables. 0 while there is no store yet."""
     if not db.exists():
         return 0
-    query = (
-        "SELECT count(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid "
-        "WHERE runs.status = 'FINISHED' AND tags.key = 'astune.role' AND tags.value = 'trial'"
-    )
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as connection:
             return connection.execute(query).fetchone()[0]
     except sqlite3.OperationalError:  # tables not there yet, or locked for a moment
         return 0
+
+
+def count_finished(db: Path) -> int:
+    """FINISHED trial runs."""
+    return count_rows(
+        db,
+        "SELECT count(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid "
+        "WHERE runs.status = 'FINISHED' AND tags.key = 'astune.role' AND tags.value = 'trial'",
+    )
 
 
 def stop_search(command: list[str], signals: list[int], ready) -> tuple[int, str, float]:
@@ -246,17 +251,13 @@ def truncate_checkpoints(root: Path) -> list[str]:
 
 
 def running_trials(db: Path) -> int:
-    """Trial runs RUNNING with at least one metric, read straight from sqlite."""
-    query = (
+    """Trial runs RUNNING with at least one metric."""
+    return count_rows(
+        db,
         "SELECT count(DISTINCT runs.run_uuid) FROM runs JOIN tags ON tags.run_uuid = "
         "runs.run_uuid JOIN metrics ON metrics.run_uuid = runs.run_uuid WHERE runs.status = "
-        "'RUNNING' AND tags.key = 'astune.role' AND tags.value = 'trial'"
+        "'RUNNING' AND tags.key = 'astune.role' AND tags.value = 'trial'",
     )
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as connection:
-            return connection.execute(query).fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
 
 
 @pytest.mark.ray

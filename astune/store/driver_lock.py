@@ -4,8 +4,9 @@ search's parent run in MLflow, where every driver of the search looks, on any ho
 The holder tags the run with who it is (``host:pid``) and refreshes a heartbeat every
 :data:`HEARTBEAT_SECONDS`; a driver that died holds nothing: on its own host its PID is gone,
 elsewhere its heartbeat stops and is stale after :data:`STALE_SECONDS`. Two drivers that claim
-the same run at the same moment both read the claims back; the earlier claim wins and the other
-steps back with a one-line error.
+at the same moment both read the claims back after :data:`SETTLE_SECONDS`: on one run the claim
+the run shows wins (the last written); on two parent runs of one search the earlier claim wins.
+The other steps back with a one-line error.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -96,11 +97,21 @@ def busy_message(what: str, holder: Holder, now: float | None = None) -> str:
     )
 
 
-def check_free(runs: list[Run], *, role: str, what: str) -> None:
-    """DriverBusy (one line) if a live driver of ``role`` holds one of ``runs``."""
+def live_claims(
+    runs: list[Run], role: str, *, besides: str | None = None
+) -> Iterator[tuple[Run, Holder]]:
+    """Each of ``runs`` that a live driver of ``role`` holds, with its claim; ``besides``: a
+    driver (``host:pid``) whose claims do not count."""
     for run in runs:
         other = holder_of(run, role)
-        if other is not None and run.info.status == "RUNNING" and other.alive():
+        if other is not None and other.name != besides and other.alive():
+            yield run, other
+
+
+def check_free(runs: list[Run], *, role: str, what: str) -> None:
+    """DriverBusy (one line) if a live driver of ``role`` holds one of ``runs`` still RUNNING."""
+    for run, other in live_claims(runs, role):
+        if run.info.status == "RUNNING":
             raise DriverBusy(busy_message(what, other))
 
 
@@ -146,10 +157,7 @@ class DriverLock:
     def _refuse_if_held(self, *, claimed: bool) -> None:
         """DriverBusy if another live driver holds a rival run: before my claim, any; after
         it, one that overwrote my claim on my run, or claimed another run earlier than I did."""
-        for run in self.rivals():
-            other = holder_of(run, self.role)
-            if other is None or other.name == self.me.name or not other.alive():
-                continue
+        for run, other in live_claims(self.rivals(), self.role, besides=self.me.name):
             mine = run.info.run_id == self.run_id
             earlier = (other.claimed, run.info.run_id) < (self.me.claimed, self.run_id)
             if not claimed or mine or earlier:
