@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+TUNE_SIGINT_VARIABLE = "TUNE_DISABLE_SIGINT_HANDLER"  # set: Ray Tune leaves SIGINT alone
 
 
 class SearchStopped(Exception):
@@ -61,8 +62,8 @@ def stop_on_signals() -> Iterator[StopSignals]:
         yield stop
         return
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    tune_sigint = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
-    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # Tune would take SIGINT from this handler
+    tune_sigint = os.environ.get(TUNE_SIGINT_VARIABLE)
+    os.environ[TUNE_SIGINT_VARIABLE] = "1"  # Tune would take SIGINT from this handler
     for sig in STOP_SIGNALS:
         signal.signal(sig, stop.handle)
     try:
@@ -71,9 +72,9 @@ def stop_on_signals() -> Iterator[StopSignals]:
         for sig, handler in previous.items():  # None: set outside Python, so the default
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
         if tune_sigint is None:
-            os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
+            os.environ.pop(TUNE_SIGINT_VARIABLE, None)
         else:
-            os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = tune_sigint
+            os.environ[TUNE_SIGINT_VARIABLE] = tune_sigint
 
 
 def fit_or_stop(tuner: Any, *, experiment: str, dataset: str) -> Any:

@@ -123,7 +123,8 @@ def check_tracking_uri(uri: str | None, *, timeout: float = 5.0) -> None:
 
     http(s): one GET of the experiments-search endpoint with ``timeout`` seconds and no retries
     (MLflow's own client retries for minutes). SQLite and file stores: the folder is created if
-    needed and must be writable. Other schemes (databases, Databricks) are not checked here.
+    needed and must be writable. The other schemes of :data:`TRACKING_SCHEMES` (databases,
+    Databricks) are not checked further; a scheme outside them is refused.
 
     Raises:
         TrackingError: one line naming the URI and the problem.
