@@ -15,7 +15,7 @@ import pytest
 from mlflow import MlflowClient
 from scipy import stats
 from stores import new_store
-from tiny import one_ray, tiny_flags
+from tiny import tiny_flags
 
 from astune.cli import main
 
@@ -40,22 +40,22 @@ def _run_main(argv: list[str]) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def confirmed(tmp_path_factory, data_dir) -> Confirmed:
-    """A 2-trial AS-Softmax search, then `confirm --top 1 --seeds 2`, in one Ray session."""
+def confirmed(tmp_path_factory, data_dir, shared_ray) -> Confirmed:
+    """A 2-trial AS-Softmax search, then `confirm --top 1 --seeds 2`; both commands, and every
+    later confirm of the module, join the module's one Ray."""
     root = tmp_path_factory.mktemp("confirm")
     uri = new_store(root)
     cwd = os.getcwd()
     os.chdir(root)
     try:
-        with one_ray():  # both commands join it: one Ray start, not two
-            search = ["search", "--dataset", "sst5", "--space", str(SPACE), "--name", "cf"]
-            search += tiny_flags(max_train_samples=192, max_eval_samples=64)
-            search += ["--max-concurrent", "1", "--tracking-uri", uri, "--data-dir", str(data_dir)]
-            code, _ = _run_main(search)
-            assert code == 0
-            args = ["confirm", "--experiment", "cf", "--top", "1", "--seeds", "2"]
-            code, out = _run_main([*args, "--tracking-uri", uri])
-            assert code == 0, out
+        search = ["search", "--dataset", "sst5", "--space", str(SPACE), "--name", "cf"]
+        search += tiny_flags(max_train_samples=192, max_eval_samples=64)
+        search += ["--max-concurrent", "1", "--tracking-uri", uri, "--data-dir", str(data_dir)]
+        code, _ = _run_main(search)
+        assert code == 0
+        args = ["confirm", "--experiment", "cf", "--top", "1", "--seeds", "2"]
+        code, out = _run_main([*args, "--tracking-uri", uri])
+        assert code == 0, out
     finally:
         os.chdir(cwd)
     return Confirmed(root, uri, out, MlflowClient(tracking_uri=uri))
@@ -203,13 +203,17 @@ def test_a_second_confirm_reuses_finished_runs_and_replaces_unfinished_ones(conf
         (["--experiment", "cf", "--baseline", "nope"], "loss must be one of"),
     ],
 )
-def test_bad_confirm_requests_fail_in_one_line_before_ray_starts(confirmed, capsys, extra, message):
-    import ray
+def test_bad_confirm_requests_fail_in_one_line_before_ray_starts(
+    confirmed, capsys, monkeypatch, extra, message
+):
+    from astune.search import execution
 
+    joined: list[object] = []  # the module's Ray is up: refused before the command joins it
+    monkeypatch.setattr(execution, "init_ray", joined.append)
     assert main(["confirm", *extra, "--tracking-uri", confirmed.uri]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
-    assert not ray.is_initialized()
+    assert not joined
 
 
 def test_the_search_study_is_in_an_optuna_storage_beside_the_mlflow_store(confirmed):
