@@ -42,18 +42,26 @@ class Processes:
     root: Path
     env: dict[str, str]
     groups: list[int] = field(default_factory=list)
+    named: dict[str, int] = field(default_factory=dict)  # name -> the group last started so
     ray_dir: Path = field(
         default_factory=lambda: Path(tempfile.mkdtemp(prefix="astune-ray-", dir="/tmp"))
     )
 
     def start(self, name: str, argv: list[str], wait: bool = False) -> subprocess.Popen:
         """Start ``argv`` in a new process group, its output in ``root/<name>.log``;
-        ``wait``: for a command that exits once its daemons run (``ray start``)."""
+        ``wait``: for a command that exits once its daemons run (``ray start``). It runs in
+        ``root``: what a command writes beside its working directory stays there."""
         log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 -- closed with the process
         process = subprocess.Popen(
-            argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=self.root,
         )
         self.groups.append(process.pid)
+        self.named[name] = process.pid
         if wait and process.wait(timeout=120) != 0:
             raise RuntimeError(f"{name} failed: {self.tail(name)}")
         return process

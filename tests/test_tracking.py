@@ -605,9 +605,10 @@ def test_a_tracking_failure_is_logged_not_raised(store, caplog):
     callback.on_trial_result(0, [trial], trial, {"val_f1(macro)": 0.5, "evaluation": 0})
     log_batch = tracker.client.log_batch
     tracker.client.log_batch = lambda *a, **k: (_ for _ in ()).throw(OSError("store went away"))
-    with caplog.at_level("WARNING", logger="astune.search.callbacks"):
+    with caplog.at_level("WARNING", logger="astune.store.outbox"):
         callback.on_trial_result(0, [trial], trial, {"objective": 0.5, "evaluation": 1})
-    assert "on_trial_result failed (OSError: store went away)" in caplog.text
+    assert "a result of trial t_x failed (OSError: store went away)" in caplog.text
+    assert tracker.outbox.behind == 0  # a refused write is dropped, not held
     tracker.client.log_batch = log_batch
     callback.on_trial_complete(iteration=0, trials=[trial], trial=trial)
     tracker.finish("FINISHED")

@@ -142,6 +142,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
+    from astune.search.ending import TrackingBehind
     from astune.search.runner import execute_search, prepare_search
     from astune.search.settings import SearchError, settings_from_args
     from astune.search.stop import SearchStopped
@@ -155,6 +156,9 @@ def _search(args: argparse.Namespace) -> int:
     except SearchStopped as stopped:  # SIGTERM or Ctrl-C: the trials ended, resumable
         print(f"astune search: {stopped}", file=sys.stderr)
         return stopped.exit_code
+    except TrackingBehind as behind:  # the trials ended; --resume writes what MLflow lacks
+        print(f"astune search: {behind}", file=sys.stderr)
+        return behind.exit_code
     except SearchError as err:  # refused once Ray runs: resources, another driver
         raise CLIError(str(err).splitlines()[0]) from None
     from astune.search.console import format_summary

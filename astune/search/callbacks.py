@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
@@ -19,7 +19,8 @@ from astune.store.conventions import (
     RETRY_ERROR_TAG,
     STOPPED_EARLY_TAG,
 )
-from astune.store.values import result_metrics
+from astune.store.outbox import first_line
+from astune.store.values import result_metrics, trial_run_name
 from astune.store.writer import SearchTracker
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class CheckpointRecovery(Callback):
                 "checkpoint it knows",
                 trial.trial_id,
                 type(err).__name__,
-                _first_line(err),
+                first_line(err),
             )
 
     def restarted_from_start(self, trial_id: str) -> bool:
@@ -82,7 +83,7 @@ class DropFinishedCheckpoints(Callback):
                 "the storage path",
                 trial.trial_id,
                 type(err).__name__,
-                _first_line(err),
+                first_line(err),
             )
         else:
             logger.debug("trial %s finished: %d checkpoint folders deleted", trial.trial_id, n)
@@ -105,37 +106,16 @@ def drop_checkpoint_folders(filesystem: Any, folder: str) -> int:
     return len(doomed)
 
 
-def _first_line(err: BaseException) -> str:
-    message = str(err).strip().splitlines()
-    return message[0] if message else ""
-
-
 # ----------------------------------------------------------------------------------- tracking
-def _guarded(hook):
-    """Log a tracking failure and let the search go on: hours of trials outweigh a lost run."""
-
-    @functools.wraps(hook)
-    def wrapper(self: "MLflowTrialCallback", *args: Any, **kwargs: Any) -> None:
-        try:
-            hook(self, *args, **kwargs)
-        except Exception as err:
-            logger.warning(
-                "MLflow tracking: %s failed (%s: %s); the search goes on",
-                hook.__name__,
-                type(err).__name__,
-                _first_line(err),
-            )
-
-    return wrapper
-
-
 class MLflowTrialCallback(Callback):
     """Ray Tune callback (driver side) mapping each trial to a child run of the tracker's parent.
 
     A trial that Tune stops (scheduler or stopper: the result it gets back has ``done=True``)
     before its ``final`` report (the trainable's last, after training ends) ends FINISHED with
     ``astune.stopped_early=true``; :meth:`mark_stopped_early` marks one explicitly.
-    An MLflow failure inside a hook is logged as a warning; it does not stop the search.
+    Each hook's writes go through the tracker's :class:`~astune.store.outbox.Outbox`: held in
+    order while the tracking server is unreachable, one warning and dropped when it refuses
+    one; the search goes on either way.
     """
 
     def __init__(self, tracker: SearchTracker, recovery: "CheckpointRecovery | None" = None):
@@ -159,40 +139,56 @@ class MLflowTrialCallback(Callback):
     def setup(self, **info: Any) -> None:
         self.tracker.require_parent()
 
-    @_guarded
-    def on_trial_start(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
-        self._stopped_early.discard(trial.trial_id)
-        run_id = self.tracker.open_trial_run(trial.trial_id, trial.config, _run_name(trial))
-        self._runs[trial.trial_id] = run_id
-        self._last_step[trial.trial_id] = self.tracker.last_step(run_id)
+    def _submit(self, label: str, write: Callable[[], object]) -> None:
+        self.tracker.outbox.submit(label, write)
 
-    @_guarded
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        self.tracker.outbox.flush()  # held writes are retried when due, results or not
+
+    def on_trial_start(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
+        trial_id, config = trial.trial_id, dict(trial.config)
+        name = trial_run_name(trial_id, config)
+        self._stopped_early.discard(trial_id)
+
+        def write() -> None:
+            run_id = self.tracker.open_trial_run(trial_id, config, name)
+            self._runs[trial_id] = run_id
+            self._last_step[trial_id] = self.tracker.last_step(run_id)
+
+        self._submit(f"the start of trial {trial_id}", write)
+
     def on_trial_result(
         self, iteration: int, trials: list, trial: "Trial", result: dict, **info: Any
     ) -> None:
-        run_id = self._run_of(trial)
+        trial_id, result = trial.trial_id, dict(result)
+        if result.get(RESTARTED_KEY):  # the trial found its checkpoint unreadable
+            logger.warning(
+                "trial %s restarted from its start: its checkpoint was unreadable", trial_id
+            )
+        if result.get("done") and not result.get("final"):  # Tune stopped it before its end
+            self._stopped_early.add(trial_id)
+        self._submit(f"a result of trial {trial_id}", partial(self._log_result, trial_id, result))
+
+    def _log_result(self, trial_id: str, result: dict) -> None:
+        run_id = self._run_of(trial_id)
         if run_id is None:
             return
         if result.get("final"):
             self.tracker.log_final(run_id, result)
             return
-        if result.get(RESTARTED_KEY):  # the trial found its checkpoint unreadable
-            logger.warning(
-                "trial %s restarted from its start: its checkpoint was unreadable", trial.trial_id
-            )
+        if result.get(RESTARTED_KEY):
             self.tracker.tag_run(run_id, {RESTARTED_TAG: "true"})
-        after = self._last_step.get(trial.trial_id, -1)
-        if self.tracker.log_result(run_id, result, after=after):
-            self._last_step[trial.trial_id] = result_metrics(result)[1]
-        if result.get("done"):  # Tune stopped it before its final report
-            self._stopped_early.add(trial.trial_id)
+        if self.tracker.log_result(run_id, result, after=self._last_step.get(trial_id, -1)):
+            self._last_step[trial_id] = result_metrics(result)[1]
 
-    @_guarded
     def on_trial_complete(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
-        tags = {STOPPED_EARLY_TAG: "true"} if trial.trial_id in self._stopped_early else None
-        self._close(trial, "FINISHED", tags)
+        trial_id = trial.trial_id
+        tags = {STOPPED_EARLY_TAG: "true"} if trial_id in self._stopped_early else None
+        self._stopped_early.discard(trial_id)
+        self._submit(
+            f"the end of trial {trial_id}", lambda: self._close(trial_id, "FINISHED", tags)
+        )
 
-    @_guarded
     def on_trial_recover(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
         """Ray restarts the trial (from its last checkpoint) after a failure: the run stays
         open and says so (``astune.retries``, ``astune.retry_error``, and
@@ -200,46 +196,56 @@ class MLflowTrialCallback(Callback):
         gone)."""
         from astune.search.trial_errors import trial_error_message
 
-        tags = {}
-        if self.recovery is not None and self.recovery.restarted_from_start(trial.trial_id):
+        trial_id, tags = trial.trial_id, {RETRY_ERROR_TAG: trial_error_message(trial)}
+        if self.recovery is not None and self.recovery.restarted_from_start(trial_id):
             tags[RESTARTED_TAG] = "true"
-        run_id = self._run_of(trial)
-        if run_id is not None:
-            retries = int(self.tracker.client.get_run(run_id).data.tags.get(RETRIES_TAG, 0)) + 1
-            tags.update({RETRIES_TAG: str(retries), RETRY_ERROR_TAG: trial_error_message(trial)})
-            self.tracker.tag_run(run_id, tags)
 
-    @_guarded
+        def write() -> None:
+            run_id = self._run_of(trial_id)
+            if run_id is not None:
+                retries = int(self.tracker.client.get_run(run_id).data.tags.get(RETRIES_TAG, 0))
+                self.tracker.tag_run(run_id, {**tags, RETRIES_TAG: str(retries + 1)})
+
+        self._submit(f"the retry of trial {trial_id}", write)
+
     def on_trial_error(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
         from astune.search.trial_errors import trial_error_message
 
-        self._close(trial, "FAILED", {ERROR_TAG: trial_error_message(trial)})
+        trial_id, tags = trial.trial_id, {ERROR_TAG: trial_error_message(trial)}
+        self._stopped_early.discard(trial_id)
+        self._submit(
+            f"the failure of trial {trial_id}", lambda: self._close(trial_id, "FAILED", tags)
+        )
 
-    @_guarded
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         """Runs still open here were neither completed nor failed: the search was
-        interrupted (or ended with trials unfinished), so they end KILLED."""
-        by_id = {trial.trial_id: trial for trial in trials}
-        for trial_id, run_id in list(self._runs.items()):
-            trial = by_id.get(trial_id)
-            failed = trial is not None and trial.status == "ERROR"
-            self.tracker.close_trial_run(run_id, "FAILED" if failed else "KILLED")
-            self._runs.pop(trial_id, None)
+        interrupted (or ended with trials unfinished), so they end KILLED. A completed
+        trial's run is left to its own event (still held, maybe, while the server is away)."""
+        failed = {trial.trial_id for trial in trials if trial.status == "ERROR"}
+        completed = {trial.trial_id for trial in trials if trial.status == "TERMINATED"}
 
-    def _run_of(self, trial: "Trial") -> str | None:
-        if trial.trial_id not in self._runs:
-            run_id = self.tracker.find_trial_run(trial.trial_id)
+        def write() -> None:
+            for trial_id, run_id in list(self._runs.items()):
+                if trial_id not in completed:
+                    status = "FAILED" if trial_id in failed else "KILLED"
+                    self.tracker.close_trial_run(run_id, status)
+                self._runs.pop(trial_id, None)
+
+        self._submit("the end of the search's open runs", write)
+
+    def _run_of(self, trial_id: str) -> str | None:
+        if trial_id not in self._runs:
+            run_id = self.tracker.find_trial_run(trial_id)
             if run_id is None:
                 return None  # never started (stopped while pending): nothing to log
-            self._runs[trial.trial_id] = run_id
-        return self._runs[trial.trial_id]
+            self._runs[trial_id] = run_id
+        return self._runs[trial_id]
 
-    def _close(self, trial: "Trial", status: str, tags: Mapping[str, str] | None) -> None:
-        run_id = self._run_of(trial)
+    def _close(self, trial_id: str, status: str, tags: Mapping[str, str] | None) -> None:
+        run_id = self._run_of(trial_id)
         if run_id is not None:
             self.tracker.close_trial_run(run_id, status, tags)
-        self._runs.pop(trial.trial_id, None)
-        self._stopped_early.discard(trial.trial_id)
+        self._runs.pop(trial_id, None)
 
 
 def attach_tracker(tuner: Any, tracker: SearchTracker) -> MLflowTrialCallback | None:
@@ -260,8 +266,3 @@ def attach_tracker(tuner: Any, tracker: SearchTracker) -> MLflowTrialCallback | 
             callback.tracker = tracker
             return callback
     return None
-
-
-def _run_name(trial: "Trial") -> str:
-    loss = trial.config.get("loss") if isinstance(trial.config, Mapping) else None
-    return f"{loss}-{trial.trial_id}" if loss else trial.trial_id

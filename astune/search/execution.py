@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -12,9 +13,12 @@ if TYPE_CHECKING:
     from ray.tune import Result, ResultGrid
 
     from astune.space.space import SearchSpace
+    from astune.store.backfill import TrialRecord
     from astune.store.driver_lock import DriverLock
     from astune.store.pareto import FrontPoint
     from astune.store.writer import SearchTracker
+
+logger = logging.getLogger(__name__)
 
 
 def init_ray(settings: SearchSettings) -> bool:
@@ -147,11 +151,13 @@ def _scheduler(space: SearchSpace, max_t: int) -> Any:
 
 
 def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
-    """Run the trials under MLflow tracking; the parent run ends with the search's status."""
-    from astune.search.optuna_storage import write_study
+    """Run the trials under MLflow tracking; the parent run ends with the search's status.
+    :class:`~astune.search.ending.TrackingBehind` when the tracking server is unreachable at
+    the end (the trials' writes wait for it meanwhile: HTTP calls give up in seconds)."""
+    from astune.search.ending import SearchEnd, TrackingBehind
     from astune.search.resume import search_params
-    from astune.search.scratch import clean_stale_scratch
     from astune.search.stop import SearchStopped, fit_or_stop
+    from astune.store.outbox import fast_failing_http
     from astune.store.writer import SearchTracker
 
     settings, space, base, data = prepared.settings, prepared.space, prepared.base, prepared.data
@@ -164,25 +170,28 @@ def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
         search_params=search_params(settings, space),
     )
     lock = claim_search(tracker, resume=settings.resume)
-    status, stopped_by = "FAILED", None
+    end = SearchEnd(tracker, lock, space=space, settings=settings)
     try:
-        tuner = _tuner(prepared, tracker, max_t)
-        results = fit_or_stop(tuner, experiment=settings.experiment_name, dataset=settings.dataset)
-        summary = _summarize(settings, space, base, results, tracker)
-        # a Tune loop stopped from outside (SIGUSR1) returns with trials unfinished
-        status = "KILLED" if _unfinished(results) else "FINISHED"
-        return summary
+        with fast_failing_http():
+            tuner = _tuner(prepared, tracker, max_t)
+            results = fit_or_stop(
+                tuner, experiment=settings.experiment_name, dataset=settings.dataset
+            )
+            end.check_caught_up()
+            with end.behind_if_unreachable():
+                summary = _summarize(settings, space, base, results, tracker)
     except SearchStopped as stopped:  # Tune ended the trials gracefully; resume goes on
-        status, stopped_by = "KILLED", stopped.signal_name
+        end.close("KILLED", stopped_by=stopped.signal_name, failing=True)
         raise
-    except KeyboardInterrupt:
-        status = "KILLED"
+    except TrackingBehind:  # nothing more reaches the server: --resume writes it all
+        end.give_up()
         raise
-    finally:
-        tracker.finish(status, stopped_by=stopped_by)
-        lock.release()
-        write_study(tracker, space)  # Optuna's tools read the search from here
-        clean_stale_scratch()  # this node's folders of trials killed with SIGKILL
+    except BaseException as err:
+        end.close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED", failing=True)
+        raise
+    # a Tune loop stopped from outside (SIGUSR1) returns with trials unfinished
+    end.close("KILLED" if _unfinished(results) else "FINISHED")
+    return summary
 
 
 def claim_search(tracker: SearchTracker, *, resume: bool) -> DriverLock:
@@ -205,6 +214,7 @@ def claim_search(tracker: SearchTracker, *, resume: bool) -> DriverLock:
 def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
     """A new Tuner, or with ``--resume`` the restored one, its callbacks pointed at ``tracker``
     and the child runs settled with the trials Ray restored."""
+    from astune.search.backfill import trial_records
     from astune.search.callbacks import attach_tracker
     from astune.search.trainable import train_trial
     from astune.search.tuner import build_tuner, restore_tuner, trainable
@@ -228,7 +238,24 @@ def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
     restored = _restored_trials(settings.experiment_path())
     forget_lost_trials(tracker, set(restored))
     finish_completed_trials(tracker, {t for t, s in restored.items() if s == "TERMINATED"})
+    _backfill(tracker, trial_records(tuner, restored))
     return tuner
+
+
+def _backfill(tracker: SearchTracker, records: list[TrialRecord]) -> None:
+    """Write what the restored trials reported and MLflow lacks, and say so in one line."""
+    from astune.store.backfill import backfill_trials
+
+    done = backfill_trials(tracker, records)
+    if done.anything:
+        logger.warning(
+            "tracking caught up from Ray's records: %d runs created, %d evaluations and %d "
+            "final reports written, %d runs set FINISHED",
+            done.runs,
+            done.evaluations,
+            done.finals,
+            len(done.finished),
+        )
 
 
 def _restored_trials(path: str) -> dict[str, str]:

@@ -146,10 +146,15 @@ class DriverLock:
         self._thread = threading.Thread(target=self._beat, name="astune-heartbeat", daemon=True)
         self._thread.start()
 
-    def release(self) -> None:
+    def stop(self) -> None:
+        """Stop the heartbeat without writing (the tracking server may be away): the claim ages,
+        and ends with this process on its own host."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+    def release(self) -> None:
+        self.stop()
         current = holder_of(self.client.get_run(self.run_id), self.role)
         if current is not None and current.name == self.me.name:
             self.client.set_tag(self.run_id, _tag(self.role, "heartbeat"), "0")

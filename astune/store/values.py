@@ -37,6 +37,12 @@ def trial_params(config: Mapping[str, Any]) -> dict[str, str]:
     return params
 
 
+def trial_run_name(trial_id: str, config: Mapping[str, Any] | None) -> str:
+    """The name of a trial's run: ``<loss>-<trial id>``, the trial id alone without a loss."""
+    loss = config.get("loss") if isinstance(config, Mapping) else None
+    return f"{loss}-{trial_id}" if loss else trial_id
+
+
 def result_metrics(result: Mapping[str, Any]) -> tuple[dict[str, float], int]:
     """The metrics of one Tune result and their step (``evaluation``, else iteration - 1)."""
     metrics = {

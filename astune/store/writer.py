@@ -44,6 +44,7 @@ from astune.store.conventions import (
     quote,
     stop_note,
 )
+from astune.store.outbox import Outbox
 from astune.store.uri import artifact_location, open_sqlite_locked, resolve_tracking_uri
 from astune.store.values import (
     flat_params,
@@ -122,11 +123,12 @@ class SearchTracker:
         self.experiment_id: str | None = None
         self.parent_run_id: str | None = None
         self._client: MlflowClient | None = None
+        self._outbox: Outbox | None = None
         self._killed: list[str] = []  # child runs this driver ended KILLED
         self.created_parent = False  # start() made a new parent run (else reopened one)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_client": None}
+        return {**self.__dict__, "_client": None, "_outbox": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update({"_killed": [], **state})  # pickled by an older astune: no _killed
@@ -136,6 +138,14 @@ class SearchTracker:
         if self._client is None:
             self._client = open_client(self.tracking_uri)
         return self._client
+
+    @property
+    def outbox(self) -> Outbox:
+        """The queue the search's trial events are written through (held while the tracking
+        server is unreachable); not pickled with the tracker."""
+        if getattr(self, "_outbox", None) is None:
+            self._outbox = Outbox()
+        return self._outbox
 
     def _base_tags(self, role: str) -> dict[str, str]:
         return {**self.tags, ROLE_TAG: role, DATASET_TAG: self.dataset, TASK_TAG: self.task}
