@@ -1,4 +1,5 @@
-"""Real short searches shared by test_export.py and test_recommend.py: run once per test run,
+"""Real short searches shared by test_export.py, test_recommend.py and test_confirm.py (which
+confirms on a copy of the store, ``stores.copy_store``): run once per test run,
 also when the two modules run on different pytest-xdist workers (the first makes them under a
 file lock in the run's shared temporary folder, the other waits and reads them).
 

@@ -35,3 +35,27 @@ def _template() -> Path:
     database = root / "mlflow.db"
     MlflowClient(f"sqlite:///{database}").search_experiments()  # runs the migrations
     return database
+
+
+def copy_store(source: Path, target: Path) -> str:
+    """A copy of the SQLite store in ``source`` (``mlflow.db``, the Optuna study beside it and
+    its artifact folder) in ``target``, its artifact locations moved to the copy: commands run on
+    the copy leave the original as it was. Returns the copy's URI."""
+    import sqlite3
+
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("mlflow.db", "optuna.db"):
+        if (source / name).exists():
+            shutil.copyfile(source / name, target / name)
+    if (source / "artifacts").is_dir():
+        shutil.copytree(source / "artifacts", target / "artifacts")
+    old, new = (source / "artifacts").as_uri(), (target / "artifacts").as_uri()
+    with sqlite3.connect(target / "mlflow.db") as db:
+        for table, column in (("experiments", "artifact_location"), ("runs", "artifact_uri")):
+            db.execute(f"UPDATE {table} SET {column} = replace({column}, ?, ?)", (old, new))
+    # MLflow (3.17) caches a run's artifact repository by run id alone, across stores: a process
+    # that logged to the original would read and write the copy's artifacts there.
+    from mlflow.tracking._tracking_service import utils
+
+    utils._artifact_repos_cache.clear()
+    return f"sqlite:///{target / 'mlflow.db'}"

@@ -7,26 +7,27 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
+from mlflow_searches import tiny_searches
 from scipy import stats
-from stores import new_store
-from tiny import tiny_flags
+from stores import copy_store
 
 from astune.cli import main
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-SPACE = Path(__file__).parent / "spaces" / "confirm.yaml"
+EXPERIMENT = "sst5-tiny"  # the shared search confirmed here, on a copy of its store
+EXP = ["--experiment", EXPERIMENT]
 
 
 @dataclass
 class Confirmed:
-    root: Path
+    root: Path  # the copy of the search's store that the confirms write to
+    searched: Path  # where the search itself wrote (read only here)
     uri: str
     out: str  # what `astune confirm` printed
     client: MlflowClient
@@ -41,27 +42,19 @@ def _run_main(argv: list[str]) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def confirmed(tmp_path_factory, data_dir, shared_ray) -> Confirmed:
-    """A 2-trial AS-Softmax search, then `confirm --top 1 --seeds 2`; both commands, and every
-    later confirm of the module, join the module's one Ray."""
+    """`confirm --top 1 --seeds 2` of a copy of the shared 2-trial AS-Softmax search
+    (``tests/mlflow_searches.py``, which the export tests read as it is); every confirm of the
+    module joins the module's one Ray."""
+    searches = tiny_searches(tmp_path_factory, data_dir)
     root = tmp_path_factory.mktemp("confirm")
-    uri = new_store(root)
-    cwd = os.getcwd()
-    os.chdir(root)
-    try:
-        search = ["search", "--dataset", "sst5", "--space", str(SPACE), "--name", "cf"]
-        search += tiny_flags(max_train_samples=192, max_eval_samples=64)
-        search += ["--max-concurrent", "1", "--tracking-uri", uri, "--data-dir", str(data_dir)]
-        code, _ = _run_main(search)
-        assert code == 0
-        args = ["confirm", "--experiment", "cf", "--top", "1", "--seeds", "2"]
-        code, out = _run_main([*args, "--tracking-uri", uri])
-        assert code == 0, out
-    finally:
-        os.chdir(cwd)
-    return Confirmed(root, uri, out, MlflowClient(tracking_uri=uri))
+    uri = copy_store(searches.root, root)
+    args = ["confirm", "--experiment", EXPERIMENT, "--top", "1", "--seeds", "2"]
+    code, out = _run_main([*args, "--tracking-uri", uri, "--storage-path", str(root / "ray")])
+    assert code == 0, out
+    return Confirmed(root, searches.root, uri, out, MlflowClient(tracking_uri=uri))
 
 
-def _parent(client: MlflowClient, name: str = "cf"):
+def _parent(client: MlflowClient, name: str = EXPERIMENT):
     experiment = client.get_experiment_by_name(name)
     (parent,) = client.search_runs(
         [experiment.experiment_id], filter_string="tags.`astune.role` = 'search'"
@@ -69,7 +62,7 @@ def _parent(client: MlflowClient, name: str = "cf"):
     return parent
 
 
-def _children(client: MlflowClient, role: str, name: str = "cf") -> list:
+def _children(client: MlflowClient, role: str, name: str = EXPERIMENT) -> list:
     experiment = client.get_experiment_by_name(name)
     return client.search_runs(
         [experiment.experiment_id], filter_string=f"tags.`astune.role` = '{role}'"
@@ -162,7 +155,7 @@ def test_export_names_the_confirmed_winner(confirmed):
     logged = _logged(confirmed.client)
     means = {k: sum(v[0] for v in by_seed.values()) / 2 for k, by_seed in logged.items()}
     winner = max(means, key=lambda k: (means[k], k != "baseline"))
-    best = find_best_trial("cf", confirmed.uri)
+    best = find_best_trial(EXPERIMENT, confirmed.uri)
     assert best.confirmed_seeds == 2
     assert best.objective == pytest.approx(means[winner])
     assert "confirmed winner" in best.describe() and "confirmed winner" in best.source
@@ -183,7 +176,8 @@ def test_a_second_confirm_reuses_finished_runs_and_replaces_unfinished_ones(conf
         },
     )
     client.log_param(stale.info.run_id, "seed", "3")
-    args = ["confirm", "--experiment", "cf", "--top", "1", "--seeds", "3"]
+    args = ["confirm", "--experiment", EXPERIMENT, "--top", "1", "--seeds", "3"]
+    args += ["--storage-path", str(confirmed.root / "ray")]
     code, out = _run_main([*args, "--tracking-uri", confirmed.uri])
     assert code == 0, out
     assert "2 runs now, 4 reused" in out
@@ -197,10 +191,10 @@ def test_a_second_confirm_reuses_finished_runs_and_replaces_unfinished_ones(conf
     "extra, message",
     [
         (["--experiment", "nope"], "no experiment 'nope'"),
-        (["--experiment", "cf", "--top", "3"], "top must be at most 2"),
-        (["--experiment", "cf", "--seeds", "1"], "seeds must be an integer in [2, inf), but got 1"),
-        (["--experiment", "cf", "--baseline", "as_softmax"], "baseline must be a loss that is not"),
-        (["--experiment", "cf", "--baseline", "nope"], "loss must be one of"),
+        ([*EXP, "--top", "3"], "top must be at most 2"),
+        ([*EXP, "--seeds", "1"], "seeds must be an integer in [2, inf), but got 1"),
+        ([*EXP, "--baseline", "as_softmax"], "baseline must be a loss that is not"),
+        ([*EXP, "--baseline", "nope"], "loss must be one of"),
     ],
 )
 def test_bad_confirm_requests_fail_in_one_line_before_ray_starts(
@@ -221,7 +215,7 @@ def test_the_search_study_is_in_an_optuna_storage_beside_the_mlflow_store(confir
 
     parent = _parent(confirmed.client)
     url = parent.data.tags["astune.optuna_storage"]
-    assert url == f"sqlite:///{confirmed.root / 'optuna.db'}"
+    assert url == f"sqlite:///{confirmed.searched / 'optuna.db'}"  # beside the search's store
     study = optuna.load_study(study_name=parent.data.tags["astune.optuna_study"], storage=url)
     trials = sorted(_children(confirmed.client, "trial"), key=lambda r: r.info.start_time)
     assert [t.state.name for t in study.trials] == ["COMPLETE"] * len(trials)
@@ -236,7 +230,7 @@ def test_report_shows_the_confirm_table_of_the_parent_run(confirmed, tmp_path):
     from astune.analysis.report import write_report
 
     report = write_report(
-        "cf", output_dir=tmp_path, tracking_uri=confirmed.uri, log_to_parent=False
+        EXPERIMENT, output_dir=tmp_path, tracking_uri=confirmed.uri, log_to_parent=False
     )
     section = report.path.read_text().split("## Confirmed over seeds")[1].split("\n## ")[0]
     client = confirmed.client

@@ -246,6 +246,7 @@ class MLflowTrialCallback(Callback):
         if run_id is not None:
             self.tracker.close_trial_run(run_id, status, tags)
         self._runs.pop(trial_id, None)
+        self._last_step.pop(trial_id, None)  # nothing kept per ended trial: searches of 1000s
 
 
 def attach_tracker(tuner: Any, tracker: SearchTracker) -> MLflowTrialCallback | None:
