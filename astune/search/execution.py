@@ -266,7 +266,12 @@ def _restored_trials(path: str) -> dict[str, str]:
 
 
 def _unfinished(results: ResultGrid) -> bool:
-    return any(r.metrics is None or not (r.metrics.get("done") or r.error) for r in results)
+    """A trial that neither ended (Tune's ``done``; a restored trial's last record may lack it,
+    its ``final`` report says it) nor failed: the search was stopped."""
+    return any(
+        r.metrics is None or not (r.metrics.get("done") or r.metrics.get("final") or r.error)
+        for r in results
+    )
 
 
 def best_finished(results: ResultGrid, metric: str, mode: str) -> tuple[Result, float] | None:

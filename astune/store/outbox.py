@@ -35,6 +35,8 @@ FAST_HTTP = {
 """MLflow's HTTP retry settings while trials run. Its defaults (7 retries, backoff factor 2,
 120 s timeout: minutes per call) suit a script that must not lose a call; here the queue
 retries, so a call to a server that is away gives up in seconds. A value the user set stays."""
+PROBE_HTTP = {RETRIES_VARIABLE: "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "3"}
+"""A probe of a server that was away: one attempt, at most 3 s even where packets vanish."""
 
 
 def unreachable(err: BaseException) -> bool:
@@ -55,18 +57,19 @@ def unreachable(err: BaseException) -> bool:
 
 @contextmanager
 def single_attempts() -> Iterator[None]:
-    """Within the block, an MLflow HTTP call is one attempt: a retry of held writes while the
-    server is away probes it once (the outbox's schedule is the retry), so that the driver's
+    """Within the block, an MLflow HTTP call is :data:`PROBE_HTTP`: a retry of held writes while
+    the server is away probes it once (the outbox's schedule is the retry), so that the driver's
     loop is not held for seconds at each probe."""
-    before = os.environ.get(RETRIES_VARIABLE)
-    os.environ[RETRIES_VARIABLE] = "0"
+    before = {key: os.environ.get(key) for key in PROBE_HTTP}
+    os.environ.update(PROBE_HTTP)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(RETRIES_VARIABLE, None)
-        else:
-            os.environ[RETRIES_VARIABLE] = before
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @contextmanager
