@@ -119,13 +119,13 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
         self.database, self.every = database, every
         self.samples: list[tuple[float, int, int]] = []  # (seconds, rss bytes, finished)
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self) -> None:
         import psutil
 
         me, t0, finished, polled = psutil.Process(), time.monotonic(), 0, 0.0
-        while not self._stop.wait(self.every):
+        while not self._halt.wait(self.every):
             now = time.monotonic() - t0
             if now - polled >= 2.0:
                 finished, polled = max(finished, self._finished()), now
@@ -141,16 +141,20 @@ class Sampler(threading.Thread):
             return 0
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join()
 
 
 def growth_per_100(samples: list[tuple[float, int, int]]) -> float | None:
-    """MB of driver RSS per 100 finished trials: the least-squares slope over the samples of the
-    second half of the trials (start-up and the first trials excluded)."""
-    last = max((s[2] for s in samples), default=0)
-    points = [(f, rss / 1e6) for _, rss, f in samples if f >= last / 2]
-    if len({f for f, _ in points}) < 2:
+    """MB of driver RSS per 100 finished trials: the least-squares slope of the RSS when each
+    count of finished trials was first reached, over the second half of the trials (start-up
+    and the end's summary, plots and artifacts excluded)."""
+    first: dict[int, float] = {}
+    for _, rss, finished in samples:
+        first.setdefault(finished, rss / 1e6)
+    last = max(first, default=0)
+    points = [(f, mb) for f, mb in first.items() if last / 2 <= f < last]
+    if len(points) < 2:
         return None
     n = len(points)
     mx, my = sum(f for f, _ in points) / n, sum(m for _, m in points) / n
