@@ -59,3 +59,18 @@ def copy_store(source: Path, target: Path) -> str:
 
     utils._artifact_repos_cache.clear()
     return f"sqlite:///{target / 'mlflow.db'}"
+
+
+def count_rows(db: Path, query: str) -> int:
+    """A count read straight from the sqlite store ``db``: an MlflowClient here would race a
+    driver creating the tables, or wait on a tracking server that is down. 0 while there is no
+    store yet."""
+    import sqlite3
+
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as connection:
+            return connection.execute(query).fetchone()[0]
+    except sqlite3.OperationalError:  # tables not there yet, or locked for a moment
+        return 0

@@ -31,25 +31,14 @@ from cluster_processes import (
     wait_for,
 )
 from mlflow import MlflowClient
-from tiny import tiny_flags
+from tiny import fifo_space, tiny_flags
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 BUCKET = "astune-test"
-SPACE = {
-    "extends": "default",
-    "num_samples": 4,
-    "losses": ["as_softmax"],
-    "scheduler": {"type": "none"},
-    "seed_points": [],
-    "params": {
-        "lr": {"type": "fixed", "value": 1.0e-3},
-        "batch_size": 16,
-        "epochs": {"type": "fixed", "value": 3},
-    },
-}
 EVALUATIONS = 3  # one per epoch: a kill after the first leaves two to resume
 TRIALS = 2  # one per node: the worker's is retried on the head, then resumed
+SPACE = fifo_space(trials=4, epochs=EVALUATIONS)
 
 
 class Cluster:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ import ray
 import torch
 import yaml
 from mlflow import MlflowClient
-from stores import new_store
+from stores import count_rows, new_store
 from tiny import tiny_flags
 
 from astune.cli import main
@@ -162,18 +161,6 @@ def search_command(name: str, space: Path, *extra: str) -> list[str]:
         "astune",
         *search_argv(name, space, "--max-concurrent", "1", *extra),
     ]
-
-
-def count_rows(db: Path, query: str) -> int:
-    """A count read straight from the sqlite store: an MlflowClient here would race the
-    driver's creation of the tables. 0 while there is no store yet."""
-    if not db.exists():
-        return 0
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as connection:
-            return connection.execute(query).fetchone()[0]
-    except sqlite3.OperationalError:  # tables not there yet, or locked for a moment
-        return 0
 
 
 def count_finished(db: Path) -> int:

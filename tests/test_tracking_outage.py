@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -23,23 +22,13 @@ import pytest
 import yaml
 from cluster_processes import Processes, await_mlflow, free_port, start_mlflow, wait_for
 from mlflow import MlflowClient
-from tiny import tiny_flags
+from stores import count_rows
+from tiny import fifo_space, tiny_flags
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 TRIALS, EVALUATIONS = 5, 3
-SPACE = {
-    "extends": "default",
-    "num_samples": TRIALS,
-    "losses": ["as_softmax"],
-    "scheduler": {"type": "none"},
-    "seed_points": [],
-    "params": {
-        "lr": {"type": "fixed", "value": 1.0e-3},
-        "batch_size": 16,
-        "epochs": {"type": "fixed", "value": EVALUATIONS},
-    },
-}
+SPACE = fifo_space(trials=TRIALS, epochs=EVALUATIONS)
 EVALUATION_LINE = re.compile(r"^\[\w+\] .* eval \d+: objective ", re.MULTILINE)
 
 
@@ -52,14 +41,7 @@ def reported(log: Path) -> int:
 def logged(db: Path) -> int:
     """Points of ``objective`` the MLflow store holds (read from the file: the server may be
     down)."""
-    if not db.exists():
-        return 0
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as connection:
-        try:
-            query = "SELECT count(*) FROM metrics WHERE key = 'objective' AND step >= 0"
-            return connection.execute(query).fetchone()[0]
-        except sqlite3.OperationalError:
-            return 0
+    return count_rows(db, "SELECT count(*) FROM metrics WHERE key = 'objective' AND step >= 0")
 
 
 def trial_processes(driver: int) -> list[psutil.Process]:

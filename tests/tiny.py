@@ -34,6 +34,24 @@ def tiny_settings(
     return SearchSettings(**{**values, **changes})
 
 
+def fifo_space(*, trials: int, epochs: int) -> dict[str, Any]:
+    """A space of ``trials`` AS-Softmax trials run in order (no scheduler, no seed points), a
+    fixed learning rate and batch, ``epochs`` epochs: one evaluation each. The fault tests
+    count on that shape."""
+    return {
+        "extends": "default",
+        "num_samples": trials,
+        "losses": ["as_softmax"],
+        "scheduler": {"type": "none"},
+        "seed_points": [],
+        "params": {
+            "lr": {"type": "fixed", "value": 1.0e-3},
+            "batch_size": 16,
+            "epochs": {"type": "fixed", "value": epochs},
+        },
+    }
+
+
 def tiny_flags(**changes: Any) -> list[str]:
     """The tiny search as ``astune search`` flags (``changes`` as fields: ``max_train_samples``)."""
     values = {**TINY, **changes}
