@@ -18,6 +18,8 @@ from astune.store.outbox import (
     FAST_HTTP,
     FIRST_RETRY_SECONDS,
     LAST_RETRY_SECONDS,
+    RETRIES_VARIABLE,
+    TIMEOUT_VARIABLE,
     Outbox,
     fast_failing_http,
     unreachable,
@@ -55,7 +57,7 @@ CLOSED_PORT = free_port()  # nothing listens there
 @pytest.fixture(autouse=True)
 def _fast_http(monkeypatch):
     """No retries: a refused connection fails at once (the search's own settings retry twice)."""
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv(RETRIES_VARIABLE, "0")
     with fast_failing_http():
         yield
 
@@ -119,7 +121,7 @@ def test_a_refused_write_is_dropped_with_one_warning_and_the_rest_goes_on(caplog
 
 
 def test_fast_http_keeps_what_the_user_set(monkeypatch):
-    key = "MLFLOW_HTTP_REQUEST_TIMEOUT"
+    key = TIMEOUT_VARIABLE
     assert os.environ[key] == FAST_HTTP[key]  # the autouse fixture set it
     monkeypatch.setenv(key, "9")
     with fast_failing_http():

@@ -27,15 +27,16 @@ to :data:`LAST_RETRY_SECONDS`; writes submitted meanwhile join the queue without
 LAST_RETRY_SECONDS = 10.0
 
 RETRIES_VARIABLE = "MLFLOW_HTTP_REQUEST_MAX_RETRIES"
+TIMEOUT_VARIABLE = "MLFLOW_HTTP_REQUEST_TIMEOUT"
 FAST_HTTP = {
     RETRIES_VARIABLE: "2",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+    TIMEOUT_VARIABLE: "10",
 }
 """MLflow's HTTP retry settings while trials run. Its defaults (7 retries, backoff factor 2,
 120 s timeout: minutes per call) suit a script that must not lose a call; here the queue
 retries, so a call to a server that is away gives up in seconds. A value the user set stays."""
-PROBE_HTTP = {RETRIES_VARIABLE: "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "3"}
+PROBE_HTTP = {RETRIES_VARIABLE: "0", TIMEOUT_VARIABLE: "3"}
 """A probe of a server that was away: one attempt, at most 3 s even where packets vanish."""
 
 
