@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from _scale import add_scale_args, scale_config
 
 from astune.config import TrainConfig
 from astune.confirm.stats import paired_difference, t_interval
@@ -49,16 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--datasets", default="sst5", help="comma-separated registry names")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--backbone", default="minilm")
-    p.add_argument("--num-layers", type=int, default=2)
-    p.add_argument("--max-train-samples", type=int, default=400)
-    p.add_argument("--max-eval-samples", type=int, default=200)
-    p.add_argument("--max-length", type=int, default=64)
-    p.add_argument("--epochs", type=float, default=3)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=5e-4)
-    p.add_argument("--eval-every", type=int, default=5, help="optimizer steps between evaluations")
-    p.add_argument("--threads", type=int, default=None)
+    add_scale_args(p)
     p.add_argument("--json", default=str(HERE / "paper_claims_cpu.json"))
     p.add_argument("--plot", default=str(HERE / "paper_claims.png"))
     p.add_argument(
@@ -121,20 +113,7 @@ def one_run(config: TrainConfig, data: Any, metric: str) -> dict[str, float]:
 
 def run_dataset(name: str, args: argparse.Namespace) -> dict[str, Any]:
     spec = get_spec(name)
-    base = TrainConfig(
-        dataset=name,
-        data_dir=args.data_dir,
-        backbone=args.backbone,
-        num_layers=args.num_layers,
-        max_length=args.max_length,
-        max_train_samples=args.max_train_samples,
-        max_eval_samples=args.max_eval_samples,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        eval_every=args.eval_every,
-        device="cpu" if not torch.cuda.is_available() else "auto",
-    ).validate()
+    base = scale_config(name, args)
     data = load_encoded(base)
     runs: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
     for seed in range(1, args.seeds + 1):

@@ -129,6 +129,8 @@ def test_a_run_whose_delta_adapts_logs_it_and_resumes_exactly(tmp_path, data_dir
     after = [r["delta_now"] for r in records if r["samples_seen"] >= 48]
     assert all(r["delta_now"] == 1.0 for r in records if r["samples_seen"] < 48)
     assert len(set(after)) > 2 and all(0.05 <= d < 1.0 for d in after)  # it moved
+    margins = [r["train_margin"] for r in records]  # what recommend replays ema on
+    assert all(-1.0 <= m <= 1.0 for m in margins) and len(set(margins)) == len(margins)
     stop_at = next(r["evaluation"] for r in records if r["samples_seen"] > 96)  # mid epoch 2
     resumed, final = snapshots.resume(run, stop_at, sst5)
     assert timeless(read_metrics(resumed)) == timeless(records)

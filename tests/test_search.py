@@ -137,6 +137,8 @@ def test_search_tracks_every_trial_and_runs_the_seed_points_first(searched):
             "test_accuracy",
         ):
             assert key in child.data.metrics, key
+        is_as = child.data.params["loss"] == "as_softmax"  # recommend replays ema on its margins
+        assert ("train_margin" in child.data.metrics) == is_as
 
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"best_config.yaml", "trials.csv", "objective_vs_delta.png"} <= artifacts

@@ -119,6 +119,7 @@ def test_as_softmax_at_delta_one_follows_the_softmax_trajectory(tmp_path, data_d
     fit(as_one, data=sst5)
     a, b = read_metrics(softmax), read_metrics(as_one)
     assert len(a) == len(b) >= 4
+    assert not any("train_margin" in r for r in a) and all("train_margin" in r for r in b)
     for x, y in zip(a, b):  # two code paths for the same sums: equal up to float rounding
         assert x["val_loss"] == pytest.approx(y["val_loss"], rel=1e-5)
         assert x["train_loss"] == pytest.approx(y["train_loss"], rel=1e-5)

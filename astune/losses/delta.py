@@ -24,6 +24,12 @@ from astune._checks import check_choice, check_int, check_range
 from astune.losses.catalogue import DELTA, DELTA_CONTROL, DELTA_SCHEDULES, ParamSpec
 
 _SPECS: dict[str, ParamSpec] = {p.name: p for p in DELTA_CONTROL}
+SCHEDULE_KEYS: dict[str, tuple[str, ...]] = {
+    "fixed": (),
+    "target-mask": ("mask_target", "delta_gain", "delta_max_step", "delta_min"),
+    "ema": ("delta_momentum", "delta_min"),
+}
+"""The config keys (:data:`~astune.losses.catalogue.DELTA_CONTROL`) each schedule reads."""
 
 
 class DeltaSchedule:
@@ -38,8 +44,6 @@ class DeltaSchedule:
     """
 
     name = "fixed"
-    needs_margin = False
-    """Whether :meth:`observe` reads the batches' mean margin (the loop computes it only then)."""
 
     def __init__(self, delta: float, warmup_ratio: float, total_steps: int):
         self.delta = DELTA.check(delta)
@@ -56,8 +60,8 @@ class DeltaSchedule:
 
     def observe(self, step: int, *, masked_ratio: float, margin: float | None = None) -> None:
         """What one optimizer step saw at ``step``: the share of its active rows fully masked,
-        in [0, 1], and (when :attr:`needs_margin`) their mean margin ``p_t - max p_i``, None
-        when no row was computed. A fixed delta learns nothing from it."""
+        in [0, 1], and their mean margin ``p_t - max p_i``, None when no row was computed. A
+        fixed delta learns nothing from it."""
 
     def state_dict(self) -> dict[str, Any]:
         return {"name": self.name, "current": self.current}
@@ -135,7 +139,6 @@ class EmaDelta(DeltaSchedule):
     """
 
     name = "ema"
-    needs_margin = True
 
     def __init__(
         self,
@@ -206,6 +209,7 @@ def build_delta_schedule(
 
 __all__ = [
     "DELTA_SCHEDULES",
+    "SCHEDULE_KEYS",
     "DeltaSchedule",
     "EmaDelta",
     "TargetMaskDelta",

@@ -136,7 +136,7 @@ class Run(Resumable):
             computed.loss.backward()
             self.batches.after_forward(visit, computed, self.pos.samples)
             margins = None
-            if self.delta_schedule is not None and self.delta_schedule.needs_margin:
+            if self.delta_schedule is not None:  # an AS loss: its margins are logged
                 margins = p_margins(logits.detach(), labels)
             self.window.add(computed.loss.detach(), computed.counts, skipped_rows, margins)
         elif skipped_rows is not None:
@@ -250,6 +250,7 @@ class Run(Resumable):
                 accum_steps=self.accum_steps,
                 delta_now=self.delta_now(),
                 lr_now=self.config.lr * self.lr_schedule.factor(self.pos.samples),
+                train_margin=self._since_eval.mean_margin(),
             )
             | self.batches.record(self._since_eval)
             | self.batches.counts(self.pos)

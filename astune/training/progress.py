@@ -27,7 +27,7 @@ class Window:
     """Sums over micro-batches: of an accumulation window, or since the last evaluation.
 
     An accumulation window sums on the device (``pending``: loss, active, masked and skipped
-    rows, and the sum and count of the margins an adaptive delta asks for) and reads them once,
+    rows, and the sum and count of an AS loss's margins) and reads them once,
     in :meth:`settle`; ``samples`` (visited) and ``computed`` are host counts, kept per visit by
     the loop.
     """
@@ -37,7 +37,7 @@ class Window:
     active: int = 0
     masked: int = 0
     skipped: int = 0  # rows of AS-Skip's skipped samples (counted as masked by AS-Speed)
-    margin_sum: float = 0.0  # p_t - max p_i summed over the rows measured (ema delta only)
+    margin_sum: float = 0.0  # p_t - max p_i summed over the rows measured (AS losses)
     margin_rows: int = 0
     samples: int = 0
     computed: int = 0

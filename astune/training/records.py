@@ -23,13 +23,18 @@ def evaluation_record(
     accum_steps: int,
     delta_now: float,
     lr_now: float,
+    train_margin: float | None = None,
 ) -> dict[str, Any]:
     """``val_<metric>`` of ``result``, ``objective`` (its ``metric``), the training figures
     summed in ``since_eval`` over the last ``seconds`` of training, and the run's costs so far
     (:data:`astune.objectives.COSTS`: ``train_seconds`` in all, ``samples_computed``,
-    ``optimizer_steps``)."""
+    ``optimizer_steps``); ``train_margin``, the mean ``p_t - max p_i`` of the rows trained
+    since the last evaluation, when measured (AS losses: what ``recommend`` replays an adaptive
+    delta on)."""
     window = since_eval
+    margin = {} if train_margin is None else {"train_margin": train_margin}
     return {
+        **margin,
         **{f"val_{k}": v for k, v in result.metrics.items()},
         "objective": result.metrics[metric],
         "val_loss": result.loss,

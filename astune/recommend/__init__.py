@@ -1,0 +1,60 @@
+"""`astune recommend`: delta, the warm-up r and the delta schedule for a dataset from its
+measured difficulty.
+
+The prior is the paper's rule (:mod:`astune.recommend.prior`): delta about 0.35 for easy tasks,
+0.3 for most and 0.2 for hard ones on the probe's difficulty scale; r > 0 only for easy tasks.
+
+History (:mod:`astune.recommend.history`): every search in the MLflow store with finished
+AS-Softmax trials gives a point (difficulty of its dataset; delta, r and delta schedule of its
+best AS trial). A weighted least-squares line through them (a weighted mean below 3 points or
+with a single difficulty; predictions kept inside the range of the observed deltas) is blended
+with the prior with weight ``n / (n + 3)`` for n searches, so that the paper's rule dominates a
+thin history. The range adds the fit's residual spread (the prior's own: 0.05) and the
+difficulty's uncertainty carried through the slope of the blended curve.
+
+Schedule (:mod:`astune.recommend.schedules`): per difficulty band, the schedule that won the
+searches that compared schedules, with its median parameters (``fixed``, the paper's, where
+none did), and the delta trajectories of the band's best trials: as they ran when adaptive, and
+for fixed-delta trials the ``ema`` schedule replayed on their logged training margins.
+"""
+
+from astune.difficulty import dataset_name, measure_difficulty
+from astune.recommend.advice import recommend
+from astune.recommend.history import HistoryPoint, LineFit, fit_line, history_points
+from astune.recommend.prior import band_of, prior_delta, prior_warmup
+from astune.recommend.report import format_recommendation, rationale
+from astune.recommend.result import Recommendation
+from astune.recommend.schedules import (
+    FRACTIONS,
+    ScheduleAdvice,
+    ScheduleTally,
+    Trajectory,
+    schedule_advice,
+    tally_schedules,
+    trajectory,
+)
+from astune.recommend.space_file import write_space
+
+__all__ = [
+    "FRACTIONS",
+    "HistoryPoint",
+    "LineFit",
+    "Recommendation",
+    "ScheduleAdvice",
+    "ScheduleTally",
+    "Trajectory",
+    "band_of",
+    "dataset_name",
+    "fit_line",
+    "format_recommendation",
+    "history_points",
+    "measure_difficulty",
+    "prior_delta",
+    "prior_warmup",
+    "rationale",
+    "recommend",
+    "schedule_advice",
+    "tally_schedules",
+    "trajectory",
+    "write_space",
+]

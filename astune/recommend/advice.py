@@ -1,0 +1,108 @@
+"""`astune recommend`: delta, r and the delta schedule for a dataset from its measured
+difficulty and the store's history (the package docstring says how)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from astune.difficulty import Difficulty, dataset_name, measure_difficulty
+from astune.recommend.history import HistoryPoint, fit_line, history_points
+from astune.recommend.prior import (
+    PRIOR_HALF_WIDTH,
+    UNKNOWN_DIFFICULTY,
+    prior_delta,
+    prior_warmup,
+)
+from astune.recommend.report import rationale
+from astune.recommend.result import Recommendation
+from astune.recommend.schedules import ScheduleAdvice, schedule_advice
+from astune.store.conventions import BEST_TAG_PREFIX
+from astune.store.reader import Store
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+
+HISTORY_SHRINK = 3.0
+NO_HISTORY_FIT_HALF_WIDTH = 0.1  # the spread of a fit through fewer than 3 points is unknown
+
+
+def recommend(
+    dataset: str,
+    *,
+    tracking_uri: str | None = None,
+    data_dir: str | None = None,
+    probe_options: dict[str, Any] | None = None,
+) -> Recommendation:
+    """Measure ``dataset``'s difficulty, fit the store's history and recommend delta and r.
+
+    Raises ValueError for a dataset that is neither a registry name nor a folder.
+    """
+    dataset_name(dataset)  # an unknown name fails before anything is opened
+    store = Store(tracking_uri)
+    target = measure_difficulty(
+        dataset, data_dir=data_dir, store=store, probe_options=probe_options
+    )
+    cache = {target.dataset: target}
+
+    def difficulty_of(name: str, parent: "Run") -> Difficulty:
+        if name not in cache:
+            located = parent.data.tags.get(f"{BEST_TAG_PREFIX}dataset") or name
+            folder = parent.data.tags.get(f"{BEST_TAG_PREFIX}data_dir") or data_dir
+            try:
+                cache[name] = measure_difficulty(
+                    located, data_dir=folder, store=store, probe_options=probe_options
+                )
+            except (ValueError, OSError) as err:
+                cache[name] = Difficulty(name, None, None, 0.0, notes=[str(err).splitlines()[0]])
+        return cache[name]
+
+    points, notes = history_points(store, difficulty_of)
+    d = target.value if target.value is not None else UNKNOWN_DIFFICULTY
+    return _recommendation(target, points, notes, schedule_advice(store, points, d))
+
+
+def _recommendation(
+    target: Difficulty,
+    points: list[HistoryPoint],
+    notes: list[str],
+    schedule: ScheduleAdvice,
+) -> Recommendation:
+    d = target.value if target.value is not None else UNKNOWN_DIFFICULTY
+    h = len(points) / (len(points) + HISTORY_SHRINK)
+    delta_fit = r_fit = None
+    fit_hw = NO_HISTORY_FIT_HALF_WIDTH
+    if points:
+        ws = [p.weight for p in points]
+        xs = [p.difficulty for p in points]
+        delta_fit = fit_line(xs, [p.delta for p in points], ws)
+        r_fit = fit_line(xs, [p.warmup_ratio for p in points], ws)
+        if delta_fit.resid_sd is not None:
+            fit_hw = max(0.025, delta_fit.resid_sd)
+
+    def curve(x: float) -> float:
+        if delta_fit is None:
+            return prior_delta(x)
+        return h * delta_fit.predict(x) + (1 - h) * prior_delta(x)
+
+    delta = curve(d)
+    slope = (curve(min(1.0, d + 0.05)) - curve(max(0.0, d - 0.05))) / 0.1
+    half = math.hypot(math.sqrt(h * fit_hw**2 + (1 - h) * PRIOR_HALF_WIDTH**2), slope * target.sd)
+    delta, half = round(delta, 2), max(0.01, round(half, 2))
+    r = prior_warmup(d) if r_fit is None else h * r_fit.predict(d) + (1 - h) * prior_warmup(d)
+    rec = Recommendation(
+        dataset=target.dataset,
+        delta=delta,
+        low=max(0.0, round(delta - half, 2)),
+        high=min(1.0, round(delta + half, 2)),
+        warmup_ratio=round(r * 20) / 20,
+        difficulty=target,
+        prior_delta=round(prior_delta(d), 3),
+        fit_delta=None if delta_fit is None else round(delta_fit.predict(d), 3),
+        history_weight=h,
+        schedule=schedule,
+        points=points,
+        notes=notes,
+    )
+    rec.rationale = rationale(rec)
+    return rec

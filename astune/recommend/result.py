@@ -1,0 +1,28 @@
+"""What `astune recommend` answers: :class:`Recommendation`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from astune.difficulty import Difficulty
+from astune.recommend.history import HistoryPoint
+from astune.recommend.schedules import ScheduleAdvice
+
+
+@dataclass
+class Recommendation:
+    """delta with its range, r, the delta schedule, the difficulty they rest on, and why."""
+
+    dataset: str
+    delta: float
+    low: float
+    high: float
+    warmup_ratio: float
+    difficulty: Difficulty
+    prior_delta: float
+    fit_delta: float | None
+    history_weight: float
+    schedule: ScheduleAdvice
+    points: list[HistoryPoint] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    rationale: str = ""
