@@ -50,6 +50,9 @@ _FIELD_SPECS = (
     ParamSpec("lr_warmup_ratio", float, 0.0, 0.0, 1.0),
     ParamSpec("max_grad_norm", float, 1.0, 0.0, low_open=True),
     ParamSpec("dropout", float, None, 0.0, 1.0, high_open=True),
+    # Spelling correction: the head over the candidate characters starts from the backbone's
+    # word embeddings of those characters (its tied masked-LM output layer); True: random.
+    ParamSpec("fresh_head", bool, False),
     DELTA,
     WARMUP_RATIO,
     *DELTA_CONTROL,
@@ -153,6 +156,7 @@ class TrainConfig:
     lr_warmup_ratio: float = _default("lr_warmup_ratio")
     max_grad_norm: float = _default("max_grad_norm")
     dropout: float | None = _default("dropout")
+    fresh_head: bool = _default("fresh_head")
     loss: str = "as_softmax"
     delta: float = _default("delta")
     warmup_ratio: float = _default("warmup_ratio")

@@ -17,14 +17,21 @@ from typing import Any
 import numpy as np
 
 from astune._checks import check_choice
+from astune.csc_metrics import CSC_METRICS, csc_scores
 from astune.losses.catalogue import TASKS
 
 IGNORE_INDEX = -100
 Span = tuple[int, str, int, int]  # (sentence, entity type, first token, last token)
 
 
-COMPUTED_METRICS = ("accuracy", "matthews", "f1", "micro_f1", "macro_f1")
+COMPUTED_METRICS = ("accuracy", "matthews", "f1", "micro_f1", "macro_f1", "correction_f1")
 """The primary metrics astune computes; a dataset scored otherwise cannot be searched yet."""
+
+
+def is_csc(metric: str) -> bool:
+    """Whether a token dataset scored with ``metric`` is spelling correction (its labels are
+    candidate characters, scored by :func:`astune.csc_metrics.csc_scores`)."""
+    return metric in CSC_METRICS
 
 
 def check_metric_computed(dataset: str, metric: str) -> None:
@@ -234,6 +241,7 @@ def compute_metrics(
     *,
     label_names: Sequence[str] | None = None,
     matthews: bool = False,
+    sources: Sequence[Any] | None = None,
 ) -> dict[str, float]:
     """Metrics of one evaluation, from outputs accumulated over all batches.
 
@@ -246,10 +254,15 @@ def compute_metrics(
       positions removed (see ``token_predictions``), or one ``(N, T, C)`` logits array with
       ``(N, T)`` labels. ``label_names`` maps ids to IOB tags. Returns entity-level ``f1``,
       ``precision``, ``recall`` and the token ``accuracy``.
+    - "token" with ``sources`` (spelling correction): the per-sentence candidate ids of the
+      input characters (-1: not a candidate) beside the per-sentence word ids; returns
+      :data:`~astune.csc_metrics.CSC_METRICS` and the character ``accuracy`` (:func:`csc_metrics`).
     """
     check_choice("task", task, TASKS)
     if task == "multi_label":
         return multilabel_f1(_to_numpy(outputs) > 0, labels)
+    if task == "token" and sources is not None:
+        return csc_metrics(outputs, labels, sources)
     if task == "token":
         return _token_metrics(outputs, labels, label_names)
     logits, gold = _to_numpy(outputs), _to_numpy(labels).ravel()
@@ -293,4 +306,33 @@ def _token_metrics(
             )
     result = entity_scores([names[p] for p in preds], [names[g] for g in golds])
     result["accuracy"] = accuracy(flat_pred, flat_gold)
+    return result
+
+
+def csc_metrics(
+    predictions: Sequence[Any], golds: Sequence[Any], sources: Sequence[Any]
+) -> dict[str, float]:
+    """Spelling-correction scores from per-sentence candidate ids: ``predictions`` (-1: the
+    word was cut by truncation, so it is kept), ``golds`` (-100: the correction is not a
+    candidate) and ``sources`` (the input characters' ids, -1: not a candidate). A character
+    whose gold is -100 is left out of every score, as other token tasks leave out ignored
+    tokens; the rest go to :func:`~astune.csc_metrics.csc_scores`, and ``accuracy`` is the
+    share of those characters predicted right."""
+    if not len(predictions) == len(golds) == len(sources):
+        raise ValueError(
+            f"csc_metrics needs one prediction, gold and source sequence per sentence, but got "
+            f"{len(predictions)}, {len(golds)} and {len(sources)}."
+        )
+    kept_sources, kept_golds, kept_preds = [], [], []
+    for pred, gold, source in zip(predictions, golds, sources):
+        pred, gold, source = _to_numpy(pred).ravel(), _to_numpy(gold).ravel(), _to_numpy(source)
+        pred = np.where(pred < 0, source.ravel(), pred)
+        keep = gold != IGNORE_INDEX
+        kept_sources.append(source.ravel()[keep].tolist())
+        kept_golds.append(gold[keep].tolist())
+        kept_preds.append(pred[keep].tolist())
+    result = csc_scores(kept_sources, kept_golds, kept_preds)
+    flat_pred = np.asarray([c for s in kept_preds for c in s], dtype=np.int64)
+    flat_gold = np.asarray([c for s in kept_golds for c in s], dtype=np.int64)
+    result["accuracy"] = accuracy(flat_pred, flat_gold) if flat_gold.size else 0.0
     return result

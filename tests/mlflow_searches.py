@@ -5,7 +5,9 @@ file lock in the run's shared temporary folder, the other waits and reads them).
 
 Two searches in one SQLite MLflow store, minilm with 1 layer and 64 training examples, 2 trials
 each (the space's seed points): ``sst5-tiny`` (AS-Softmax only: its best trial is an AS one) and
-``conll-tiny`` (AS-Softmax and softmax: a softmax baseline for the difficulty).
+``conll-tiny`` (AS-Softmax and softmax: a softmax baseline for the difficulty); and in a store of
+its own ``csc``, two trials of the paper's SIGHAN2015 space (its AS-Softmax seed points, one
+epoch) on a synthetic spelling-correction set (test_csc.py).
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from typing import Any
 
 from tiny import one_ray, tiny_settings
 
+from astune.data.synthetic_csc import synthetic_csc
+
 SPACE = Path(__file__).parent / "spaces" / "warmup.yaml"
+SIGHAN_SPACE = Path(__file__).parents[1] / "search_spaces" / "sighan2015.yaml"
 _DONE: dict[str, "Searches"] = {}
 
 
@@ -28,6 +33,16 @@ class Searches:
     root: Path
     tracking_uri: str
     summaries: dict[str, Any]  # experiment name -> SearchSummary
+    csc: CscSearch  # in a store of its own: the history of `recommend` is the two above
+
+
+@dataclass
+class CscSearch:
+    """Two trials on a synthetic spelling-correction set (astune/data/synthetic_csc.py)."""
+
+    folder: Path
+    tracking_uri: str
+    summary: Any
 
 
 def tiny_searches(tmp_path_factory: Any, data_dir: Path) -> Searches:
@@ -59,9 +74,15 @@ def _run(root: Path, data_dir: Path) -> Searches:
     try:
         sst5 = tiny_settings("sst5", name="sst5-tiny", losses="as_softmax", **common)
         conll = tiny_settings("conll2003", name="conll-tiny", **common)
-        with one_ray():  # both searches join one Ray
+        folder = synthetic_csc(root / "csc-data" / "letters", data_dir / "sst5")
+        csc = tiny_settings(
+            str(folder), name="csc", root=root / "csc", space=str(SIGHAN_SPACE), num_samples=2,
+            max_concurrent=2, epochs=1, max_length=34,
+        )  # fmt: skip
+        with one_ray():  # the searches join one Ray
             summaries = {"sst5-tiny": run_search(sst5), "conll-tiny": run_search(conll)}
+            csc_summary = run_search(csc)
     finally:
         os.chdir(cwd)
     uri = sst5.tracking_uri
-    return Searches(root, uri, summaries)
+    return Searches(root, uri, summaries, CscSearch(folder, csc.tracking_uri, csc_summary))

@@ -90,6 +90,7 @@ TRAIN_FLAGS = (
     *SPEED_FIELDS,
     *INFOBATCH_FIELDS,
     "length_window",
+    "fresh_head",
     "lr",
     "batch_size",
     "output_dir",

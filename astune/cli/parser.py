@@ -183,6 +183,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="group micro-batches by length within windows of this many (text; default 0: off)",
     )
+    train.add_argument(
+        "--fresh-head",
+        action="store_true",
+        default=None,
+        help="spelling correction: a randomly initialised head instead of the backbone's "
+        "embeddings of the candidate characters",
+    )
     train.add_argument("--lr", type=float, default=None)
     train.add_argument("--batch-size", type=int, default=None)
     train.add_argument("--output-dir", default=None)

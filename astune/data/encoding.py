@@ -17,7 +17,7 @@ from astune._checks import check_int
 from astune.data.batching import Batching
 from astune.data.errors import DataError
 from astune.data.spec import DatasetSpec
-from astune.metrics import IGNORE_INDEX
+from astune.metrics import IGNORE_INDEX, is_csc
 
 MODEL_KEYS = ("input_ids", "attention_mask", "token_type_ids", "pixel_values", "input_values")
 
@@ -32,7 +32,9 @@ class EncodedSplit:
     0/1 for multi_label, (total,) int64 aligned with ``ids`` for token tasks (the word's tag on its
     first sub-token, -100 elsewhere). Token tasks also keep ``word_ids`` (total,) int32 (the word
     index on first sub-tokens, -1 elsewhere) and the gold tags of every word, truncated ones
-    included: ``word_labels`` (total_words,) int64 with ``word_offsets`` (N+1,) int64.
+    included: ``word_labels`` (total_words,) int64 with ``word_offsets`` (N+1,) int64. Spelling
+    correction (:func:`astune.metrics.is_csc`) also keeps ``word_sources`` (total_words,) int64:
+    each input character's candidate id, -1 for a character that is not a candidate.
     """
 
     ids: torch.Tensor
@@ -42,6 +44,7 @@ class EncodedSplit:
     word_ids: torch.Tensor | None = None
     word_labels: torch.Tensor | None = None
     word_offsets: torch.Tensor | None = None
+    word_sources: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -53,6 +56,12 @@ class EncodedSplit:
     def gold_words(self, i: int) -> list[int]:
         """The gold tag ids of every word of example ``i`` (token tasks)."""
         return self.word_labels[self.word_offsets[i] : self.word_offsets[i + 1]].tolist()
+
+    def source_words(self, i: int) -> list[int]:
+        """The candidate ids of the input characters of example ``i`` (spelling correction)."""
+        if self.word_sources is None:
+            raise ValueError("source_words: this split is not a spelling-correction split")
+        return self.word_sources[self.word_offsets[i] : self.word_offsets[i + 1]].tolist()
 
 
 @dataclass
@@ -115,6 +124,12 @@ class EncodedData(Batching):
         """The gold word tags of the examples ``indices`` (token tasks)."""
         data = self.splits[split]
         return [data.gold_words(i) for i in torch.as_tensor(indices).tolist()]
+
+    def source_word_ids(self, split: str, indices: torch.Tensor | Sequence[int]) -> list[list[int]]:
+        """The input characters' candidate ids of the examples ``indices`` (spelling
+        correction; -1: not a candidate)."""
+        data = self.splits[split]
+        return [data.source_words(i) for i in torch.as_tensor(indices).tolist()]
 
 
 def model_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -185,6 +200,10 @@ def _encode_words(
         labels.append(aligned)
         word_ids.append(firsts)
     tags = [r["label"] for r in rows]
+    sources = None
+    if is_csc(spec.metric):
+        candidate = {name: i for i, name in enumerate(spec.label_names or ())}
+        sources = _flat([[candidate.get(t, -1) for t in r["tokens"]] for r in rows], torch.long)
     return EncodedSplit(
         ids=_flat(enc["input_ids"], torch.int32),
         offsets=_offsets(enc["input_ids"]),
@@ -193,6 +212,7 @@ def _encode_words(
         word_ids=_flat(word_ids, torch.int32),
         word_labels=_flat(tags, torch.long),
         word_offsets=_offsets(tags),
+        word_sources=sources,
     )
 
 

@@ -32,6 +32,7 @@ TRAIN_PARAMS = (
     "max_grad_norm",
     "dropout",
     "length_window",
+    "fresh_head",
     *INFOBATCH_FIELDS,
 )
 """The keys of a space's ``params`` section (TrainConfig fields; InfoBatch's apply to any loss)."""

@@ -12,6 +12,7 @@ from astune.config import TrainConfig
 from astune.data.encoding import model_inputs
 from astune.data.spec import DatasetSpec
 from astune.losses.as_softmax import MaskStats
+from astune.metrics import is_csc
 
 FUSED_CPU_ADAMW_TORCH = (2, 4)
 """The first torch with ``AdamW(fused=True)`` on the CPU; ``pyproject.toml``'s lower bound."""
@@ -133,8 +134,28 @@ def model_parts(config: TrainConfig, spec: DatasetSpec, device: torch.device) ->
         num_layers=config.num_layers,
         dropout=config.dropout,
     ).to(device)
+    if spec.task == "token" and is_csc(spec.metric) and not config.fresh_head:
+        _head_from_embeddings(model, config.backbone, spec)
     loss_fn = build_loss(config.loss, reduction="none", **config.loss_kwargs())
     return ModelParts(model, loss_fn, adamw(model, config))
+
+
+def _head_from_embeddings(model: nn.Module, backbone: str, spec: DatasetSpec) -> None:
+    """Spelling correction: the head starts from the candidates' embeddings; one warning
+    counts the candidates the backbone's vocabulary lacks (their rows stay random)."""
+    import warnings
+
+    from astune.backbones import init_head_from_embeddings
+
+    copied, fresh = init_head_from_embeddings(
+        model, backbone=backbone, candidates=spec.label_names or ()
+    )
+    if fresh:
+        warnings.warn(
+            f"{fresh} of {copied + fresh} candidate characters of {spec.name!r} are not in the "
+            f"vocabulary of {backbone!r}: their head rows start random",
+            stacklevel=3,
+        )
 
 
 def update_weights(

@@ -65,19 +65,24 @@ def evaluate(
 ) -> Evaluation:
     """The dataset's metrics on ``split``, the mean loss per counted row (at the delta
     ``loss_fn`` holds) and the histogram of p_margins; ``model`` is put in eval mode."""
-    from astune.metrics import compute_metrics
+    from astune.metrics import compute_metrics, is_csc
 
     model.eval()
     spec = data.spec
+    csc = spec.task == "token" and is_csc(spec.metric)
     outputs, golds, margins, total_loss, total_active = [], [], [], 0.0, 0
+    sources: list[list[int]] = []
     for batch in data.batches(split, max(EVAL_BATCH_MIN, batch_size)):
         logits, labels = forward(model, batch, device=device, dtype=dtype)
         loss, counts, _, _ = loss_counts(loss_fn, logits, labels)
         total_loss, total_active = total_loss + loss.item(), total_active + int(counts[0])
         margins.append(p_margins(logits, labels).cpu())
-        if spec.task == "token":
-            outputs += data.word_predictions(split, batch, logits.argmax(-1).cpu())
+        if spec.task == "token":  # a word cut by truncation: tag 0, or kept when correcting
+            predicted = logits.argmax(-1).cpu()
+            outputs += data.word_predictions(split, batch, predicted, fill=-1 if csc else 0)
             golds += data.gold_word_labels(split, batch["index"])
+            if csc:
+                sources += data.source_word_ids(split, batch["index"])
         else:
             outputs.append(logits.float().cpu())
             golds.append(batch["labels"])
@@ -89,6 +94,7 @@ def evaluate(
         golds,
         label_names=spec.label_names,
         matthews=spec.metric == "matthews",
+        sources=sources if csc else None,
     )
     margins_histogram = margin_histogram(torch.cat(margins))
     return Evaluation(metrics, total_loss / max(1, total_active), margins_histogram)
