@@ -236,6 +236,7 @@ def plot(results: list[dict[str, Any]], path: str) -> None:
                         color=f"C{k}",
                         lw=1.2,
                         alpha=0.8,
+                        ls="--" if variant == "fixed_paper" else "-",  # may equal fixed_tuned
                         label=variant if s == 0 else None,
                     )
             ax.set_xlabel("epoch")

@@ -390,7 +390,7 @@ def test_resume_refuses_changed_settings_before_ray_starts(searched, capsys, mon
         (["--dataset", "sst5", "--losses", "softmax,focal"], "unknown loss 'focal'"),
         (["--dataset", "sst5", "--tracking-uri", "http://127.0.0.1:9"], "http://127.0.0.1:9"),
         (["--dataset", "sst5", "--resume", "--name", "never-ran"], "no search 'never-ran'"),
-        (["--dataset", "sighan2015"], "scored with 'correction_f1', which astune does not"),
+        (["--dataset", "sighan2015"], "no local copy of 'sighan2015'"),  # local files only
         (
             ["--dataset", "sst5", "--max-audio-seconds", "-1"],
             "max_audio_seconds must be in [0.0, inf), but got -1.0",
