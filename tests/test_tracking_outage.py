@@ -27,7 +27,7 @@ from tiny import fifo_space, tiny_flags
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-TRIALS, EVALUATIONS = 5, 3
+TRIALS, EVALUATIONS = 4, 3
 SPACE = fifo_space(trials=TRIALS, epochs=EVALUATIONS)
 EVALUATION_LINE = re.compile(r"^\[\w+\] .* eval \d+: objective ", re.MULTILINE)
 
