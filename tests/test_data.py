@@ -175,6 +175,10 @@ def test_get_spec_unknown_names_the_known_ones():
 def test_dataset_spec_rejects_bad_values():
     with pytest.raises(ValueError, match="task must be one of .*'pair'.* but got 'regression'"):
         DatasetSpec(name="x", task="regression", num_labels=2, text_column="t")
+    with pytest.raises(
+        ValueError, match="metric 'micro_f1' is not computed for task 'single_label'; accepted"
+    ):
+        DatasetSpec(name="x", task="single_label", num_labels=2, text_column="t", metric="micro_f1")
     with pytest.raises(ValueError, match="label_names has 2 names but num_labels is 3"):
         DatasetSpec(
             name="x", task="single_label", num_labels=3, text_column="t", label_names=("a", "b")
@@ -358,6 +362,14 @@ def test_user_folder_errors(tmp_path):
         load_dataset_splits(tmp_path / "nocol")
     with pytest.raises(DataError, match=r"data_dir '.*nowhere' is not a folder"):
         load_dataset_splits("sst5", data_dir=tmp_path / "nowhere")
+    # a metric the task's evaluation does not compute fails on load, not at the first evaluation
+    _write(tmp_path / "csc", "jsonl", _text_splits(), {**TEXT_META, "metric": "correction_f1"})
+    with pytest.raises(
+        DataError,
+        match=r"'metric' must be one of accuracy, matthews for task 'single_label', "
+        r"but got 'correction_f1'",
+    ):
+        load_dataset_splits(tmp_path / "csc")
     with pytest.raises(
         ValueError,
         match=r"max_train_samples must be an integer in \[1, inf\), "

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from astune.data.errors import DataError
-from astune.data.spec import METRICS
+from astune.data.spec import TASK_METRICS
 from astune.losses.catalogue import TASKS
 
 FORMATS = (".jsonl", ".csv", ".parquet")
@@ -111,9 +111,11 @@ def _spec_fields(raw: dict[str, Any], path: Path) -> dict[str, Any]:
             raise DataError(f"{path}: 'num_labels' must be an integer >= 1, but got {n!r}")
         fields["num_labels"] = n
     if "metric" in raw:
-        if raw["metric"] not in METRICS:
-            accepted = ", ".join(METRICS)
+        if raw["metric"] not in TASK_METRICS[task]:  # what the task's evaluation computes
+            accepted = ", ".join(TASK_METRICS[task])
             got = raw["metric"]
-            raise DataError(f"{path}: 'metric' must be one of {accepted}, but got {got!r}")
+            raise DataError(
+                f"{path}: 'metric' must be one of {accepted} for task {task!r}, but got {got!r}"
+            )
         fields["metric"] = raw["metric"]
     return fields

@@ -20,6 +20,16 @@ DEFAULT_METRIC = {
     "image": "accuracy",
     "audio": "accuracy",
 }
+TASK_METRICS = {
+    "single_label": ("accuracy", "matthews"),
+    "pair": ("accuracy", "matthews"),
+    "token": ("f1", "accuracy", "correction_f1"),
+    "multi_label": ("micro_f1", "macro_f1"),
+    "image": ("accuracy", "matthews"),
+    "audio": ("accuracy", "matthews"),
+}
+"""The primary metrics each task's evaluation computes (``astune.metrics.compute_metrics``);
+``correction_f1`` is spelling correction's, a token task over candidate characters."""
 _STANDARD_SPLITS = {"train": "train", "validation": "validation", "test": "test"}
 
 
@@ -92,6 +102,11 @@ class DatasetSpec:
         check_int("num_labels", self.num_labels, 1)
         metric = self.metric or DEFAULT_METRIC[self.task]
         object.__setattr__(self, "metric", check_choice("metric", metric, METRICS))
+        if metric not in TASK_METRICS[self.task]:
+            raise ValueError(
+                f"dataset {self.name!r}: metric {metric!r} is not computed for task "
+                f"{self.task!r}; accepted: {', '.join(TASK_METRICS[self.task])}."
+            )
         for m in self.metrics:
             check_choice("metrics", m, METRICS)
         if self.metric not in self.metrics:
