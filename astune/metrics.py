@@ -325,10 +325,10 @@ def csc_metrics(
         )
     kept_sources, kept_golds, kept_preds = [], [], []
     for pred, gold, source in zip(predictions, golds, sources):
-        pred, gold, source = _to_numpy(pred).ravel(), _to_numpy(gold).ravel(), _to_numpy(source)
-        pred = np.where(pred < 0, source.ravel(), pred)
+        pred, gold, source = (_to_numpy(x).ravel() for x in (pred, gold, source))
+        pred = np.where(pred < 0, source, pred)
         keep = gold != IGNORE_INDEX
-        kept_sources.append(source.ravel()[keep].tolist())
+        kept_sources.append(source[keep].tolist())
         kept_golds.append(gold[keep].tolist())
         kept_preds.append(pred[keep].tolist())
     result = csc_scores(kept_sources, kept_golds, kept_preds)

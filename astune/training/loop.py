@@ -250,7 +250,6 @@ class Run(Resumable):
                 accum_steps=self.accum_steps,
                 delta_now=self.delta_now(),
                 lr_now=self.config.lr * self.lr_schedule.factor(self.pos.samples),
-                train_margin=self._since_eval.mean_margin(),
             )
             | self.batches.record(self._since_eval)
             | self.batches.counts(self.pos)

@@ -23,7 +23,6 @@ def evaluation_record(
     accum_steps: int,
     delta_now: float,
     lr_now: float,
-    train_margin: float | None = None,
 ) -> dict[str, Any]:
     """``val_<metric>`` of ``result``, ``objective`` (its ``metric``), the training figures
     summed in ``since_eval`` over the last ``seconds`` of training, and the run's costs so far
@@ -32,6 +31,7 @@ def evaluation_record(
     since the last evaluation, when measured (AS losses: what ``recommend`` replays an adaptive
     delta on)."""
     window = since_eval
+    train_margin = window.mean_margin()
     margin = {} if train_margin is None else {"train_margin": train_margin}
     return {
         **margin,
