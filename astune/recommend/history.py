@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from astune.config import TRAIN_FIELDS
 from astune.difficulty import Difficulty
-from astune.losses.catalogue import DELTA_CONTROL
 from astune.losses.delta import SCHEDULE_KEYS
 from astune.store.confirmed import confirmed_configs, confirmed_winner
 from astune.store.conventions import PARENT_TAG
@@ -18,8 +18,6 @@ from astune.store.reader import AS_LOSSES, Store, dataset_of, finished_trials, o
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
-
-_DEFAULTS = {spec.name: spec.default for spec in DELTA_CONTROL}
 
 
 @dataclass
@@ -91,7 +89,7 @@ def schedule_of(trial: "Run") -> str:
 def schedule_params_of(trial: "Run", schedule: str) -> dict[str, float]:
     """The keys ``schedule`` reads, as the trial ran them (a key it did not log: the default)."""
     logged = {key: param(trial, key) for key in SCHEDULE_KEYS[schedule]}
-    return {k: float(_DEFAULTS[k] if v is None else v) for k, v in logged.items()}
+    return {k: float(TRAIN_FIELDS[k].default if v is None else v) for k, v in logged.items()}
 
 
 def _best_as_trial(store: Store, parent: "Run", trials: list["Run"]) -> tuple["Run", float, int]:

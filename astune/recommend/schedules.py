@@ -19,7 +19,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from astune.losses.catalogue import DELTA_CONTROL
+from astune.config import TRAIN_FIELDS
 from astune.losses.delta import EmaDelta
 from astune.recommend.history import HistoryPoint
 from astune.recommend.prior import BANDS, band_of
@@ -28,7 +28,6 @@ from astune.store.reader import Store
 FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 """Where a trajectory is read: shares of the samples a run trained on."""
 REPLAYED = "ema"
-_DEFAULTS = {spec.name: spec.default for spec in DELTA_CONTROL}
 
 
 # ------------------------------------------------------------------------------------ tally
@@ -116,8 +115,8 @@ def _replay_ema(
         point.delta,
         point.warmup_ratio,
         max(1, round(total)),
-        momentum=_DEFAULTS["delta_momentum"],
-        delta_min=min(point.delta, _DEFAULTS["delta_min"]),
+        momentum=TRAIN_FIELDS["delta_momentum"].default,
+        delta_min=min(point.delta, TRAIN_FIELDS["delta_min"].default),
     )
     replayed, done_samples, done_steps = {}, 0.0, 0
     for evaluation in sorted(margins):
