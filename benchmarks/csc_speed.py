@@ -175,6 +175,12 @@ def report(
         f"F1 difference {diff.interval.mean:+.4f} [{diff.interval.low:+.4f}, "
         f"{diff.interval.high:+.4f}], p={diff.p_value:.3g}"
     )
+    peaks = {v: max(r["peak_cuda_bytes"] for r in runs[v]) / 2**20 for v in VARIANTS}
+    if any(peaks.values()):  # CUDA only
+        lines.append(
+            "peak CUDA memory of a run (MiB): "
+            + ", ".join(f"{v} {m:.0f}" for v, m in peaks.items())
+        )
     return "\n".join(lines)
 
 
