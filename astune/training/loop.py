@@ -20,6 +20,7 @@ from astune.checkpoint_policy import CheckpointPolicy
 from astune.config import TrainConfig
 from astune.skip import Visit
 from astune.training import state as ckpt
+from astune.training.allocator import keep_freed_blocks
 from astune.training.checkpoints import Best, Checkpointer
 from astune.training.compute import (
     Computed,
@@ -66,6 +67,8 @@ class Run(Resumable):
         self.data, self.spec = data, data.spec
         self.config = config = config.with_paper_defaults(self.spec)
         self.device = choose_device(config.device)
+        if self.device.type == "cpu":
+            keep_freed_blocks()  # the gradient buffers of each step reuse the last step's
         self.autocast = autocast_dtype(config.precision, self.device)
         self.n_train = len(self.data.splits["train"])
         self.total_samples = max(1, round(config.epochs * self.n_train))
