@@ -47,7 +47,7 @@ def search(tmp_path_factory, data_dir):
         max_eval_samples=64,
         max_length=48,
         num_samples=4,
-        max_concurrent=2,
+        max_concurrent=1,  # one actor, reused: its imports cost ~8 CPU-s
         name=EXPERIMENT,
     )
     uri = settings.tracking_uri
