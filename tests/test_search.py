@@ -91,7 +91,9 @@ def searched(tmp_path_factory, data_dir) -> Searched:
     root = tmp_path_factory.mktemp("search")
     new_store(root / "astune-runs")  # where `search` puts it: default_tracking_uri()
     space = write_space(root, **TINY_SEARCH)
-    argv = search_argv("tiny", space, "--max-concurrent", "2", "--max-length", "48", samples=4)
+    # one trial at a time: one actor, reused (test_tracking and test_cluster run trials side by
+    # side)
+    argv = search_argv("tiny", space, "--max-concurrent", "1", "--max-length", "48", samples=4)
     argv += ["--epochs", "2", "--data-dir", str(data_dir)]
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
