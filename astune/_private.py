@@ -91,6 +91,14 @@ def checkpoint_gone(trial: Any) -> bool:
     return checkpoint.filesystem.get_file_info(checkpoint.path).type == fs.FileType.NotFound
 
 
+def trial_statuses(results: Any) -> list[str]:
+    """The driver's status of each trial of a ``ResultGrid`` ("TERMINATED", "ERROR", ...), in
+    the grid's order, from its private ``_experiment_analysis``. ``Result.error`` alone is read
+    back from the storage path, where a trial whose folder could not be written has none."""
+    analysis = _attribute(results, "_experiment_analysis", "ray.tune.ResultGrid")
+    return [trial.status for trial in analysis.trials]
+
+
 def forget_checkpoints(trial: Any) -> None:
     """Make Ray restart ``trial`` from its start: clear its checkpoint bookkeeping, the private
     ``_latest_checkpoint_result`` and ``_checkpoint_results`` of Ray's ``_CheckpointManager``

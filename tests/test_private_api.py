@@ -66,9 +66,11 @@ def test_trial_storage_is_the_trial_folder_on_the_storage_path(tmp_path) -> None
                 name="x", storage_path=str(tmp_path), verbose=0, callbacks=[Driver()]
             ),
         )
-        (result,) = tuner.fit()
+        results = tuner.fit()
     finally:
         ray.shutdown()
+    (result,) = results
+    assert _private.trial_statuses(results) == ["TERMINATED"]
     assert result.error is None
     assert result.metrics["fs"] == "local"
     assert result.metrics["path"] == result.path == str(tmp_path / "x" / Path(result.path).name)

@@ -190,7 +190,7 @@ def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
         end.close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED", failing=True)
         raise
     # a Tune loop stopped from outside (SIGUSR1) returns with trials unfinished
-    end.close("KILLED" if _unfinished(results) else "FINISHED")
+    end.close("KILLED" if search_was_stopped(results) else "FINISHED")
     return summary
 
 
@@ -265,22 +265,31 @@ def _restored_trials(path: str) -> dict[str, str]:
     return {trial.trial_id: trial.status for trial in ExperimentAnalysis(path).trials}
 
 
-def _unfinished(results: ResultGrid) -> bool:
+def search_was_stopped(results: ResultGrid) -> bool:
     """A trial that neither ended (Tune's ``done``; a restored trial's last record may lack it,
     its ``final`` report says it) nor failed: the search was stopped."""
     return any(
-        r.metrics is None or not (r.metrics.get("done") or r.metrics.get("final") or r.error)
-        for r in results
+        not failed and (r.metrics is None or not (r.metrics.get("done") or r.metrics.get("final")))
+        for r, failed in zip(results, failed_trials(results))
     )
+
+
+def failed_trials(results: ResultGrid) -> list[bool]:
+    """Whether each trial of ``results`` failed: its error read back from storage, or the
+    driver's ERROR status (a trial whose folder could not be written left no error there)."""
+    from astune._private import trial_statuses
+
+    statuses = trial_statuses(results)
+    return [r.error is not None or status == "ERROR" for r, status in zip(results, statuses)]
 
 
 def best_finished(results: ResultGrid, metric: str, mode: str) -> tuple[Result, float] | None:
     """The best trial among those that finished (no error) and its best ``metric``: a trial
     that errored after a good evaluation has no result to export. None if none reported."""
     best: tuple[Result, float] | None = None
-    for result in results:
+    for result, failed in zip(results, failed_trials(results)):
         frame = result.metrics_dataframe
-        if result.error is not None or frame is None or metric not in frame:
+        if failed or frame is None or metric not in frame:
             continue
         values = frame[metric].dropna()
         if values.empty:
@@ -305,8 +314,8 @@ def _summarize(
     else:  # each trial's best evaluation
         frame = results.get_dataframe(filter_metric=space.metric, filter_mode=space.mode)
     states: dict[str, int] = {}
-    for result in results:
-        state = "ERROR" if result.error else "TERMINATED"
+    for failed in failed_trials(results):
+        state = "ERROR" if failed else "TERMINATED"
         states[state] = states.get(state, 0) + 1
     best = best_finished(results, space.metric, space.mode)
     best_config = {**base, **best[0].config} if best else {}
