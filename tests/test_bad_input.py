@@ -47,6 +47,7 @@ CASES: list[tuple[str, str]] = [
     ("search --dataset broken_parquet", "broken_parquet"),
     ("search --dataset broken_csv", "broken_csv/train.csv is not a readable CSV file"),
     ("search --dataset float_labels", "0.5"),
+    ("search --dataset broken_image", "broken_image/train/a/2.png' in"),
     ("train --dataset sst5 --delta 1.5", "delta must be in (0.0, 1.0], but got 1.5"),
     ("train --dataset sst5 --lr -1", "lr must be in (0.0, 1.0], but got -1.0"),
     ("train --dataset sst5 --batch-size 0", "batch_size must be an integer in [1, inf), but got 0"),
@@ -92,12 +93,28 @@ def write_inputs(folder: Path) -> None:
         for split in ("validation", "test"):
             (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         (data / broken).write_bytes(content)
+    write_broken_image_folder(folder / "broken_image")
     floats = folder / "float_labels"
     floats.mkdir()
     (floats / "dataset.json").write_text(json.dumps(meta))
     for split in ("train", "validation", "test"):
         lines = [json.dumps({"text": f"t{i}", "label": i + 0.5}) for i in range(4)]
         (floats / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def write_broken_image_folder(folder: Path) -> None:
+    """Two 8x8 grey PNGs per class and split, and in ``train/a`` one that does not decode."""
+    import numpy as np
+    from PIL import Image
+
+    for split in ("train", "validation", "test"):
+        for label in ("a", "b"):
+            (folder / split / label).mkdir(parents=True)
+            for i in range(2):
+                pixels = np.full((8, 8), 40 * i, np.uint8)
+                Image.fromarray(pixels, mode="L").save(folder / split / label / f"{i}.png")
+    (folder / "train" / "a" / "2.png").write_bytes(b"\x89PNG\r\n\x1a\n not an image after all")
+    (folder / "dataset.json").write_text(json.dumps({"task": "image"}))
 
 
 ZYGOTE = textwrap.dedent(
