@@ -6,6 +6,7 @@ as a stopped search. Real local Ray, real SQLite MLflow."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,13 +27,23 @@ from astune.store.writer import SearchTracker
 pytestmark = pytest.mark.ray
 
 
-def read_only(folder: Path, *, on: bool = True) -> None:
+def read_only(folder: Path) -> None:
     """No new entries in ``folder``, for root too (who writes past permissions): immutable
-    (``chattr +i``, ext4) as root, else without write permission. ``on=False`` undoes it."""
+    (``chattr +i``, ext4) as root, else without write permission."""
     if os.geteuid() == 0:
-        subprocess.run(["chattr", "+i" if on else "-i", str(folder)], check=True)
+        subprocess.run(["chattr", "+i", str(folder)], check=True)
     else:
-        folder.chmod(0o555 if on else 0o755)
+        folder.chmod(0o555)
+
+
+def writable_again(root: Path) -> None:
+    """Undo :func:`read_only` for every folder under ``root`` (pytest deletes them later)."""
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "-R", "-i", str(root)], check=True)
+    else:
+        for folder in [root, *root.rglob("*")]:
+            if folder.is_dir():
+                folder.chmod(0o755)
 
 
 def trainable(config: dict) -> None:
@@ -73,8 +84,7 @@ def test_a_trial_whose_folder_turns_read_only_fails_naming_it_and_the_search_goe
         tracker.finish("FINISHED")
     finally:
         ray.shutdown()
-        for folder in storage.glob("search/trial_*"):
-            read_only(folder, on=False)
+        writable_again(storage)
 
     stuck, ok = sorted(results, key=lambda r: not r.config["read_only"])
     # Ray reads a trial's error back from its folder, where this one could write none: the
@@ -95,3 +105,4 @@ def test_a_trial_whose_folder_turns_read_only_fails_naming_it_and_the_search_goe
     reason = failed.data.tags["astune.error"]
     assert "\n" not in reason and reason.startswith("PermissionError: ")
     assert stuck.path in reason  # the folder it could not write
+    shutil.rmtree(storage)  # nothing was left read-only
