@@ -6,9 +6,10 @@ Side by side means two processes at once, one per core, one torch thread each: `
 first). They cannot take turns in one process: once a large block has been kept, the heap
 hands it to the other setting too (measured: 0 faults a step after switching back). Each
 process builds the same model and batch, runs ``--warmup`` untimed steps, then ``--steps`` timed
-ones. A step is the loop's own: forward, loss, backward and ``update_weights`` (scale, clip,
-fused AdamW), on random token ids of SST-5's length. It prints the median step time of each, their
-ratio and the page faults a step (``ru_minflt``), and writes them to a JSON file.
+ones. A step is made as the loop makes one: forward, a summed cross-entropy, backward and the
+loop's ``update_weights`` (scale, clip, fused AdamW), on random token ids of SST-5's length.
+It prints the median step time of each, their ratio and the page faults a step
+(``ru_minflt``), and writes them to a JSON file.
 
 Usage: python benchmarks/cpu_allocator.py [--layers 1 6] [--steps 40] [--warmup 5]
 """

@@ -69,7 +69,7 @@ def _run(root: Path, data_dir: Path) -> Searches:
     from astune.search.runner import run_search
 
     # one trial at a time: one actor (its imports cost ~8 CPU-s), reused by the next trial;
-    # test_search, test_tracking and test_cluster run trials side by side
+    # test_tracking and test_cluster run trials side by side
     common = dict(space=str(SPACE), max_concurrent=1, root=root, data_dir=data_dir)
     cwd = os.getcwd()
     os.chdir(root)  # Ray and MLflow write next to the working directory
