@@ -1,9 +1,11 @@
 """The one adapter for private third-party APIs: every call astune makes to a name starting with
-``_`` in Ray, Optuna, torch or transformers goes through here, so an upgrade breaks in one place.
+``_`` in Ray, Optuna, torch, transformers or pyarrow goes through here, so an upgrade breaks in
+one place.
 
-Checked with Ray 2.60, Optuna 5.0 and torch 2.13 (``tests/test_private_api.py`` fails loudly when
-an upgrade removes one of them). Heavy packages are imported inside the functions: importing this
-module costs nothing, and the torch-only floors may use it without pulling in Ray.
+Checked with Ray 2.60, Optuna 5.0, torch 2.13 and pyarrow 25 (``tests/test_private_api.py``
+fails loudly when an upgrade removes one of them). Heavy packages are imported inside the
+functions: importing this module costs nothing, and the torch-only floors may use it without
+pulling in Ray.
 """
 
 from __future__ import annotations
@@ -89,6 +91,21 @@ def checkpoint_gone(trial: Any) -> bool:
         return False
     checkpoint = result.checkpoint
     return checkpoint.filesystem.get_file_info(checkpoint.path).type == fs.FileType.NotFound
+
+
+def s3_options(filesystem: Any) -> dict[str, Any]:
+    """The constructor arguments of a pyarrow ``S3FileSystem`` (as ``FileSystem.from_uri`` made
+    it from a URI's query and the environment), read from its pickling recipe
+    ``S3FileSystem.__reduce__`` -> ``(S3FileSystem._reconstruct, (kwargs,))``. Checked with
+    pyarrow 25; pyarrow has no public getter for them."""
+    recipe = filesystem.__reduce__()
+    options = recipe[1][0] if len(recipe) > 1 and recipe[1] else None
+    if not isinstance(options, dict) or "endpoint_override" not in options:
+        raise PrivateAPIError(
+            "pyarrow's S3FileSystem no longer pickles as (_reconstruct, (kwargs,)): astune was "
+            "checked against pyarrow 25; see astune/_private.py."
+        )
+    return dict(options)
 
 
 def trial_statuses(results: Any) -> list[str]:

@@ -111,3 +111,13 @@ def test_transformers_bar_flag() -> None:
 def test_missing_private_api_names_the_attribute() -> None:
     with pytest.raises(_private.PrivateAPIError, match="'_ot_study'"):
         _private.optuna_study(object())
+
+
+def test_s3_filesystem_options() -> None:
+    from pyarrow import fs
+
+    made = fs.S3FileSystem(endpoint_override="http://127.0.0.1:9", scheme="http", region="x")
+    options = _private.s3_options(made)
+    assert options["endpoint_override"] == "http://127.0.0.1:9" and options["region"] == "x"
+    again = fs.S3FileSystem(**{**options, "background_writes": False})
+    assert _private.s3_options(again)["background_writes"] is False

@@ -156,6 +156,8 @@ def test_checkpoints_load_without_unpickling_code_and_refuse_a_planted_file(
     whole = (folder / ckpt.STATE_FILE).read_bytes()
     cut = tmp_path / "cut"
     cut.mkdir()
+    with pytest.raises(ckpt.CheckpointUnreadable, match=f"{ckpt.STATE_FILE} is missing"):
+        ckpt.read_checkpoint(cut)  # its state file never arrived
     for size in (len(whole) // 2, 0):
         (cut / ckpt.STATE_FILE).write_bytes(whole[:size])
         with pytest.raises(ckpt.CheckpointUnreadable) as caught:

@@ -31,7 +31,7 @@ def _confirm(args: argparse.Namespace) -> int:
 
     names = ("experiment", "top", "seeds", "baseline", "front", "within", "tracking_uri")
     names += ("max_concurrent",)
-    names += ("cpus_per_trial", "gpus_per_trial", "address", "storage_path")
+    names += ("cpus_per_trial", "gpus_per_trial", "address", "storage_path", "storage_timeout")
     try:
         given = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
         prepared = prepare_confirm(ConfirmSettings(**given))

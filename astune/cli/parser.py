@@ -10,6 +10,7 @@ from astune.config import SKIP_POLICIES
 from astune.losses.catalogue import DELTA_SCHEDULES
 from astune.objectives import COSTS
 from astune.search.settings import SAMPLERS
+from astune.store.storage_retry import DEFAULT_STORAGE_TIMEOUT
 
 
 def _add_data_flags(parser: argparse.ArgumentParser) -> None:
@@ -52,6 +53,17 @@ def _add_tracking_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_storage_timeout_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--storage-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long a call to an s3:// storage path is retried while the storage cannot be "
+        f"reached, before the trial fails and is retried (default {DEFAULT_STORAGE_TIMEOUT:.0f})",
+    )
+
+
 def _add_checkpoint_flag(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument(
         "--checkpoint-every",
@@ -89,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--address", default=None, help="`auto` or ray://host:port to join a cluster"
     )
     search.add_argument("--storage-path", default=None)
+    _add_storage_timeout_flag(search)
     search.add_argument("--name", default=None, help="search name = MLflow experiment name")
     search.add_argument("--resume", action="store_true")
     search.add_argument("--losses", default=None, help="comma-separated losses to compare")
@@ -308,3 +321,4 @@ def _add_confirm_parser(sub: argparse._SubParsersAction) -> None:
     confirm.add_argument("--gpus-per-trial", type=float, default=None)
     confirm.add_argument("--address", default=None)
     confirm.add_argument("--storage-path", default=None)
+    _add_storage_timeout_flag(confirm)

@@ -60,6 +60,7 @@ class ConfirmSettings:
     gpus_per_trial: float | None = None
     address: str | None = None
     storage_path: str | None = None
+    storage_timeout: float | None = None
     console: bool = True
 
     def validate(self) -> "ConfirmSettings":
@@ -76,6 +77,8 @@ class ConfirmSettings:
             check_range("cpus_per_trial", self.cpus_per_trial, 0.0, None, low_open=True)
         if self.gpus_per_trial is not None:
             check_range("gpus_per_trial", self.gpus_per_trial, 0.0)
+        if self.storage_timeout is not None:
+            check_range("storage_timeout", self.storage_timeout, 0.0)
         return self
 
 

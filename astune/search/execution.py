@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from astune.search.settings import PreparedSearch, SearchError, SearchSettings, SearchSummary
 
 if TYPE_CHECKING:
+    import pyarrow.fs
     from ray.tune import Result, ResultGrid
 
     from astune.space.space import SearchSpace
@@ -235,7 +236,7 @@ def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
         )
     tuner = restore_tuner(settings, function)
     attach_tracker(tuner, tracker)  # the restored Tuner brings its pickled callbacks
-    restored = _restored_trials(settings.experiment_path())
+    restored = _restored_trials(*settings.experiment_storage())
     forget_lost_trials(tracker, set(restored))
     finish_completed_trials(tracker, {t for t, s in restored.items() if s == "TERMINATED"})
     _backfill(tracker, trial_records(tuner, restored))
@@ -258,11 +259,13 @@ def _backfill(tracker: SearchTracker, records: list[TrialRecord]) -> None:
         )
 
 
-def _restored_trials(path: str) -> dict[str, str]:
-    """Trial id -> Ray status (``TERMINATED``: completed) of the experiment saved at ``path``."""
+def _restored_trials(filesystem: pyarrow.fs.FileSystem | None, path: str) -> dict[str, str]:
+    """Trial id -> Ray status (``TERMINATED``: completed) of the experiment saved at ``path``
+    (on ``filesystem``; None: ``path`` is a local folder or URI)."""
     from ray.tune import ExperimentAnalysis
 
-    return {trial.trial_id: trial.status for trial in ExperimentAnalysis(path).trials}
+    analysis = ExperimentAnalysis(path, storage_filesystem=filesystem)
+    return {trial.trial_id: trial.status for trial in analysis.trials}
 
 
 def search_was_stopped(results: ResultGrid) -> bool:

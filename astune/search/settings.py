@@ -14,8 +14,11 @@ from astune.backbone_registry import DEFAULT_BACKBONE
 from astune.checkpoint_policy import SEARCH_DEFAULT, CheckpointPolicy
 from astune.config import TRAIN_FIELDS
 from astune.objectives import PRIMARY, parse_objectives
+from astune.store.storage_retry import DEFAULT_STORAGE_TIMEOUT
 
 if TYPE_CHECKING:
+    import pyarrow.fs
+
     from astune.config import TrainConfig
     from astune.data.media_encoding import TrainData
     from astune.space.space import SearchSpace
@@ -44,6 +47,7 @@ class SearchSettings:
     address: str | None = None
     tracking_uri: str | None = None
     storage_path: str | None = None
+    storage_timeout: float = DEFAULT_STORAGE_TIMEOUT  # s3: seconds a call waits out an outage
     name: str | None = None
     resume: bool = False
     backbone: str = DEFAULT_BACKBONE  # image and audio entries: their paper backbone
@@ -89,6 +93,7 @@ class SearchSettings:
         TRAIN_FIELDS["max_length"].check(self.max_length)
         check_int("seed", self.seed, 0)
         check_int("max_failures", self.max_failures, 0)
+        check_range("storage_timeout", self.storage_timeout, 0.0)
         check_choice("sampler", self.sampler, SAMPLERS)
         self.parsed_objectives()
         CheckpointPolicy(self.checkpoint_every)
@@ -120,6 +125,20 @@ class SearchSettings:
         if "://" not in root:
             root = str(Path(root).resolve())
         return f"{root.rstrip('/')}/{self.experiment_name}"
+
+    def storage(self) -> tuple[pyarrow.fs.FileSystem | None, str]:
+        """``(filesystem, path on it)`` of the folder that holds the search's Ray experiment, for
+        Ray's ``storage_filesystem`` and ``storage_path`` (None: Ray resolves the path; an
+        ``s3://`` one gets calls retried for ``storage_timeout`` s while storage is away)."""
+        from astune.store.object_storage import storage_filesystem
+
+        parent = self.experiment_path().rsplit("/", 1)[0]
+        return storage_filesystem(parent, timeout_s=self.storage_timeout)
+
+    def experiment_storage(self) -> tuple[pyarrow.fs.FileSystem | None, str]:
+        """:meth:`storage` of the search's experiment folder itself."""
+        filesystem, parent = self.storage()
+        return filesystem, f"{parent}/{self.experiment_name}"
 
 
 @dataclass(kw_only=True)

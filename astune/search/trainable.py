@@ -28,6 +28,9 @@ def train_trial(config: dict[str, Any], *, data: TrainData, base: TrainConfig) -
 
     from astune._private import trial_storage
     from astune.search.scratch import clean_stale_scratch, make_scratch
+    from astune.store.conventions import STORAGE_WAIT_KEY
+    from astune.store.storage_handler import checkpoint_filesystem
+    from astune.store.storage_retry import waited_seconds
     from astune.training import fit
     from astune.training.state import BestWeights
 
@@ -39,13 +42,18 @@ def train_trial(config: dict[str, Any], *, data: TrainData, base: TrainConfig) -
     train_config = trial_config(base, config, output_dir=scratch)
 
     noted: dict[str, float] = {}  # said once, with the next report: RESTARTED_KEY
+    waited_before = waited_seconds()  # a reused actor's earlier trials waited too
+
+    filesystem, trial_path = trial_storage()
+    local = checkpoint_filesystem(filesystem)  # the storage's own when it retries: its errors
 
     def report(record: dict[str, Any], folder: Path | None) -> None:
-        saved = None if folder is None else tune.Checkpoint.from_directory(str(folder))
+        saved = None if folder is None else tune.Checkpoint(str(folder), filesystem=local)
+        if waited := waited_seconds() - waited_before:  # uploads of earlier reports waited
+            noted[STORAGE_WAIT_KEY] = round(waited, 3)
         tune.report({**record, **noted}, checkpoint=saved)
         noted.clear()
 
-    filesystem, trial_path = trial_storage()
     best = BestWeights(filesystem, f"{trial_path}/best")
     run = functools.partial(fit, train_config, data=data, callback=report, best_weights=best)
     try:
@@ -54,6 +62,8 @@ def train_trial(config: dict[str, Any], *, data: TrainData, base: TrainConfig) -
             final = run()
         else:
             final = _resumed(run, checkpoint, noted)
+        if waited := waited_seconds() - waited_before:
+            final[STORAGE_WAIT_KEY] = round(waited, 3)
         tune.report(final_record(final))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -70,9 +70,11 @@ def build_tuner(
 
     from astune.training.state import KEPT_CHECKPOINTS
 
+    filesystem, storage_path = settings.storage()
     run_config = tune.RunConfig(
         name=name,
-        storage_path=settings.experiment_path().rsplit("/", 1)[0],
+        storage_path=storage_path,
+        storage_filesystem=filesystem,
         callbacks=callbacks(settings, tracker, metric=metric, total=num_samples),
         failure_config=tune.FailureConfig(max_failures=settings.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=KEPT_CHECKPOINTS),
@@ -97,8 +99,13 @@ def restore_tuner(settings: SearchSettings, trainable: Any) -> tune.Tuner:
     """The Tuner of an interrupted search, unfinished and errored trials resumed."""
     from ray import tune
 
+    filesystem, path = settings.experiment_storage()
     return tune.Tuner.restore(
-        settings.experiment_path(), trainable=trainable, resume_unfinished=True, resume_errored=True
+        path,
+        trainable=trainable,
+        resume_unfinished=True,
+        resume_errored=True,
+        storage_filesystem=filesystem,
     )
 
 

@@ -53,6 +53,8 @@ RETRIES_TAG = "astune.retries"  # times Ray restarted the trial after a failure 
 RETRY_ERROR_TAG = "astune.retry_error"  # the failure that made the latest restart
 RESTARTED_TAG = "astune.restarted_from_start"  # its checkpoint was gone: the retry starts over
 RESTARTED_KEY = "restarted_from_start"  # a trial's report: its checkpoint was unreadable
+# A trial's reports after it waited for object storage: the seconds waited so far (cumulative).
+STORAGE_WAIT_KEY = "storage_wait_seconds"
 STOPPED_BY_TAG = "astune.stopped_by"  # the signal (SIGTERM, SIGINT) that stopped the search
 NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI
 # The costs (astune.objectives.COSTS) are not among them: every evaluation logs them, so their

@@ -65,17 +65,17 @@ def write_checkpoint(folder: Path, state: dict[str, Any]) -> Path:
 
 
 class CheckpointUnreadable(ValueError):
-    """A checkpoint file that cannot be read back: cut short (a copy or upload interrupted)
-    or damaged. The message names the file."""
+    """A checkpoint file that cannot be read back: missing or cut short (a copy or upload
+    interrupted), or damaged. The message names the file."""
 
 
 def read_checkpoint(folder: str | Path) -> dict[str, Any]:
-    """The state saved in ``folder``; ValueError naming the folder if it holds none, or holds
-    anything but tensors and plain values (which would run code when unpickled);
-    CheckpointUnreadable when the file is truncated or damaged."""
+    """The state saved in ``folder``; ValueError naming the folder if it holds anything but
+    tensors and plain values (which would run code when unpickled); CheckpointUnreadable when
+    its state file is missing (a copy or upload that never finished), truncated or damaged."""
     path = Path(folder) / STATE_FILE
     if not path.is_file():
-        raise ValueError(f"no checkpoint in {folder}: {STATE_FILE} is missing.")
+        raise CheckpointUnreadable(f"no checkpoint in {folder}: {STATE_FILE} is missing.")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except (EOFError, RuntimeError) as err:  # torch's zip reader on a file cut short
