@@ -174,7 +174,6 @@ def run_confirm(settings: ConfirmSettings) -> ConfirmSummary:
 def prepare_confirm(settings: ConfirmSettings) -> PreparedConfirm:
     """Validate the request against the store and rebuild the search's data (ValueError)."""
     from astune.config import TrainConfig
-    from astune.data.encoded import load_encoded
     from astune.data.resolve import resolve_dataset
     from astune.search.execution import check_local_gpus
     from astune.search.runner import base_config
@@ -194,6 +193,8 @@ def prepare_confirm(settings: ConfirmSettings) -> PreparedConfirm:
         check_local_gpus(search)
         ref = resolve_dataset(search.dataset)
         train_base = TrainConfig.from_dict(base_config(search, ref)).validate()
+        from astune.data.encoded import load_encoded  # torch: once the request is known good
+
         data = load_encoded(train_base, ref=ref)  # the search checked that its metric works
         done = finished_pairs(plan)
     except BaseException:

@@ -39,7 +39,6 @@ def run_search(settings: SearchSettings) -> SearchSummary:
 
 def prepare_search(settings: SearchSettings) -> PreparedSearch:
     """Validate the settings, the space, the data and the store (ValueError: bad input)."""
-    from astune.data.encoded import load_encoded
     from astune.data.resolve import resolve_dataset
     from astune.metrics import check_metric_computed
     from astune.search.execution import check_local_gpus
@@ -65,6 +64,8 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     space = load_space(settings.space, dataset=None if settings.space else ref.registry_name)
     base = base_config(settings, ref)
     train_base = TrainConfig.from_dict(base).validate()
+    from astune.data.encoded import load_encoded  # torch: only once the input is known good
+
     data = load_encoded(train_base, ref=ref)
     if ref.spec is None:  # a user folder: its own metric, known once it is read
         check_metric_computed(data.spec.name, data.spec.metric)
