@@ -41,6 +41,8 @@ CASES: list[tuple[str, str]] = [
     ("search --dataset sst5 --checkpoint-every 5x", "checkpoint_every must be 'eval' (every evaluation), 'end'"),
     ("search --dataset sst5 --validation-fraction 1.5", "validation_fraction must be in (0.0, 1.0), but got 1.5"),
     ("search --dataset sst5 --seed -1", "seed must be an integer in [0, inf), but got -1"),
+    ("search --dataset sst5 --storage-timeout -5", "storage_timeout must be in [0.0, inf), but got -5.0"),
+    ("confirm --experiment x --storage-timeout -5", "storage_timeout must be in [0.0, inf), but got -5.0"),
     ("search --dataset sst5 --max-failures 1", "unrecognized arguments: --max-failures 1"),
     ("search --dataset sst5 --resume --name never", "--resume: no search 'never' at"),
     ("search --dataset nope", "unknown dataset 'nope'; known: sst5"),
