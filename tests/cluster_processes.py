@@ -9,6 +9,7 @@ machine.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 from stores import new_store
@@ -211,7 +213,20 @@ def start_s3(procs: Processes, port: int) -> str:
 
 def await_s3(endpoint: str, bucket: str) -> None:
     """Wait for the S3 server and create ``bucket`` on it."""
+    wait_for(lambda: http_ok(f"{endpoint}/moto-api/"), "the S3 server", timeout=60)
+    s3_client(endpoint).create_bucket(Bucket=bucket)
+
+
+@functools.cache
+def s3_client(endpoint: str) -> Any:
+    """One boto3 client per server: making one costs ~25 ms of CPU, and tests poll."""
     import boto3
 
-    wait_for(lambda: http_ok(f"{endpoint}/moto-api/"), "the S3 server", timeout=60)
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
+    return boto3.client("s3", endpoint_url=endpoint)
+
+
+def s3_keys(endpoint: str, bucket: str, prefix: str) -> list[str]:
+    """The keys under ``prefix`` in ``bucket``, read from the server at ``endpoint``."""
+    pages = s3_client(endpoint).get_paginator("list_objects_v2")
+    listed = pages.paginate(Bucket=bucket, Prefix=prefix)
+    return [item["Key"] for page in listed for item in page.get("Contents", [])]

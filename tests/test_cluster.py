@@ -24,6 +24,7 @@ from cluster_processes import (
     await_s3,
     free_port,
     raylet_of,
+    s3_keys,
     start_head,
     start_mlflow,
     start_s3,
@@ -97,11 +98,7 @@ class Cluster:
         ]
 
     def s3_keys(self, prefix: str) -> list[str]:
-        import boto3
-
-        s3 = boto3.client("s3", endpoint_url=self.s3_endpoint)
-        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
-        return [item["Key"] for page in pages for item in page.get("Contents", [])]
+        return s3_keys(self.s3_endpoint, BUCKET, prefix)
 
 
 @pytest.fixture(scope="module")

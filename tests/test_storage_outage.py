@@ -13,15 +13,13 @@ Every process is ended by its PID (its process group) when the test ends, passed
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import time
-from typing import Any
 
 import pytest
 import yaml
-from cluster_processes import Processes, await_s3, start_s3, wait_for
+from cluster_processes import Processes, await_s3, s3_keys, start_s3, wait_for
 from mlflow import MlflowClient
 from stores import count_rows, new_store
 from test_object_storage import BUCKET, CREDENTIALS, Network
@@ -37,24 +35,11 @@ TIMEOUT_S, SHORT_OUTAGE_S = 8, 4
 NAME = "storage-outage"
 
 
-@functools.cache
-def client(endpoint: str) -> Any:
-    """One boto3 client per server: making one costs ~25 ms of CPU, and the test polls."""
-    import boto3
-
-    return boto3.client("s3", endpoint_url=endpoint)
-
-
-def keys(endpoint: str, prefix: str) -> list[str]:
-    """The objects under ``prefix``, read from the server itself (not through the proxy)."""
-    pages = client(endpoint).get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
-    return [item["Key"] for page in pages for item in page.get("Contents", [])]
-
-
 def checkpoints(endpoint: str) -> set[str]:
-    """``trial_<id>/checkpoint_<n>`` of every checkpoint uploaded so far."""
+    """``trial_<id>/checkpoint_<n>`` of every checkpoint uploaded so far, read from the server
+    itself (not through the proxy)."""
     found = set()
-    for key in keys(endpoint, f"searches/{NAME}/"):
+    for key in s3_keys(endpoint, BUCKET, f"searches/{NAME}/"):
         parts = key.split("/")
         if len(parts) > 3 and parts[3].startswith("checkpoint_"):
             found.add(f"{parts[2]}/{parts[3]}")

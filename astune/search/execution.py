@@ -234,9 +234,10 @@ def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
             num_samples=space.num_samples,
             metric=space.metric,
         )
-    tuner = restore_tuner(settings, function)
+    filesystem, path = settings.experiment_storage()  # built once: it may ask S3 for a region
+    tuner = restore_tuner(function, filesystem=filesystem, path=path)
     attach_tracker(tuner, tracker)  # the restored Tuner brings its pickled callbacks
-    restored = _restored_trials(*settings.experiment_storage())
+    restored = _restored_trials(filesystem, path)
     forget_lost_trials(tracker, set(restored))
     finish_completed_trials(tracker, {t for t, s in restored.items() if s == "TERMINATED"})
     _backfill(tracker, trial_records(tuner, restored))

@@ -44,14 +44,18 @@ def train_trial(config: dict[str, Any], *, data: TrainData, base: TrainConfig) -
     noted: dict[str, float] = {}  # said once, with the next report: RESTARTED_KEY
     waited_before = waited_seconds()  # a reused actor's earlier trials waited too
 
+    def storage_wait() -> dict[str, float]:
+        """The seconds this trial waited for object storage so far (none: nothing to say)."""
+        waited = waited_seconds() - waited_before
+        return {STORAGE_WAIT_KEY: round(waited, 3)} if waited else {}
+
     filesystem, trial_path = trial_storage()
     local = checkpoint_filesystem(filesystem)  # the storage's own when it retries: its errors
 
     def report(record: dict[str, Any], folder: Path | None) -> None:
         saved = None if folder is None else tune.Checkpoint(str(folder), filesystem=local)
-        if waited := waited_seconds() - waited_before:  # uploads of earlier reports waited
-            noted[STORAGE_WAIT_KEY] = round(waited, 3)
-        tune.report({**record, **noted}, checkpoint=saved)
+        # the uploads of earlier reports are what waited
+        tune.report({**record, **noted, **storage_wait()}, checkpoint=saved)
         noted.clear()
 
     best = BestWeights(filesystem, f"{trial_path}/best")
@@ -62,9 +66,7 @@ def train_trial(config: dict[str, Any], *, data: TrainData, base: TrainConfig) -
             final = run()
         else:
             final = _resumed(run, checkpoint, noted)
-        if waited := waited_seconds() - waited_before:
-            final[STORAGE_WAIT_KEY] = round(waited, 3)
-        tune.report(final_record(final))
+        tune.report(final_record({**final, **storage_wait()}))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from astune.search.settings import SearchSettings
 
 if TYPE_CHECKING:
+    import pyarrow.fs
     from ray import tune
 
     from astune.config import TrainConfig
@@ -95,11 +96,14 @@ def build_tuner(
     )
 
 
-def restore_tuner(settings: SearchSettings, trainable: Any) -> tune.Tuner:
-    """The Tuner of an interrupted search, unfinished and errored trials resumed."""
+def restore_tuner(
+    trainable: Any, *, filesystem: pyarrow.fs.FileSystem | None, path: str
+) -> tune.Tuner:
+    """The Tuner of an interrupted search saved at ``path`` (on ``filesystem``, as
+    :meth:`SearchSettings.experiment_storage` gives them), unfinished and errored trials
+    resumed."""
     from ray import tune
 
-    filesystem, path = settings.experiment_storage()
     return tune.Tuner.restore(
         path,
         trainable=trainable,

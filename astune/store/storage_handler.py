@@ -57,8 +57,8 @@ class RetryingHandler(pafs.FileSystemHandler):
     def __eq__(self, other: object) -> bool:
         return isinstance(other, RetryingHandler) and self.inner.equals(other.inner)
 
-    def __hash__(self) -> int:
-        return hash(self.where)
+    def __hash__(self) -> int:  # equal handlers (equal inner filesystems) hash alike
+        return hash(self.inner.type_name)
 
     def _call(self, what: str, call: Callable[[], T]) -> T:
         return retried(call, what=what, where=self.where, timeout_s=self.timeout_s)
@@ -72,6 +72,8 @@ class RetryingHandler(pafs.FileSystemHandler):
 
     def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
         remote = [p for p in paths if not is_local(p)]
+        if not remote:
+            return [_LOCAL.get_file_info(p) for p in paths]
         found = iter(self._call(f"reading {remote[:1]}", lambda: self.inner.get_file_info(remote)))
         return [_LOCAL.get_file_info(p) if is_local(p) else next(found) for p in paths]
 
