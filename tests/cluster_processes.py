@@ -205,6 +205,15 @@ def await_mlflow(uri: str) -> None:
     wait_for(lambda: http_ok(f"{uri}/health"), "the MLflow server", timeout=90)
 
 
+S3_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+"""The local S3 server's (moto takes any), for pyarrow and boto3 through the environment."""
+
+
 def start_s3(procs: Processes, port: int) -> str:
     """Launch a local S3-compatible server; returns its endpoint (ready after :func:`await_s3`)."""
     procs.start("moto", [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)])

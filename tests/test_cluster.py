@@ -19,6 +19,7 @@ import pytest
 import yaml
 from cluster_processes import (
     BIN,
+    S3_CREDENTIALS,
     Processes,
     await_mlflow,
     await_s3,
@@ -110,10 +111,7 @@ def cluster(tmp_path_factory, data_dir):
         RAY_AUTH_TOKEN=secrets.token_hex(32),
         ASTUNE_DATA_DIR=str(data_dir),
         HF_HUB_OFFLINE="1",
-        AWS_ACCESS_KEY_ID="testing",
-        AWS_SECRET_ACCESS_KEY="testing",
-        AWS_DEFAULT_REGION="us-east-1",
-        AWS_EC2_METADATA_DISABLED="true",
+        **S3_CREDENTIALS,
         RAY_USAGE_STATS_ENABLED="0",
         # A dead node is declared after 3 failed health checks 1 s apart (Ray's defaults: 5,
         # 3 s apart); each check still waits up to 10 s for an answer on this busy machine.
@@ -124,8 +122,8 @@ def cluster(tmp_path_factory, data_dir):
     env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{s3_port}"  # read by pyarrow and boto3
     procs = Processes(root, env)
     with pytest.MonkeyPatch.context() as patch:
-        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
-            patch.setenv(key, env[key])
+        for key, value in S3_CREDENTIALS.items():  # this test's boto3 client
+            patch.setenv(key, value)
         try:
             # the servers start while `ray start` brings the head up
             s3, tracking = start_s3(procs, s3_port), start_mlflow(procs, free_port())

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from cluster_processes import Processes, await_s3, free_port, start_s3, wait_for
+from cluster_processes import S3_CREDENTIALS, Processes, await_s3, free_port, start_s3, wait_for
 from pyarrow import fs
 
 from astune.store.object_storage import storage_filesystem
@@ -24,12 +24,6 @@ pytestmark = pytest.mark.cluster
 
 BUCKET = "astune-storage"
 PROXY = Path(__file__).with_name("tcp_proxy.py")
-CREDENTIALS = {  # moto's, set for pyarrow and boto3
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
 
 
 class Network:
@@ -62,7 +56,7 @@ def network(tmp_path_factory):
     procs = Processes(root, dict(os.environ))
     net = Network(procs)
     with pytest.MonkeyPatch.context() as patch:
-        for key, value in CREDENTIALS.items():
+        for key, value in S3_CREDENTIALS.items():
             patch.setenv(key, value)
         patch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{net.port}")  # read by pyarrow
         try:

@@ -19,10 +19,10 @@ import time
 
 import pytest
 import yaml
-from cluster_processes import Processes, await_s3, s3_keys, start_s3, wait_for
+from cluster_processes import S3_CREDENTIALS, Processes, await_s3, s3_keys, start_s3, wait_for
 from mlflow import MlflowClient
 from stores import count_rows, new_store
-from test_object_storage import BUCKET, CREDENTIALS, Network
+from test_object_storage import BUCKET, Network
 from tiny import fifo_space, tiny_flags
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -49,7 +49,7 @@ def checkpoints(endpoint: str) -> set[str]:
 def test_a_search_waits_out_a_storage_outage_and_retries_a_trial_past_the_bound(
     tmp_path, data_dir, monkeypatch
 ):
-    for key, value in CREDENTIALS.items():  # the search's, and this test's boto3 client
+    for key, value in S3_CREDENTIALS.items():  # the search's, and this test's boto3 client
         monkeypatch.setenv(key, value)
     env = dict(os.environ, ASTUNE_DATA_DIR=str(data_dir), HF_HUB_OFFLINE="1")
     procs = Processes(tmp_path, env)
