@@ -172,6 +172,13 @@ def shared_ray():
 # live under it (paths of at most 107 bytes).
 RAY_TMP = Path(tempfile.mkdtemp(prefix="astune-rt-", dir="/tmp"))
 os.environ["RAY_TMPDIR"] = str(RAY_TMP)
+# Quieter Rays for the tests (each Ray process reads these from the environment): the workers
+# Ray prestarts for a first driver never run a trial here (each trial is an actor of its own),
+# and Ray's metrics go nowhere. Measured on an idle local Ray: 10.1 -> 8.2 CPU-s to start,
+# 2.6 -> 1.4 CPU-s every 30 s idle. astune itself leaves Ray's defaults to its users.
+os.environ.setdefault("RAY_enable_worker_prestart", "0")
+os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
+os.environ.setdefault("RAY_enable_metrics_collection", "0")
 
 
 def _ray_session() -> str | None:

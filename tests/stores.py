@@ -13,6 +13,7 @@ import functools
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def new_store(folder: Path) -> str:
@@ -35,6 +36,16 @@ def _template() -> Path:
     database = root / "mlflow.db"
     MlflowClient(f"sqlite:///{database}").search_experiments()  # runs the migrations
     return database
+
+
+def open_store_together(uri: str, barrier: Any) -> None:
+    """Open the store at ``uri`` when every process waiting on ``barrier`` reaches it: the
+    target of the processes of ``test_tracking.py``'s fresh-store test. Here, not in that test
+    module: a spawned process imports the module of its target, and that one imports Ray."""
+    from astune.store.writer import open_client
+
+    barrier.wait(timeout=120)
+    open_client(uri).search_experiments()
 
 
 def copy_store(source: Path, target: Path) -> str:

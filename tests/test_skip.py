@@ -215,7 +215,7 @@ def test_cli_refuses_as_skip_with_a_loss_that_is_not_an_as_loss(tmp_path):
 # -- training runs --------------------------------------------------------------------------
 @pytest.mark.slow
 def test_keeping_every_sample_equals_plain_as_softmax_exactly(tmp_path, data_dir, sst5):
-    common = dict(epochs=4, eval_every=6, as_speed=True, lam=1.0, max_accum_steps=3)
+    common = dict(epochs=2, eval_every=6, as_speed=True, lam=1.0, max_accum_steps=3)
     plain = config(tmp_path, "plain", data_dir, **common)
     # v1 re-checks (no probe, no back-off): keep 1 trains on every zero-loss sample, so nothing
     # is skipped
@@ -326,7 +326,7 @@ def test_resumed_skipping_run_equals_an_uninterrupted_one(tmp_path, data_dir, ss
     back-off (the default), the soft policy's scores and plan, and micro-batches grouped by
     length."""
     straight = config(
-        tmp_path, "straight", data_dir, epochs=4, eval_every=5, as_skip=True, skip_keep=0.3,
+        tmp_path, "straight", data_dir, epochs=3, eval_every=5, as_skip=True, skip_keep=0.3,
         as_speed=True, dropout=0.1, length_window=4, checkpoint_every="eval", skip_policy="soft",
     )  # fmt: skip
     snapshots = Snapshots(tmp_path / "snapshots")

@@ -23,7 +23,7 @@ import ray  # noqa: E402
 from mlflow import MlflowClient  # noqa: E402
 from ray import tune  # noqa: E402
 from ray.tune.search import Searcher  # noqa: E402
-from stores import new_store  # noqa: E402
+from stores import new_store, open_store_together  # noqa: E402
 
 from astune.config import TrainConfig  # noqa: E402
 from astune.search.callbacks import (  # noqa: E402
@@ -685,14 +685,6 @@ def test_trial_error_is_read_from_text_never_unpickled(tmp_path):
     assert not marker.exists()
 
 
-def _open_store(uri: str, barrier) -> None:
-    from astune.store.writer import open_client
-
-    barrier.wait(timeout=120)  # every process reaches the fresh store at the same moment
-    client = open_client(uri)
-    client.search_experiments()
-
-
 @pytest.mark.slow
 def test_two_processes_creating_one_fresh_store_both_succeed(tmp_path):
     import multiprocessing
@@ -701,7 +693,8 @@ def test_two_processes_creating_one_fresh_store_both_succeed(tmp_path):
     (tmp_path / "fresh").mkdir()
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(2)
-    processes = [context.Process(target=_open_store, args=(uri, barrier)) for _ in range(2)]
+    # every process reaches the fresh store at the same moment
+    processes = [context.Process(target=open_store_together, args=(uri, barrier)) for _ in range(2)]
     for process in processes:
         process.start()
     for process in processes:

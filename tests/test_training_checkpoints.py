@@ -3,6 +3,7 @@ resuming from them, and loading them without unpickling code (1-layer MiniLM, SS
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import torch
 from training_runs import EVERY_EVALUATION, LOOP_BASE, Interrupt, read_metrics, sst5_slice
 from training_runs import loop_config as config
 
+from astune.config import TrainConfig
 from astune.training import Run, fit
 from astune.training import state as ckpt
 
@@ -36,18 +38,42 @@ def best_so_far(records: list[dict]) -> list[int]:
     return out
 
 
-@pytest.mark.slow
-def test_checkpoints_store_each_best_once_and_the_test_split_uses_it(tmp_path, data_dir, sst5):
-    cfg = config(tmp_path, "best", data_dir, **EVERY_OTHER_STEP)
-    store = ckpt.BestWeights.local(tmp_path / "apart")  # as a search keeps it: outside the folder
-    named = []
+@dataclass
+class Written:
+    """The module's one uninterrupted :data:`EVERY_OTHER_STEP` run, its best weights kept in
+    ``apart`` as a search keeps them (outside the run folder), and the best weights each of its
+    checkpoints named. Tests read it; only the first loads other weights into ``run.model``."""
+
+    config: TrainConfig
+    run: Run
+    final: dict
+    records: list[dict]
+    named: list[str]
+    store: ckpt.BestWeights
+    apart: Path
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory, data_dir, sst5) -> Written:
+    root = tmp_path_factory.mktemp("every-other-step")
+    cfg = config(root, "best", data_dir, **EVERY_OTHER_STEP)
+    store = ckpt.BestWeights.local(root / "apart")
+    named: list[str] = []
 
     def watch(record, folder):
         named.append(ckpt.read_checkpoint(folder)["best_weights"])
 
     run = Run(cfg, data=sst5, best_weights=store)
     final = run.train(watch)
-    records = read_metrics(cfg)
+    return Written(cfg, run, final, read_metrics(cfg), named, store, root / "apart")
+
+
+@pytest.mark.slow
+def test_checkpoints_store_each_best_once_and_the_test_split_uses_it(written):
+    cfg, run, final, records, named = (
+        written.config, written.run, written.final, written.records, written.named
+    )  # fmt: skip
+    store = written.store
     bests = best_so_far(records)
     expected = [
         ckpt.BEST_IS_CURRENT if b == r["evaluation"] else f"best_model_e{b}.pt"
@@ -57,22 +83,22 @@ def test_checkpoints_store_each_best_once_and_the_test_split_uses_it(tmp_path, d
     assert ckpt.BEST_IS_CURRENT in named and any(n != ckpt.BEST_IS_CURRENT for n in named)
     # each best that outlived its evaluation was written once, however many checkpoints named it
     assert store.written == list(dict.fromkeys(n for n in named if n != ckpt.BEST_IS_CURRENT))
-    left = sorted(p.name for p in (tmp_path / "apart").iterdir())  # those the kept ones name
+    left = sorted(p.name for p in written.apart.iterdir())  # those the kept ones name
     assert left == sorted(set(named[-ckpt.KEPT_CHECKPOINTS :]) - {ckpt.BEST_IS_CURRENT})
     assert sorted(p.name for p in Path(cfg.output_dir, "checkpoint").iterdir()) == [ckpt.STATE_FILE]
     assert final["best_evaluation"] == bests[-1] and final["checkpoints"] == len(records)
 
     state = ckpt.read_checkpoint(Path(cfg.output_dir, "checkpoint"))
-    run.model.load_state_dict(ckpt.best_weights_of(state, store, tmp_path))
+    run.model.load_state_dict(ckpt.best_weights_of(state, store, written.apart))
     test_metrics, _, _ = run.evaluate("test")
     assert final["test_accuracy"] == test_metrics["accuracy"]
 
 
 @pytest.mark.slow
-def test_a_resume_whose_best_is_stored_apart_ends_as_an_uninterrupted_run(tmp_path, data_dir, sst5):
-    straight = config(tmp_path, "straight", data_dir, **EVERY_OTHER_STEP)
-    expected = fit(straight, data=sst5)
-    records = read_metrics(straight)
+def test_a_resume_whose_best_is_stored_apart_ends_as_an_uninterrupted_run(
+    tmp_path, data_dir, sst5, written
+):
+    expected, records = written.final, written.records  # the same config, uninterrupted
     bests = best_so_far(records)
     stop_at = next(r["evaluation"] for r, b in zip(records, bests) if b != r["evaluation"])
 
@@ -104,7 +130,8 @@ def test_the_checkpoint_policy_decides_which_evaluations_write_one(tmp_path, dat
         every,
         data_dir,
         dataset="sst5",
-        epochs=2,
+        epochs=1,
+        eval_every=5,  # of the epoch's 10 optimizer steps: two evaluations
         lr=1e-3,
         batch_size=32,
         loss="softmax",
@@ -115,7 +142,7 @@ def test_the_checkpoint_policy_decides_which_evaluations_write_one(tmp_path, dat
     assert len(folders) == 2
     if every == "end":  # one checkpoint, with the last evaluation: the run's trained state
         assert folders[0] is None and folders[1] == Path(cfg.output_dir, "checkpoint")
-        assert ckpt.read_checkpoint(folders[1])["position"]["epoch"] == 2
+        assert ckpt.read_checkpoint(folders[1])["position"]["samples"] == 320  # the epoch
         written = sum(p.stat().st_size for p in folders[1].iterdir())  # state (+ best weights)
         assert (final["checkpoints"], final["checkpoint_bytes"]) == (1, written)
     else:  # a run shorter than the interval writes none; the test split still uses its best
@@ -127,21 +154,8 @@ def test_the_checkpoint_policy_decides_which_evaluations_write_one(tmp_path, dat
     assert final["val_accuracy"] == max(r["objective"] for r in records)
 
 
-def test_checkpoints_load_without_unpickling_code_and_refuse_a_planted_file(
-    tmp_path, data_dir, sst5
-):
-    run = config(
-        tmp_path,
-        "safe",
-        data_dir,
-        dataset="sst5",
-        epochs=1,
-        lr=3e-4,
-        batch_size=64,
-        loss="as_softmax",
-    )
-    fit(run, data=sst5)
-    folder = Path(run.output_dir, "checkpoint")
+def test_checkpoints_load_without_unpickling_code_and_refuse_a_planted_file(tmp_path, written):
+    folder = Path(written.config.output_dir, "checkpoint")  # written after its one epoch
     state = torch.load(folder / ckpt.STATE_FILE, weights_only=True)
     assert state["position"]["samples"] == 320 and "numpy" in state["rng"]
     marker = tmp_path / "code-ran"
