@@ -230,14 +230,13 @@ def test_torch_lower_bound_has_the_fused_adamw_on_cpu_that_training_uses():
 def test_bf16_training_on_a_cuda_gpu_learns_and_resumes_from_its_checkpoint(
     tmp_path, data_dir, sst5_scored
 ):
-    sst5 = sst5_scored  # a margin over the majority class
     common = dict(dataset="sst5", epochs=4, lr=2e-3, batch_size=16, loss="as_softmax")
     run_config = config(tmp_path, "gpu", data_dir, device="cuda", precision="bf16", **common)
-    run = Run(run_config, data=sst5)
+    run = Run(run_config, data=sst5_scored)
     assert run.device.type == "cuda" and run.autocast == torch.bfloat16
-    logits, _ = run.forward(sst5.collate("train", torch.arange(4)))
+    logits, _ = run.forward(sst5_scored.collate("train", torch.arange(4)))
     assert logits.dtype == torch.float32 and logits.device.type == "cuda"
     final = run.train()
-    assert final["val_accuracy"] > majority_baseline(sst5, "validation") + 0.02, final
+    assert final["val_accuracy"] > majority_baseline(sst5_scored, "validation") + 0.02, final
     state = ckpt.read_checkpoint(Path(run_config.output_dir, "checkpoint"))
     assert len(state["rng"]["cuda"]) == torch.cuda.device_count()

@@ -60,7 +60,8 @@ def retried(call: Callable[[], T], *, what: str, where: str, timeout_s: float) -
     """``call()``, tried again with doubling waits (0.5 s to 8 s) while its error is transient,
     until ``timeout_s`` after its first failure; then StorageUnreachableError, one line naming
     ``where`` (the storage), ``what`` was being done and the bound. Other errors at once."""
-    gave_up_at, wait, first_failure = None, _FIRST_WAIT_S, 0.0
+    first_failure: float | None = None  # time.monotonic() of the first transient error
+    wait = _FIRST_WAIT_S
     while True:
         try:
             found = call()
@@ -68,22 +69,23 @@ def retried(call: Callable[[], T], *, what: str, where: str, timeout_s: float) -
             if not is_transient(err):
                 raise
             now, reason = time.monotonic(), str(err).splitlines()[0]
-            if gave_up_at is None:
-                gave_up_at, first_failure = now + timeout_s, now
+            if first_failure is None:
+                first_failure = now
                 logger.warning(
                     "object storage %s unreachable while %s; retrying for up to %.0f s (%s)",
                     where, what, timeout_s, reason,
                 )  # fmt: skip
-            if now >= gave_up_at:
+            left = first_failure + timeout_s - now
+            if left <= 0:
                 _add_waited(now - first_failure)
                 raise StorageUnreachableError(
                     f"object storage {where} unreachable for {timeout_s:.0f} s "
                     f"(--storage-timeout) while {what}: {reason}"
                 ) from None
-            time.sleep(min(wait, gave_up_at - now))
+            time.sleep(min(wait, left))
             wait = min(2 * wait, _LONGEST_WAIT_S)
             continue
-        if gave_up_at is not None:
+        if first_failure is not None:
             _add_waited(time.monotonic() - first_failure)
             logger.warning("object storage %s reachable again (%s)", where, what)
         return found
