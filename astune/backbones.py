@@ -229,7 +229,10 @@ def _load_weights(name: str, config: Any, *, task: str) -> nn.Module:
     except OSError as err:
         raise _unavailable(str(name), location, err) from err
     _warn_missing_backbone_weights(model, info.get("missing_keys", ()), name)
-    return model
+    # float32 master weights: transformers 5 loads a checkpoint in the dtype it was saved in
+    # (``dtype="auto"``), and AdamW on fp16/bf16 parameters loses small updates; bf16 training
+    # is autocast over these (see ``Run.autocast``). A no-op for float32 checkpoints.
+    return model.float()
 
 
 class _DropLoadReport(logging.Filter):

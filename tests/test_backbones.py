@@ -198,6 +198,16 @@ def test_missing_backbone_weights_warn_but_a_new_head_does_not() -> None:
         )
 
 
+def test_a_half_precision_checkpoint_trains_from_float32_weights(tmp_path: Path) -> None:
+    saved = build_model("minilm", task="single_label", num_labels=2, num_layers=1)
+    saved.to(torch.bfloat16).save_pretrained(tmp_path)
+    model = build_model(str(tmp_path), task="single_label", num_labels=2)
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    weight = "bert.encoder.layer.0.output.dense.weight"
+    reloaded, halved = model.state_dict()[weight], saved.state_dict()[weight]
+    assert torch.equal(reloaded, halved.float())
+
+
 # --- model_logits and the table ---------------------------------------------------------------
 
 
