@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import gzip
 import json
 import sys
 import time
@@ -207,7 +208,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--from-json",
         default=None,
-        help="train nothing: print the report and draw the plot again from a file --json wrote",
+        help="train nothing: print the report and draw the plot again from a file --json wrote "
+        "(gzipped too: name.json.gz)",
     )
     args = p.parse_args(argv)
     if args.full:
@@ -238,8 +240,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def replay(args: argparse.Namespace) -> dict[str, Any]:
     """The report and plot of a saved run (its own settings; this call's --plot)."""
-    report = json.loads(Path(args.from_json).read_text())
+    source = Path(args.from_json)
+    text = gzip.decompress(source.read_bytes()) if source.suffix == ".gz" else source.read_text()
+    report = json.loads(text)
     saved = argparse.Namespace(**{**report["args"], "plot": args.plot})
+    done = report.get("repeats_done", saved.repeats)
+    if done < saved.repeats:
+        print(f"stopped part-way: {done} of {saved.repeats} repeats done\n")
     print_report(
         saved,
         report["machine"],
@@ -319,36 +326,57 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             )
         del done
         gc.collect()
+        if args.json and args.json != "-" and rep + 1 < args.repeats:
+            # what is done so far, so that a run stopped part-way keeps its finished seeds
+            write_report(args.json, report_of(args, device, tokenize_s, probe, results))
 
-    summary = summarize(results)
-    model = model_ratios(summary, probe)
-    print_report(args, machine_name(device), summary, probe, model, tokenize_s)
-    seeds = seed_table(results)
-    print_seed_table(seeds, args)
+    report = report_of(args, device, tokenize_s, probe, results)
+    print_report(args, report["machine"], report["summary"], probe, report["model"], tokenize_s)
+    print_seed_table(report["seeds"], args)
     if args.plot:
         plot(args.plot, results, args)
         print(f"\nplot: {args.plot}")
     if args.skip_plot:
         plot_computed(args.skip_plot, results, args)
         print(f"skip plot: {args.skip_plot}")
-    report = {
+    if args.json == "-":
+        json.dump(report, sys.stdout, indent=1)
+    elif args.json:
+        write_report(args.json, report)
+    return report
+
+
+def report_of(
+    args: argparse.Namespace,
+    device: torch.device,
+    tokenize_s: float,
+    probe: dict[str, Any] | None,
+    results: dict[str, list[dict[str, Any]]],
+) -> dict[str, Any]:
+    """Every number of the runs so far (``results``: variant -> one record per repeat)."""
+    summary = summarize(results)
+    return {
         "args": vars(args),
         "machine": machine_name(device),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "tokenize_s": tokenize_s,
         "probe": probe,
-        "model": model,
+        "model": model_ratios(summary, probe),
         "summary": summary,
-        "seeds": seeds,
+        "seeds": seed_table(results),
         "runs": results,
+        "repeats_done": min(len(runs) for runs in results.values()),
     }
-    if args.json == "-":
-        json.dump(report, sys.stdout, indent=1)
-    elif args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report, indent=1))
-    return report
+
+
+def write_report(path: str, report: dict[str, Any]) -> None:
+    """Write ``report`` to ``path`` whole or not at all (a stopped run leaves the last one)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".part")
+    partial.write_text(json.dumps(report, indent=1))
+    partial.replace(target)
 
 
 if __name__ == "__main__":

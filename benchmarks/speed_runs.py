@@ -203,8 +203,11 @@ def train_interleaved(
             give(name)
             baton.leave(name)
 
+    # daemon threads: Ctrl-C or a timeout's SIGINT in the main thread's join ends the process
+    # instead of leaving it waiting on runs parked at the baton
     threads = [
-        threading.Thread(target=worker, args=(name,), name=f"as_speed-{name}") for name in names
+        threading.Thread(target=worker, args=(name,), name=f"as_speed-{name}", daemon=True)
+        for name in names
     ]
     for t in threads:
         t.start()
