@@ -14,6 +14,7 @@
 #   ASTUNE_DATA_DIR names the data folder. GPU_SUITE_SCALE=tiny shrinks every step to a smoke
 #   test of this script on the CPU (fp32, a 1-layer backbone, a few hundred samples).
 set -uo pipefail
+py=${PYTHON:-python3}  # a lent GPU machine has python3 (the one with torch) and no python
 out=$1 budget=$2 backbone=${3:-minilm}
 mkdir -p "$out"
 work=$(mktemp -d)
@@ -48,21 +49,21 @@ step() {  # step SECONDS NAME COMMAND...: run under a limit (never past the budg
     say "$name: exit $?"
 }
 
-say "$(python -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available(),
+say "$("$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available(),
     torch.cuda.get_device_name() if torch.cuda.is_available() else "")')"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null |
     tee -a "$log"
-step 120 "bf16 GPU test" python -m pytest -q -p no:cacheprovider -m "$pytest_marks" \
+step 120 "bf16 GPU test" "$py" -m pytest -q -p no:cacheprovider -m "$pytest_marks" \
     "${pytest_select[@]}" "$here/../tests/test_training.py"
 for dtype in bfloat16 float32; do
-    step 60 "loss overhead $dtype" python "$here/loss_overhead.py" "${loss[@]}" \
+    step 60 "loss overhead $dtype" "$py" "$here/loss_overhead.py" "${loss[@]}" \
         --dtype "$dtype" --json "$out/loss_overhead_${dtype}.json"
 done
-step 150 "AS-Speed SST-5" python "$here/as_speed.py" "${common[@]}" --dataset sst5 \
+step 150 "AS-Speed SST-5" "$py" "$here/as_speed.py" "${common[@]}" --dataset sst5 \
     --epochs "$epochs_sst5" --batch-size 16 --max-length 128 --lam 1.5 --max-accum-steps 4 \
     --variants softmax,as_softmax,as_speed --probe-rounds "$probe" \
     --json "$work/as_speed_sst5.json" --plot "$out/as_speed_masked_sst5.png"
-step "$budget" "AS-Skip CLINC150" python "$here/as_speed.py" "${common[@]}" \
+step "$budget" "AS-Skip CLINC150" "$py" "$here/as_speed.py" "${common[@]}" \
     --dataset clinc_oos --epochs "$epochs_clinc" --batch-size 32 --max-length 64 --lam 0.5 \
     --max-accum-steps 5 --seeds 3 --variants softmax,as_skip,infobatch --probe-rounds 0 \
     --json "$work/as_skip_clinc.json" --plot "" --skip-plot "$out/as_skip_computed_clinc.png"
