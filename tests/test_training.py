@@ -98,8 +98,9 @@ def speed_run(tmp_path_factory, data_dir, sst5_scored) -> Finished:
 @pytest.mark.parametrize(
     "dataset, loss, samples, epochs, lr",
     [
-        ("conll2003", "as_softmax", 320, 3, 1e-3),
-        ("go_emotions", "multilabel_as_softmax", 480, 2, 1e-3),
+        # entity F1 0.40-0.45 and micro-F1 0.24-0.28 over seeds 7 and 8; the majority's is 0
+        ("conll2003", "as_softmax", 160, 2, 1e-3),
+        ("go_emotions", "multilabel_as_softmax", 160, 2, 1e-3),
     ],
 )
 def test_runs_beat_the_trivial_baseline_on_validation(
