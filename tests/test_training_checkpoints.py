@@ -3,6 +3,7 @@ resuming from them, and loading them without unpickling code (1-layer MiniLM, SS
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from training_runs import loop_config as config
 from astune.config import TrainConfig
 from astune.training import Run, fit
 from astune.training import state as ckpt
+from astune.training.optimizer_rows import PACKED_ROWS
 
 # one softmax epoch with an evaluation and a checkpoint every other optimizer step
 EVERY_OTHER_STEP = dict(
@@ -179,6 +181,33 @@ def test_checkpoints_load_without_unpickling_code_and_refuse_a_planted_file(tmp_
         message = str(caught.value)
         assert message.startswith(f"{cut / ckpt.STATE_FILE} is unreadable ({size} bytes;")
         assert len(message.splitlines()) == 1
+
+
+def test_a_checkpoint_keeps_the_embedding_moments_of_the_tokens_trained_on_only(
+    tmp_path, written, sst5
+):
+    state = ckpt.read_checkpoint(Path(written.config.output_dir, "checkpoint"))
+    table = written.run.model.get_input_embeddings().weight  # (30522, 384)
+    batch = sst5.collate("train", torch.arange(320))  # the epoch visited every sentence once
+    seen = set(batch["input_ids"].unique().tolist()) - {0}  # padding's row has no gradient
+    packed = [
+        moments[name]
+        for moments in state["optimizer"]["state"].values()
+        for name in ("exp_avg", "exp_avg_sq")
+        if isinstance(moments[name], dict) and moments[name]["shape"] == list(table.shape)
+    ]
+    assert len(packed) == 2
+    for moment in packed:
+        assert set(moment[PACKED_ROWS].tolist()) == seen and len(seen) < table.shape[0] / 10
+    elsewhere = dataclasses.replace(written.config, output_dir=str(tmp_path / "resumed"))
+    resumed = Run(elsewhere, data=sst5, best_weights=written.store)
+    resumed.restore(Path(written.config.output_dir, "checkpoint"))
+    dense = resumed.optimizer.state[resumed.model.get_input_embeddings().weight]["exp_avg"]
+    assert dense.shape == table.shape and set(reference_nonzero_rows(dense)) == seen
+
+
+def reference_nonzero_rows(tensor: torch.Tensor) -> list[int]:
+    return [i for i, row in enumerate(tensor.abs().sum(dim=1).tolist()) if row != 0]
 
 
 class Payload:

@@ -16,6 +16,7 @@ from astune.speed import ASSpeed
 from astune.training import state as ckpt
 from astune.training.batches import ShuffledBatches
 from astune.training.checkpoints import Best, Checkpointer
+from astune.training.optimizer_rows import pack_rows, unpack_rows
 from astune.training.progress import LinearSchedule, Position, Window
 from astune.training.records import RunLog
 
@@ -44,7 +45,7 @@ class Resumable:
         return {
             "config": self.config.to_dict(),
             "model": ckpt.cpu_state(self.model),
-            "optimizer": self.optimizer.state_dict(),
+            "optimizer": pack_rows(self.optimizer.state_dict()),
             "lr_schedule": self.lr_schedule.state_dict(),
             "speed": None if self.speed is None else self.speed.state_dict(),
             "delta": None if self.delta_schedule is None else self.delta_schedule.state_dict(),
@@ -61,7 +62,7 @@ class Resumable:
         """Continue from the checkpoint in ``folder`` exactly where it was written."""
         state = ckpt.read_checkpoint(folder)
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.optimizer.load_state_dict(unpack_rows(state["optimizer"]))
         if self.speed is not None and state["speed"] is not None:
             self.speed.load_state_dict(state["speed"])
         # A checkpoint written before adaptive delta holds none: its delta was fixed.
