@@ -170,7 +170,8 @@ def test_backfill_writes_what_the_runs_lack_once(tmp_path):
             "t3",
             {"loss": "softmax"},
             "softmax-t3",
-            [evaluation(0, 0.2), evaluation(1, 0.25)],
+            # its checkpoint was unreadable: restarted, it said so with a report MLflow missed
+            [evaluation(0, 0.2), {**evaluation(1, 0.25), "restarted_from_start": 1.0}],
             completed=False,
         ),  # fmt: skip
         TrialRecord("t4", {"loss": "softmax"}, "softmax-t4", [], completed=False),
@@ -186,6 +187,8 @@ def test_backfill_writes_what_the_runs_lack_once(tmp_path):
     assert [runs[t].info.status for t in ("t1", "t2", "t3")] == ["FINISHED", "FINISHED", "RUNNING"]
     assert runs["t2"].data.tags["astune.stopped_early"] == "true"
     assert "astune.stopped_early" not in runs["t1"].data.tags
+    assert runs["t3"].data.tags["astune.restarted_from_start"] == "true"
+    assert not any("astune.restarted_from_start" in runs[t].data.tags for t in ("t1", "t2"))
     assert history(client, partial) == [0, 1, 2] and history(client, going) == [0, 1]
     assert runs["t1"].data.metrics["best_objective"] == 0.45
     assert history(client, partial, "test_accuracy") == [0]

@@ -5,7 +5,8 @@ path) whether or not the tracking server took it: a server that was away while t
 a driver killed with writes still held (:mod:`astune.store.outbox`), leaves runs without some
 evaluations, without their final metrics, still RUNNING, or missing altogether. Resuming the
 search writes each of those once: an evaluation whose step the run already has is not written
-again, so there are no duplicate points or runs.
+again, so there are no duplicate points or runs. A missed result that said its trial restarted
+from its start (an unreadable checkpoint) tags the run as the live driver would have.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from astune.store.conventions import STOPPED_EARLY_TAG
+from astune.store.conventions import RESTARTED_KEY, RESTARTED_TAG, STOPPED_EARLY_TAG
 from astune.store.values import result_metrics
 from astune.store.writer import SearchTracker
 
@@ -67,7 +68,11 @@ def _backfill(tracker: SearchTracker, record: TrialRecord, done: Backfilled) -> 
             final = result
             continue
         step = result_metrics(result)[1]
-        if step not in logged and tracker.log_result(run_id, result):
+        if step in logged:
+            continue
+        if result.get(RESTARTED_KEY):  # what the live driver tags with this result (callbacks)
+            tracker.tag_run(run_id, {RESTARTED_TAG: "true"})
+        if tracker.log_result(run_id, result):
             logged.add(step)
             done.evaluations += 1
     if not record.completed:
