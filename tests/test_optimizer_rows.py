@@ -15,7 +15,7 @@ VOCAB, DIM = 1000, 8
 
 def reference_rows(tensor: torch.Tensor) -> list[int]:
     """The rows of ``tensor`` holding any nonzero value, one row at a time."""
-    return [i for i in range(tensor.shape[0]) if any(v != 0 for v in tensor[i].flatten())]
+    return [i for i in range(tensor.shape[0]) if bool(tensor[i].ne(0).any())]
 
 
 def embedding_trained_on(ids: torch.Tensor) -> tuple[nn.Embedding, torch.optim.AdamW]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_optimizer_rows import reference_rows
 from training_runs import EVERY_EVALUATION, LOOP_BASE, Interrupt, read_metrics, sst5_slice
 from training_runs import loop_config as config
 
@@ -203,11 +204,7 @@ def test_a_checkpoint_keeps_the_embedding_moments_of_the_tokens_trained_on_only(
     resumed = Run(elsewhere, data=sst5, best_weights=written.store)
     resumed.restore(Path(written.config.output_dir, "checkpoint"))
     dense = resumed.optimizer.state[resumed.model.get_input_embeddings().weight]["exp_avg"]
-    assert dense.shape == table.shape and set(reference_nonzero_rows(dense)) == seen
-
-
-def reference_nonzero_rows(tensor: torch.Tensor) -> list[int]:
-    return [i for i, row in enumerate(tensor.abs().sum(dim=1).tolist()) if row != 0]
+    assert dense.shape == table.shape and set(reference_rows(dense)) == seen
 
 
 class Payload:
