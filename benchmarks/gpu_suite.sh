@@ -15,6 +15,10 @@
 #   test of this script on the CPU (fp32, a 1-layer backbone, a few hundred samples).
 set -uo pipefail
 py=${PYTHON:-python3}  # a lent GPU machine has python3 (the one with torch) and no python
+if (($# < 2)) || ! [[ $2 =~ ^[0-9]+$ ]]; then
+    echo "usage: $0 OUT_DIR SECONDS [BACKBONE] (SECONDS a whole number; got: $*)" >&2
+    exit 2
+fi
 out=$1 budget=$2 backbone=${3:-minilm}
 mkdir -p "$out"
 work=$(mktemp -d)
