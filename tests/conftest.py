@@ -13,9 +13,9 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("ASTUNE_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
 
-# Under pytest-xdist (``-n 2``) each worker trains on one thread: two workers of two threads each
-# on this 2-core machine took 365 s for the fast tier, two of one thread 195 s. Set before torch
-# is imported; the commands a test runs inherit it.
+# Under pytest-xdist (``-n 2``, ``-n 3``) each worker trains on one thread: two workers of two
+# threads each on this 2-core machine took 365 s for the fast tier, two of one thread 195 s. Set
+# before torch is imported; the commands a test runs inherit it.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -69,13 +69,35 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadscopereorder = False
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadfile``, the waiting modules on a worker of their own: tests/scheduling.py."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from scheduling import WaitingApart
+
+    return WaitingApart(config, log)
+
+
 @pytest.hookimpl(trylast=True)  # after -m has deselected: order what runs
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest modules first (file order within a module): under ``-n 2 --dist loadfile``
-    each worker takes the next module when it is done with one, so the run ends with short
-    modules on both workers instead of a long one on one of them."""
+    """The longest modules first (file order within a module): under ``--dist loadfile`` each
+    worker takes the next module when it is done with one, so the run ends with short modules
+    on every worker instead of a long one on one of them."""
+    _check_waiting(items)
     seconds = _seconds(items)
     items.sort(key=lambda item: -seconds[_module(item.nodeid)])
+
+
+def _check_waiting(items: list[pytest.Item]) -> None:
+    from scheduling import WAITING
+
+    modules = {_module(i.nodeid) for i in items}
+    cluster = {_module(i.nodeid) for i in items if i.get_closest_marker("cluster")}
+    if cluster != WAITING & modules:
+        wrong = ", ".join(sorted(cluster ^ (WAITING & modules)))
+        raise pytest.UsageError(
+            f"{wrong}: WAITING in tests/scheduling.py must list the modules with the cluster marker"
+        )
 
 
 _RECORDED: dict[str, float] = {}

@@ -58,6 +58,7 @@ CASES: list[tuple[str, str]] = [
     ("train --dataset sst5 --precision fp8", "invalid choice: 'fp8' (choose from 'auto', 'fp32', 'bf16')"),
     ("train --dataset sst5 --max-accum-steps 0", "max_accum_steps must be an integer in [1, inf), but got 0"),
     ("train --dataset sst5 --lam 0", "lam must be in (0.0, inf), but got 0.0"),
+    ("train --dataset sst5 --loss softmax --as-skip", "as_skip needs an AS loss (as_softmax, multilabel_as_softmax), but loss is 'softmax'"),
     ("train --config other_tool.yaml", "unknown config key(s) 'foo'; accepted: as_skip"),
     ("export --experiment nope", "no experiment 'nope' in"),
     ("export --experiment x --format xml", "invalid choice: 'xml' (choose from 'yaml', 'json', 'python', 'hf')"),
