@@ -69,6 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadscopereorder = False
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """``--dist loadfile``, the waiting modules on a worker of their own: tests/scheduling.py."""
     if config.getvalue("dist") != "loadfile":
