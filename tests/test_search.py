@@ -241,11 +241,6 @@ def truncate_checkpoints(root: Path) -> list[str]:
     return cut
 
 
-def driver_claims(db: Path) -> int:
-    """Search runs whose driver claimed them (astune/store/driver_lock.py's tags)."""
-    return count_rows(db, "SELECT count(*) FROM tags WHERE key = 'astune.search_driver.pid'")
-
-
 def running_trials(db: Path) -> int:
     """Trial runs RUNNING with at least one metric."""
     return count_rows(
@@ -280,10 +275,8 @@ def test_a_multi_objective_search_stopped_by_sigterm_and_ctrl_c_resumes_to_its_f
 
     refused: list[str] = []
 
-    def ready() -> bool:  # a second driver of the same --name while the search runs: refused
-        # asked as soon as the driver holds the search: the refused one takes seconds to start
-        # (more beside busy workers), and the search must outlast it
-        if not refused and driver_claims(db) >= 1:
+    def ready() -> bool:  # a second driver of the same --name while a trial trains: refused
+        if not refused and running_trials(db) >= 1:
             again = subprocess.run(command, capture_output=True, text=True, timeout=120)
             assert again.returncode == 2, again.stderr[-2000:]
             refused.append(again.stderr.strip().splitlines()[-1])
