@@ -42,7 +42,7 @@ def open_store_together(uri: str, barrier: Any) -> None:
     """Open the store at ``uri`` when every process waiting on ``barrier`` reaches it: the
     target of the processes of ``test_tracking.py``'s fresh-store test. Here, not in that test
     module: a spawned process imports the module of its target, and that one imports Ray."""
-    from astune.store.writer import open_client
+    from astune.store.run_writes import open_client
 
     barrier.wait(timeout=120)
     open_client(uri).search_experiments()

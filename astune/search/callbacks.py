@@ -176,8 +176,6 @@ class MLflowTrialCallback(Callback):
         if result.get("final"):
             self.tracker.log_final(run_id, result)
             return
-        if result.get(RESTARTED_KEY):
-            self.tracker.tag_run(run_id, {RESTARTED_TAG: "true"})
         if self.tracker.log_result(run_id, result, after=self._last_step.get(trial_id, -1)):
             self._last_step[trial_id] = result_metrics(result)[1]
 

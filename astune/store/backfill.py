@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from astune.store.conventions import RESTARTED_KEY, RESTARTED_TAG, STOPPED_EARLY_TAG
+from astune.store.conventions import STOPPED_EARLY_TAG
 from astune.store.values import result_metrics
 from astune.store.writer import SearchTracker
 
@@ -68,11 +68,8 @@ def _backfill(tracker: SearchTracker, record: TrialRecord, done: Backfilled) -> 
             final = result
             continue
         step = result_metrics(result)[1]
-        if step in logged:
-            continue
-        if result.get(RESTARTED_KEY):  # what the live driver tags with this result (callbacks)
-            tracker.tag_run(run_id, {RESTARTED_TAG: "true"})
-        if tracker.log_result(run_id, result):
+        # a step MLflow holds is not logged again, but its tags are (a restart's first report)
+        if tracker.log_result(run_id, result, after=step if step in logged else -1):
             logged.add(step)
             done.evaluations += 1
     if not record.completed:

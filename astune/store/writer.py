@@ -33,6 +33,8 @@ from astune.store.conventions import (
     FINAL_METRICS,
     NOTE_TAG,
     PARENT_TAG,
+    RESTARTED_KEY,
+    RESTARTED_TAG,
     ROLE_TAG,
     RUN_STATUSES,
     SEARCH_ID_TAG,
@@ -45,46 +47,15 @@ from astune.store.conventions import (
     stop_note,
 )
 from astune.store.outbox import Outbox
-from astune.store.uri import artifact_location, open_sqlite_locked, resolve_tracking_uri
-from astune.store.values import (
-    flat_params,
-    now_ms,
-    result_metrics,
-    trial_params,
-)
+from astune.store.run_writes import log_metrics, log_params_and_tags, open_client
+from astune.store.uri import artifact_location, resolve_tracking_uri
+from astune.store.values import flat_params, result_metrics, trial_params
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
     from mlflow.entities import Run
 
 logger = logging.getLogger(__name__)
-
-_MAX_PARAMS_PER_BATCH = 100  # MLflow's limit on params (and tags) per log_batch
-_MAX_METRICS_PER_BATCH = 1000
-_MAX_TAG_LENGTH = 5000
-
-
-def _chunks(items: list, size: int) -> Iterator[list]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def open_client(tracking_uri: str) -> MlflowClient:
-    """An MlflowClient whose store exists. MLflow creates (or upgrades) a SQLite store's schema
-    on first use, and two processes doing it at once collide (``duplicate column name``): here
-    the first use of a SQLite store holds a file lock beside it. A store that still fails is a
-    one-line TrackingError naming the URI."""
-    from mlflow import MlflowClient
-
-    if not tracking_uri.startswith("sqlite:///"):
-        return MlflowClient(tracking_uri=tracking_uri)
-
-    def open_store() -> MlflowClient:
-        client = MlflowClient(tracking_uri=tracking_uri)
-        client.search_experiments(max_results=1)  # creates or upgrades the schema
-        return client
-
-    return open_sqlite_locked(tracking_uri, "MLflow store", open_store)
 
 
 # ----------------------------------------------------------------------------------- tracker
@@ -314,31 +285,24 @@ class SearchTracker:
 
     def log_result(self, run_id: str, result: Mapping[str, Any], after: int = -1) -> int:
         """Log a Tune result's metrics in one batch unless its step is ``after`` or earlier
-        (already logged); return how many were logged."""
-        from mlflow.entities import Metric
-
+        (already logged); return how many were logged. A result that says its trial restarted
+        from its start (its checkpoint was unreadable) tags the run so, logged or not: its
+        first report repeats an evaluation MLflow holds."""
+        if result.get(RESTARTED_KEY):
+            self.tag_run(run_id, {RESTARTED_TAG: "true"})
         values, step = result_metrics(result)
-        if step <= after:
-            return 0
-        now = now_ms()
-        metrics = [Metric(key, value, now, step) for key, value in values.items()]
-        for chunk in _chunks(metrics, _MAX_METRICS_PER_BATCH):
-            self.client.log_batch(run_id, metrics=chunk)
-        return len(metrics)
+        return 0 if step <= after else log_metrics(self.client, run_id, values, step)
 
     def log_final(self, run_id: str, result: Mapping[str, Any]) -> None:
         """The last report of a finished trial: its test metrics and summary numbers (step 0),
         and the validation p_margin histogram as ``p_margin.json``. Its best-evaluation copies
         of the validation metrics are not logged again, so the curves keep one point per
         evaluation."""
-        from mlflow.entities import Metric
-
         values, _ = result_metrics(result)
         keep = {k: v for k, v in values.items() if k.startswith("test_") or k in FINAL_METRICS}
         if "objective" in values:
             keep["best_objective"] = values["objective"]
-        now = now_ms()
-        self.client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in keep.items()])
+        log_metrics(self.client, run_id, keep, 0)
         if isinstance(result.get("p_margin_json"), str):
             self.client.log_dict(run_id, json.loads(result["p_margin_json"]), "p_margin.json")
 
@@ -383,17 +347,4 @@ class SearchTracker:
         params: Mapping[str, str] | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> None:
-        """Params and tags in as few ``log_batch`` calls as MLflow's limits allow."""
-        from itertools import zip_longest
-
-        from mlflow.entities import Param, RunTag
-
-        param_list = [Param(k, v) for k, v in (params or {}).items()]
-        tag_list = [RunTag(k, str(v)[:_MAX_TAG_LENGTH]) for k, v in (tags or {}).items()]
-        batches = zip_longest(
-            _chunks(param_list, _MAX_PARAMS_PER_BATCH),
-            _chunks(tag_list, _MAX_PARAMS_PER_BATCH),
-            fillvalue=[],
-        )
-        for param_chunk, tag_chunk in batches:
-            self.client.log_batch(run_id, params=param_chunk, tags=tag_chunk)
+        log_params_and_tags(self.client, run_id, params=params, tags=tags)
