@@ -241,13 +241,19 @@ def truncate_checkpoints(root: Path) -> list[str]:
     return cut
 
 
-def running_trials(db: Path) -> int:
-    """Trial runs RUNNING with at least one metric."""
+def driver_claims(db: Path) -> int:
+    """Search runs whose driver claimed them (astune/store/driver_lock.py's tags)."""
+    return count_rows(db, "SELECT count(*) FROM tags WHERE key = 'astune.search_driver.pid'")
+
+
+def running_trials(db: Path, evaluations: int = 1) -> int:
+    """Trial runs RUNNING with at least ``evaluations`` steps of the objective."""
     return count_rows(
         db,
-        "SELECT count(DISTINCT runs.run_uuid) FROM runs JOIN tags ON tags.run_uuid = "
+        "SELECT count(*) FROM (SELECT runs.run_uuid FROM runs JOIN tags ON tags.run_uuid = "
         "runs.run_uuid JOIN metrics ON metrics.run_uuid = runs.run_uuid WHERE runs.status = "
-        "'RUNNING' AND tags.key = 'astune.role' AND tags.value = 'trial'",
+        "'RUNNING' AND tags.key = 'astune.role' AND tags.value = 'trial' AND metrics.key = "
+        f"'objective' GROUP BY runs.run_uuid HAVING count(DISTINCT metrics.step) >= {evaluations})",
     )
 
 
@@ -275,13 +281,16 @@ def test_a_multi_objective_search_stopped_by_sigterm_and_ctrl_c_resumes_to_its_f
 
     refused: list[str] = []
 
-    def ready() -> bool:  # a second driver of the same --name while a trial trains: refused
-        if not refused and running_trials(db) >= 1:
+    def ready() -> bool:  # a second driver of the same --name while the search runs: refused
+        # asked as soon as the driver holds the search: the refused one takes seconds to start
+        # (more beside busy workers), and the search must outlast it
+        if not refused and driver_claims(db) >= 1:
             again = subprocess.run(command, capture_output=True, text=True, timeout=120)
             assert again.returncode == 2, again.stderr[-2000:]
             refused.append(again.stderr.strip().splitlines()[-1])
-        # one trial finished, the next evaluated (so its checkpoint is in storage)
-        return bool(refused) and count_finished(db) >= 1 and running_trials(db) >= 1
+        # one trial finished, the next evaluated twice: Ray's experiment holds its checkpoint
+        # (the evaluation MLflow shows may be the one whose checkpoint Ray has not yet noted)
+        return bool(refused) and count_finished(db) >= 1 and running_trials(db, 2) >= 1
 
     code, err, seconds = stop_search(command, [signal.SIGTERM], ready)
     assert "search 'killed' is running: its driver " in refused[0], refused

@@ -93,6 +93,19 @@ class SearchEnd:
         finally:
             clean_stale_scratch()  # this node's folders of trials killed with SIGKILL
 
+    def discard(self) -> None:
+        """Delete the parent run made by this driver (after :meth:`close`): a new search
+        stopped before any trial ran. Unreachable, it stays KILLED, with a warning."""
+        if not self.tracker.created_parent:
+            return
+        try:
+            with fast_failing_http():
+                self.tracker.client.delete_run(self.tracker.require_parent())
+        except Exception as err:
+            if not unreachable(err):
+                raise
+            logger.warning("the stopped search's parent run stays KILLED: %s", first_line(err))
+
     def give_up(self) -> None:
         """Tracking is behind: stop the claim's heartbeat without writing, leave the rest."""
         from astune.search.scratch import clean_stale_scratch

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune.search.settings import PreparedSearch, SearchError, SearchSettings, SearchSummary
@@ -13,6 +14,7 @@ if TYPE_CHECKING:
     import pyarrow.fs
     from ray.tune import Result, ResultGrid
 
+    from astune.search.stop import StopSignals
     from astune.space.space import SearchSpace
     from astune.store.backfill import TrialRecord
     from astune.store.driver_lock import DriverLock
@@ -49,7 +51,7 @@ def init_ray_and_store(settings: SearchSettings, tracking_uri: str) -> bool:
     call started Ray; a store that cannot be opened raises its TrackingError, Ray stopped."""
     import ray
 
-    from astune.store.writer import open_client
+    from astune.store.run_writes import open_client
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         store = pool.submit(open_client, tracking_uri)
@@ -151,10 +153,11 @@ def _scheduler(space: SearchSpace, max_t: int) -> Any:
     )
 
 
-def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
+def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> SearchSummary:
     """Run the trials under MLflow tracking; the parent run ends with the search's status.
     :class:`~astune.search.ending.TrackingBehind` when the tracking server is unreachable at
-    the end (the trials' writes wait for it meanwhile: HTTP calls give up in seconds)."""
+    the end (the trials' writes wait for it meanwhile: HTTP calls give up in seconds);
+    :class:`~astune.search.stop.SearchStopped` on a stop signal ``stop`` received."""
     from astune.search.ending import SearchEnd, TrackingBehind
     from astune.search.resume import search_params
     from astune.search.stop import SearchStopped, fit_or_stop
@@ -162,7 +165,11 @@ def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
     from astune.store.writer import SearchTracker
 
     settings, space, base, data = prepared.settings, prepared.space, prepared.base, prepared.data
-
+    # a new search stopped before fit has nothing to resume: Ray saves its trials from there
+    where = dict(
+        experiment=settings.experiment_name, dataset=settings.dataset, resumable=settings.resume
+    )
+    stop.check(**where)  # a signal while Ray started: nothing is written
     tracker = SearchTracker(
         prepared.tracking_uri,
         settings.experiment_name,
@@ -174,15 +181,17 @@ def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
     end = SearchEnd(tracker, lock, space=space, settings=settings)
     try:
         with fast_failing_http():
+            stop.check(**where)
             tuner = _tuner(prepared, tracker, max_t)
-            results = fit_or_stop(
-                tuner, experiment=settings.experiment_name, dataset=settings.dataset
-            )
+            results = fit_or_stop(tuner, stop, **where)
             end.check_caught_up()
             with end.behind_if_unreachable():
                 summary = _summarize(settings, space, base, results, tracker)
     except SearchStopped as stopped:  # Tune ended the trials gracefully; resume goes on
         end.close("KILLED", stopped_by=stopped.signal_name, failing=True)
+        if not stopped.resumable:  # nothing ran: the same command starts it anew
+            end.discard()
+            _forget_experiment(settings)
         raise
     except TrackingBehind:  # nothing more reaches the server: --resume writes it all
         end.give_up()
@@ -193,6 +202,18 @@ def tune_search(prepared: PreparedSearch, max_t: int) -> SearchSummary:
     # a Tune loop stopped from outside (SIGUSR1) returns with trials unfinished
     end.close("KILLED" if search_was_stopped(results) else "FINISHED")
     return summary
+
+
+def _forget_experiment(settings: SearchSettings) -> None:
+    """Delete the experiment folder of a new search stopped before its trials ran: it holds
+    only the Tuner's own pickle, which ``Tuner.restore`` cannot resume (no experiment state)."""
+    from pyarrow import fs
+
+    filesystem, path = settings.experiment_storage()
+    if filesystem is None:
+        filesystem, path = fs.FileSystem.from_uri(path if "://" in path else Path(path).as_uri())
+    if filesystem.get_file_info(path).type != fs.FileType.NotFound:
+        filesystem.delete_dir(path)
 
 
 def claim_search(tracker: SearchTracker, *, resume: bool) -> DriverLock:

@@ -1,11 +1,17 @@
 """A search's driver told to stop: SIGTERM (what Slurm and Kubernetes send) or Ctrl-C (SIGINT).
 
-The first signal becomes Ray Tune's own graceful stop: Tune's loop answers SIGUSR1 by ending
-its trials, saving the experiment for ``--resume`` and returning from ``Tuner.fit``. Later
-signals wait for that stop instead of cutting it short (a second Ctrl-C would otherwise leave
-Python's KeyboardInterrupt in the middle of Ray's shutdown, and SIGTERM Ray's own handler, which
-exits mid-call and dumps a C++ stack). The search then ends its runs KILLED and exits with
-128 + the signal's number (143, 130), saying in one line how to resume.
+The handlers hold from the moment Ray has started to the driver's end. A signal during the
+start-up (the runs reopened, the Tuner built or restored from storage) is noted, and the driver
+stops at the next step's end: a KeyboardInterrupt raised in the middle of an MLflow or Optuna
+write would leave it half done. Once Tune's loop runs, the first signal becomes Ray Tune's own
+graceful stop: Tune's loop answers SIGUSR1 by ending its trials, saving the experiment for
+``--resume`` and returning from ``Tuner.fit``. Later signals wait for the stop under way instead
+of cutting it short (a second Ctrl-C would otherwise leave Python's KeyboardInterrupt in the
+middle of Ray's shutdown, and SIGTERM Ray's own handler, which exits mid-call and dumps a C++
+stack). The search then ends its runs KILLED and exits with 128 + the signal's number (143,
+130), saying in one line how to resume (or, stopped before any trial ran, how to start again).
+
+While Ray starts, Ray's own SIGTERM handler holds (it stops Ray's processes and exits 1).
 """
 
 from __future__ import annotations
@@ -22,18 +28,22 @@ TUNE_SIGINT_VARIABLE = "TUNE_DISABLE_SIGINT_HANDLER"  # set: Ray Tune leaves SIG
 
 
 class SearchStopped(Exception):
-    """The search stopped on a signal; its message is the one line the CLI prints."""
+    """The search stopped on a signal; its message is the one line the CLI prints.
+    ``resumable``: False when the search stopped before Ray Tune saved anything of it."""
 
-    def __init__(self, message: str, *, signal_name: str, exit_code: int):
+    def __init__(self, message: str, *, signal_name: str, exit_code: int, resumable: bool = True):
         super().__init__(message)
         self.signal_name, self.exit_code = signal_name, exit_code
+        self.resumable = resumable
 
 
 class StopSignals:
-    """The stop signal a search received, if any (``received``: the first one's number)."""
+    """The stop signal a search received, if any (``received``: the first one's number).
+    ``deferred``: the driver is between start-up steps, which :meth:`check` ends."""
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self.deferred = True
 
     @property
     def name(self) -> str:
@@ -47,16 +57,49 @@ class StopSignals:
         if self.received is not None:
             return  # the stop is under way
         self.received = signum
-        if not callable(signal.getsignal(signal.SIGUSR1)):  # Tune's loop is not running
-            raise KeyboardInterrupt
+        if self.deferred:
+            return  # the start-up step in progress ends first: see check()
+        if not callable(signal.getsignal(signal.SIGUSR1)):  # Tune's loop is not running yet
+            raise KeyboardInterrupt  # inside fit_or_stop, which ends the search
         os.kill(os.getpid(), signal.SIGUSR1)  # Tune's handler: a graceful stop
+
+    def install(self) -> None:
+        """Handle SIGTERM and SIGINT here (again: ``ray.init`` sets its own SIGTERM handler)."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, self.handle)
+
+    def check(self, *, experiment: str, dataset: str, resumable: bool) -> None:
+        """Between start-up steps: :class:`SearchStopped` when a stop signal came meanwhile.
+        ``resumable``: Ray Tune saved the search (``--resume`` continues it; else nothing ran
+        and the same command starts it anew)."""
+        if self.received is None:
+            return
+        if resumable:
+            what = (
+                "before its trials ran in this driver; its runs are KILLED in MLflow); resume "
+                f"it with: {resume_command(experiment, dataset)}"
+            )
+        else:
+            what = "before its first trial started; nothing ran); start it again with the same "
+            what += "command"
+        raise SearchStopped(
+            f"search {experiment!r} stopped by {self.name} ({what}",
+            signal_name=self.name,
+            exit_code=self.exit_code,
+            resumable=resumable,
+        )
+
+
+def resume_command(experiment: str, dataset: str) -> str:
+    return f"python -m astune search --dataset {dataset} --name {experiment} --resume"
 
 
 @contextmanager
 def stop_on_signals() -> Iterator[StopSignals]:
     """Within the block, SIGTERM and SIGINT stop the search as described above; the handlers
-    that were there before (Ray's) come back on the way out. Outside the main thread (where
-    Python cannot set handlers) the block runs with the handlers as they are."""
+    that were there before come back on the way out. Outside the main thread (where Python
+    cannot set handlers) the block runs with the handlers as they are."""
     stop = StopSignals()
     if threading.current_thread() is not threading.main_thread():
         yield stop
@@ -64,8 +107,7 @@ def stop_on_signals() -> Iterator[StopSignals]:
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     tune_sigint = os.environ.get(TUNE_SIGINT_VARIABLE)
     os.environ[TUNE_SIGINT_VARIABLE] = "1"  # Tune would take SIGINT from this handler
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, stop.handle)
+    stop.install()
     try:
         yield stop
     finally:
@@ -77,22 +119,30 @@ def stop_on_signals() -> Iterator[StopSignals]:
             os.environ[TUNE_SIGINT_VARIABLE] = tune_sigint
 
 
-def fit_or_stop(tuner: Any, *, experiment: str, dataset: str) -> Any:
-    """``tuner.fit()`` (its ``ResultGrid``) under :func:`stop_on_signals`; SearchStopped once a
-    stop signal has ended it."""
+def fit_or_stop(
+    tuner: Any, stop: StopSignals, *, experiment: str, dataset: str, resumable: bool
+) -> Any:
+    """``tuner.fit()`` (its ``ResultGrid``) with ``stop``'s signals turned into Tune's graceful
+    stop; SearchStopped once a stop signal has ended it, or came during the start-up (then
+    ``resumable`` as :meth:`StopSignals.check` takes it)."""
     results = None
-    with stop_on_signals() as stop:
-        try:
-            results = tuner.fit()
-        except (KeyboardInterrupt, Exception):  # Ray may wrap the interrupt in a TuneError
-            if not stop.received:
-                raise
+    try:
+        stop.deferred = False  # from here a signal is Tune's stop, or ends fit() at once
+        stop.check(experiment=experiment, dataset=dataset, resumable=resumable)
+        results = tuner.fit()
+    except SearchStopped:
+        raise
+    except (KeyboardInterrupt, Exception):  # Ray may wrap the interrupt in a TuneError
+        if not stop.received:
+            raise
+    finally:
+        stop.deferred = True  # the search's end is written whole
     if not stop.received:
         return results
     finished = sum(1 for r in results or () if r.metrics and r.metrics.get("done"))
     message = (
         f"search {experiment!r} stopped by {stop.name} ({finished} trials finished; the others "
         f"are KILLED in MLflow and resume from their last checkpoint); resume it with: "
-        f"python -m astune search --dataset {dataset} --name {experiment} --resume"
+        f"{resume_command(experiment, dataset)}"
     )
     raise SearchStopped(message, signal_name=stop.name, exit_code=stop.exit_code)

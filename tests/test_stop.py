@@ -1,0 +1,99 @@
+"""A search's driver told to stop (astune/search/stop.py), signal by signal, in this process:
+a signal during the start-up is held to the end of the step under way, one during ``fit``
+becomes Tune's graceful stop (or ends ``fit`` before Tune's loop runs), later ones wait. The
+whole path, with Ray, MLflow and a driver process, is test_search's SIGTERM test."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from astune.search.stop import (
+    TUNE_SIGINT_VARIABLE,
+    SearchStopped,
+    fit_or_stop,
+    stop_on_signals,
+)
+
+WHERE = dict(experiment="exp", dataset="sst5")
+RESUME = "python -m astune search --dataset sst5 --name exp --resume"
+
+
+class SignalledTuner:
+    """Stands in for ``ray.tune.Tuner`` (whose loop is test_search's): ``fit`` sends this
+    process ``signals`` and returns ``results`` (None: what a fit cut short hands back)."""
+
+    def __init__(self, *signals: int, results: list | None = None):
+        self.signals, self.results, self.fitted = signals, results, False
+
+    def fit(self) -> list | None:
+        self.fitted = True
+        for sig in self.signals:
+            os.kill(os.getpid(), sig)
+        return self.results
+
+
+def test_a_signal_during_the_start_up_waits_for_the_step_under_way():
+    with stop_on_signals() as stop:
+        os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt in the middle of a write
+        os.kill(os.getpid(), signal.SIGTERM)  # later ones: the stop is under way
+        assert (stop.received, stop.exit_code) == (signal.SIGINT, 130)
+        with pytest.raises(SearchStopped) as resumed:
+            stop.check(**WHERE, resumable=True)
+        with pytest.raises(SearchStopped) as new:
+            stop.check(**WHERE, resumable=False)
+    assert str(resumed.value).startswith("search 'exp' stopped by SIGINT (before its trials")
+    assert str(resumed.value).endswith(RESUME)
+    assert str(new.value) == (
+        "search 'exp' stopped by SIGINT (before its first trial started; nothing ran); start it "
+        "again with the same command"
+    )
+    assert resumed.value.resumable and not new.value.resumable
+    assert resumed.value.exit_code == 130
+
+
+def test_a_signal_noted_before_fit_stops_the_search_without_fitting():
+    tuner = SignalledTuner()
+    with stop_on_signals() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        with pytest.raises(SearchStopped) as stopped:
+            fit_or_stop(tuner, stop, **WHERE, resumable=True)
+    assert not tuner.fitted and stopped.value.signal_name == "SIGTERM"
+    assert stopped.value.exit_code == 143 and str(stopped.value).endswith(RESUME)
+
+
+def test_a_signal_before_tunes_loop_runs_ends_fit_and_the_search_says_how_to_resume():
+    tuner = SignalledTuner(signal.SIGINT)  # Tune's SIGUSR1 handler is not installed
+    with stop_on_signals() as stop:
+        with pytest.raises(SearchStopped) as stopped:
+            fit_or_stop(tuner, stop, **WHERE, resumable=True)
+        assert stop.deferred  # the search's end is written whole
+    assert tuner.fitted
+    assert str(stopped.value).startswith("search 'exp' stopped by SIGINT (0 trials finished;")
+    assert str(stopped.value).endswith(RESUME)
+
+
+def test_during_tunes_loop_the_first_signal_is_tunes_graceful_stop_and_later_ones_wait():
+    asked: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: asked.append(signum))
+    try:  # as Tune's loop does: a handler of SIGUSR1 that ends the trials and returns
+        tuner = SignalledTuner(signal.SIGTERM, signal.SIGINT, results=[])
+        with stop_on_signals() as stop:
+            with pytest.raises(SearchStopped) as stopped:
+                fit_or_stop(tuner, stop, **WHERE, resumable=True)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert asked == [signal.SIGUSR1]
+    assert stopped.value.signal_name == "SIGTERM" and stopped.value.exit_code == 143
+
+
+def test_a_fit_without_a_signal_hands_back_its_results_and_the_handlers_come_back():
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    variable = os.environ.get(TUNE_SIGINT_VARIABLE)
+    with stop_on_signals() as stop:
+        assert os.environ[TUNE_SIGINT_VARIABLE] == "1"  # Tune leaves SIGINT to the handler
+        assert fit_or_stop(SignalledTuner(results=["r"]), stop, **WHERE, resumable=True) == ["r"]
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+    assert os.environ.get(TUNE_SIGINT_VARIABLE) == variable
