@@ -19,6 +19,7 @@ from stores import count_rows, new_store
 from tiny import tiny_flags
 
 from astune.cli import main
+from astune.search.resume import experiment_saved
 from astune.search.runner import SearchSettings, run_search
 from astune.search.settings import SearchSummary
 from astune.store.conventions import LOST_TAG
@@ -109,6 +110,11 @@ def test_search_tracks_every_trial_and_runs_the_seed_points_first(searched):
     (parent,) = runs(client, "tiny", "search")
     children = runs(client, "tiny", "trial")
     assert summary.num_trials == 4 and len(children) == 4
+    assert experiment_saved(
+        SearchSettings(
+            dataset="sst5", name="tiny", storage_path=str(Path(summary.experiment_path).parent)
+        )
+    )  # what --resume restores
     assert parent.info.status == "FINISHED" and parent.data.tags["astune.dataset"] == "sst5"
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
     assert len({c.data.tags["astune.trial_id"] for c in children}) == 4

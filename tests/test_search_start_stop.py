@@ -14,7 +14,9 @@ from mlflow.entities import ViewType
 from tiny import fifo_space, one_ray, tiny_settings
 
 from astune.search import execution
+from astune.search.resume import experiment_saved, forget_experiment
 from astune.search.runner import _check_experiment_path, prepare_search
+from astune.search.settings import SearchSettings
 from astune.search.stop import SearchStopped, StopSignals
 
 
@@ -70,3 +72,16 @@ def test_stopped_once_its_tuner_is_made_its_experiment_folder_goes_too(tmp_path,
         stopped, client = stopped_at(3, tmp_path, data_dir)
     assert_nothing_left(stopped, client)
     assert not (tmp_path / "ray" / "early").exists()  # the Tuner's pickle alone: not resumable
+
+
+def test_a_tuner_made_but_never_fitted_is_not_saved_and_its_folder_goes(tmp_path):
+    from ray import tune
+
+    settings = SearchSettings(dataset="sst5", name="made", storage_path=str(tmp_path))
+    tune.Tuner(
+        lambda config: None, run_config=tune.RunConfig(name="made", storage_path=str(tmp_path))
+    )
+    assert (tmp_path / "made" / "tuner.pkl").is_file()  # what Tuner.restore cannot resume
+    assert not experiment_saved(settings)
+    forget_experiment(settings)
+    assert not (tmp_path / "made").exists()

@@ -75,6 +75,18 @@ def test_a_signal_before_tunes_loop_runs_ends_fit_and_the_search_says_how_to_res
     assert str(stopped.value).endswith(RESUME)
 
 
+def test_a_new_search_whose_fit_ended_before_tune_saved_it_has_nothing_to_resume():
+    tuner = SignalledTuner(signal.SIGTERM)
+    with stop_on_signals() as stop:
+        with pytest.raises(SearchStopped) as stopped:
+            fit_or_stop(tuner, stop, **WHERE, resumable=False, saved=lambda: False)
+    assert not stopped.value.resumable and "nothing ran" in str(stopped.value)
+    with stop_on_signals() as stop:  # saved: the resume line, as when Tune's loop stopped it
+        with pytest.raises(SearchStopped) as stopped:
+            fit_or_stop(tuner, stop, **WHERE, resumable=False, saved=lambda: True)
+    assert stopped.value.resumable and str(stopped.value).endswith(RESUME)
+
+
 def test_during_tunes_loop_the_first_signal_is_tunes_graceful_stop_and_later_ones_wait():
     asked: list[int] = []
     previous = signal.signal(signal.SIGUSR1, lambda signum, frame: asked.append(signum))

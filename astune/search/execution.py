@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune.search.settings import PreparedSearch, SearchError, SearchSettings, SearchSummary
@@ -159,7 +158,7 @@ def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> S
     the end (the trials' writes wait for it meanwhile: HTTP calls give up in seconds);
     :class:`~astune.search.stop.SearchStopped` on a stop signal ``stop`` received."""
     from astune.search.ending import SearchEnd, TrackingBehind
-    from astune.search.resume import search_params
+    from astune.search.resume import experiment_saved, forget_experiment, search_params
     from astune.search.stop import SearchStopped, fit_or_stop
     from astune.store.outbox import fast_failing_http
     from astune.store.writer import SearchTracker
@@ -183,7 +182,7 @@ def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> S
         with fast_failing_http():
             stop.check(**where)
             tuner = _tuner(prepared, tracker, max_t)
-            results = fit_or_stop(tuner, stop, **where)
+            results = fit_or_stop(tuner, stop, **where, saved=lambda: experiment_saved(settings))
             end.check_caught_up()
             with end.behind_if_unreachable():
                 summary = _summarize(settings, space, base, results, tracker)
@@ -191,7 +190,7 @@ def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> S
         end.close("KILLED", stopped_by=stopped.signal_name, failing=True)
         if not stopped.resumable:  # nothing ran: the same command starts it anew
             end.discard()
-            _forget_experiment(settings)
+            forget_experiment(settings)
         raise
     except TrackingBehind:  # nothing more reaches the server: --resume writes it all
         end.give_up()
@@ -202,18 +201,6 @@ def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> S
     # a Tune loop stopped from outside (SIGUSR1) returns with trials unfinished
     end.close("KILLED" if search_was_stopped(results) else "FINISHED")
     return summary
-
-
-def _forget_experiment(settings: SearchSettings) -> None:
-    """Delete the experiment folder of a new search stopped before its trials ran: it holds
-    only the Tuner's own pickle, which ``Tuner.restore`` cannot resume (no experiment state)."""
-    from pyarrow import fs
-
-    filesystem, path = settings.experiment_storage()
-    if filesystem is None:
-        filesystem, path = fs.FileSystem.from_uri(path if "://" in path else Path(path).as_uri())
-    if filesystem.get_file_info(path).type != fs.FileType.NotFound:
-        filesystem.delete_dir(path)
 
 
 def claim_search(tracker: SearchTracker, *, resume: bool) -> DriverLock:

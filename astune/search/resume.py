@@ -9,6 +9,7 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune.search.settings import SearchError, SearchSettings
@@ -136,3 +137,27 @@ def _comparable(value: str) -> Any:
         return float(value)
     except ValueError:
         return value
+
+
+def experiment_saved(settings: SearchSettings) -> bool:
+    """Whether Ray Tune saved the search's experiment state, which ``--resume`` restores."""
+    from ray.tune import ExperimentAnalysis
+
+    filesystem, path = settings.experiment_storage()
+    try:
+        ExperimentAnalysis(path, storage_filesystem=filesystem)
+    except ValueError:  # "No experiment snapshot file ... was found"
+        return False
+    return True
+
+
+def forget_experiment(settings: SearchSettings) -> None:
+    """Delete the experiment folder of a new search stopped before its trials ran: it holds
+    only the Tuner's own pickle, which ``Tuner.restore`` cannot resume (no experiment state)."""
+    from pyarrow import fs
+
+    filesystem, path = settings.experiment_storage()
+    if filesystem is None:
+        filesystem, path = fs.FileSystem.from_uri(path if "://" in path else Path(path).as_uri())
+    if filesystem.get_file_info(path).type != fs.FileType.NotFound:
+        filesystem.delete_dir(path)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -120,11 +120,18 @@ def stop_on_signals() -> Iterator[StopSignals]:
 
 
 def fit_or_stop(
-    tuner: Any, stop: StopSignals, *, experiment: str, dataset: str, resumable: bool
+    tuner: Any,
+    stop: StopSignals,
+    *,
+    experiment: str,
+    dataset: str,
+    resumable: bool,
+    saved: Callable[[], bool] | None = None,
 ) -> Any:
     """``tuner.fit()`` (its ``ResultGrid``) with ``stop``'s signals turned into Tune's graceful
     stop; SearchStopped once a stop signal has ended it, or came during the start-up (then
-    ``resumable`` as :meth:`StopSignals.check` takes it)."""
+    ``resumable`` as :meth:`StopSignals.check` takes it). A signal that ends ``fit`` before
+    Tune's loop runs leaves a new search resumable only if ``saved()`` (None: it is)."""
     results = None
     try:
         stop.deferred = False  # from here a signal is Tune's stop, or ends fit() at once
@@ -139,6 +146,8 @@ def fit_or_stop(
         stop.deferred = True  # the search's end is written whole
     if not stop.received:
         return results
+    if results is None and not resumable and saved is not None and not saved():
+        stop.check(experiment=experiment, dataset=dataset, resumable=False)  # nothing ran
     finished = sum(1 for r in results or () if r.metrics and r.metrics.get("done"))
     message = (
         f"search {experiment!r} stopped by {stop.name} ({finished} trials finished; the others "
