@@ -7,6 +7,10 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import os
+import signal
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +21,7 @@ from scipy import stats
 from stores import copy_store
 
 from astune.cli import main
+from astune.search.confirm import CONFIRM_AGAIN
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -164,7 +169,7 @@ def test_export_names_the_confirmed_winner(confirmed):
     assert best.config["seed"] == 0  # the search's seed, not a confirm seed
 
 
-def test_a_second_confirm_reuses_finished_runs_and_replaces_unfinished_ones(confirmed):
+def test_a_confirm_stopped_by_sigterm_ends_its_runs_and_the_same_command_finishes_it(confirmed):
     client = confirmed.client
     parent = _parent(client)
     stale = client.create_run(  # what an interrupted confirm leaves: a RUNNING run of seed 3
@@ -177,14 +182,67 @@ def test_a_second_confirm_reuses_finished_runs_and_replaces_unfinished_ones(conf
     )
     client.log_param(stale.info.run_id, "seed", "3")
     args = ["confirm", "--experiment", EXPERIMENT, "--top", "1", "--seeds", "3"]
-    args += ["--storage-path", str(confirmed.root / "ray")]
-    code, out = _run_main([*args, "--tracking-uri", confirmed.uri])
+    args += ["--storage-path", str(confirmed.root / "ray"), "--tracking-uri", confirmed.uri]
+
+    # SIGTERM (Slurm, Kubernetes) once the seed-3 runs started: Tune's graceful stop, the
+    # unfinished runs KILLED with a note, one line, exit 143
+    code, out, err = _stopped_by_sigterm(args, lambda: _started_seed_3(client, stale))
+    assert code == 143 and "Traceback" not in err, (out, err)
+    seed_3 = [r for r in _children(client, "confirm") if r.data.params["seed"] == "3"]
+    finished = [r for r in seed_3 if r.info.status == "FINISHED"]
+    killed = [r for r in seed_3 if r.info.status != "FINISHED"]
+    assert err.strip().splitlines()[-1] == (
+        f"astune confirm: confirm of search '{EXPERIMENT}' stopped by SIGTERM ({len(finished)} of "
+        f"2 runs finished, the others KILLED in MLflow); {CONFIRM_AGAIN}"
+    )
+    assert client.get_run(stale.info.run_id).info.lifecycle_stage == "deleted"  # run anew
+    assert killed and {r.info.status for r in killed} == {"KILLED"}
+    for run in killed:
+        assert run.data.tags["astune.stopped_by"] == "SIGTERM"
+        assert run.data.tags["mlflow.note.content"].endswith(f"; {CONFIRM_AGAIN}.")
+
+    code, out = _run_main(args)  # the same command: the finished runs kept, the others anew
     assert code == 0, out
-    assert "2 runs now, 4 reused" in out
+    assert f"{2 - len(finished)} runs now, {4 + len(finished)} reused" in out
     runs = _children(client, "confirm")
     assert len(runs) == 6 and {r.info.status for r in runs} == {"FINISHED"}
-    assert stale.info.run_id not in {r.info.run_id for r in runs}
-    assert client.get_run(stale.info.run_id).info.lifecycle_stage == "deleted"
+    assert not {r.info.run_id for r in killed} & {r.info.run_id for r in runs}
+
+
+def _started_seed_3(client: MlflowClient, stale) -> bool:
+    """A seed-3 confirm run other than the ``stale`` one exists (its trial started)."""
+    runs = _children(client, "confirm")
+    return any(
+        r.data.params.get("seed") == "3" and r.info.run_id != stale.info.run_id for r in runs
+    )
+
+
+def _stopped_by_sigterm(argv: list[str], ready) -> tuple[int, str, str]:
+    """``main(argv)`` in this process, sent SIGTERM by a thread once ``ready()``: its exit code,
+    stdout and stderr. A SIGTERM after the command's end would meet a handler that notes it, and
+    fail the test, instead of ending the test process."""
+    late: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: late.append(signum))
+    done = threading.Event()
+
+    def send() -> None:
+        while not done.is_set() and not ready():
+            time.sleep(0.2)
+        if not done.is_set():
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()) as err:
+            code = main(argv)
+    finally:
+        done.set()
+        sender.join()
+        signal.signal(signal.SIGTERM, previous)
+    assert not late, "the command ended before SIGTERM came"
+    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.mark.parametrize(

@@ -115,7 +115,7 @@ def test_export_prefers_the_front_point_confirmed_faster_at_equal_accuracy(
     from mlflow import MlflowClient
 
     from astune.confirm.plan import plan_confirm
-    from astune.search.confirm import mark_front_confirm
+    from astune.search.confirm_summary import mark_front_confirm
 
     uri, ids, parent_id = confirmed_store
     plan = plan_confirm(FRONT_SEARCH, front=within is not None, seeds=3, tracking_uri=uri)

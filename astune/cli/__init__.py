@@ -28,6 +28,7 @@ def _confirm(args: argparse.Namespace) -> int:
     from mlflow.exceptions import MlflowException
 
     from astune.search.confirm import ConfirmSettings, execute_confirm, prepare_confirm
+    from astune.search.stop import SearchStopped
 
     names = ("experiment", "top", "seeds", "baseline", "front", "within", "tracking_uri")
     names += ("max_concurrent",)
@@ -37,7 +38,11 @@ def _confirm(args: argparse.Namespace) -> int:
         prepared = prepare_confirm(ConfirmSettings(**given))
     except (ValueError, OSError, MlflowException) as err:  # bad input found before Ray starts
         raise CLIError(str(err).splitlines()[0]) from None
-    summary = execute_confirm(prepared)  # a failure from here on is a failed confirm (exit 1)
+    try:
+        summary = execute_confirm(prepared)  # a failure from here on is a failed confirm (exit 1)
+    except SearchStopped as stopped:  # SIGTERM or Ctrl-C: the runs ended, the rest run anew
+        print(f"astune confirm: {stopped}", file=sys.stderr)
+        return stopped.exit_code
     print(summary.format())
     return 0 if summary.rows else 1
 

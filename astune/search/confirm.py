@@ -10,24 +10,21 @@ run again, and what an interrupted confirm left unfinished is deleted and run an
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune._checks import check_int, check_range
 from astune.confirm.plan import CONFIRMS_KEY, ConfirmPlan, plan_confirm
-from astune.confirm.table import ConfirmRow, format_table, markdown, plot, summarize, write_csv
+from astune.search.confirm_summary import ConfirmSummary, summarize_confirm
 from astune.search.settings import SearchSettings
-from astune.store.confirmed import confirmed_configs, confirmed_winner
 from astune.store.conventions import (
-    CONFIRM_FRONT_TAG,
     CONFIRM_ROLE,
     CONFIRMS_TAG,
     DATASET_TAG,
     TASK_TAG,
+    stop_note,
 )
 from astune.store.reader import param
 from astune.store.writer import SearchTracker
@@ -37,10 +34,11 @@ if TYPE_CHECKING:
 
     from astune.config import TrainConfig
     from astune.data.encoding import EncodedData
+    from astune.search.stop import StopSignals
     from astune.store.driver_lock import DriverLock
 
-ARTIFACTS = ("confirm.csv", "confirm.md", "confirm.png")
 FRONT_WITHIN = 0.5  # percentage points: the default tolerance of "faster at equal accuracy"
+CONFIRM_AGAIN = "run the same confirm again: it keeps the finished runs and runs the others anew"
 
 
 @dataclass
@@ -62,6 +60,13 @@ class ConfirmSettings:
     storage_path: str | None = None
     storage_timeout: float | None = None
     console: bool = True
+
+    @property
+    def verdict_within(self) -> float | None:
+        """A confirm of the front: its verdict's tolerance (points); else None."""
+        if not self.front:
+            return None
+        return FRONT_WITHIN if self.within is None else self.within
 
     def validate(self) -> "ConfirmSettings":
         if self.top is not None:
@@ -96,47 +101,6 @@ class PreparedConfirm:
     lock: DriverLock  # this confirm's hold on the search, released by execute_confirm
 
 
-@dataclass(kw_only=True)
-class ConfirmSummary:
-    """What a confirm hands back: the table rows, the winner and where the results are."""
-
-    experiment: str
-    tracking_uri: str
-    parent_run_id: str
-    rows: list[ConfirmRow]
-    metric: str
-    ran: int  # runs started now
-    reused: int  # (config, seed) pairs finished before
-    winner: str | None  # label of the best confirmed mean
-    within: float | None = None  # a confirm of the front: the verdict's tolerance (points)
-
-    @property
-    def faster(self) -> list[ConfirmRow]:
-        """The rows confirmed faster at equal accuracy (a confirm of the front)."""
-        return [row for row in self.rows if row.faster_at_equal]
-
-    def format(self) -> str:
-        lines = [
-            f"confirm of search {self.experiment!r}: {self.ran} runs now, {self.reused} reused",
-            format_table(self.rows, self.metric),
-        ]
-        if self.within is not None:
-            tolerance = f"time significantly lower, {self.metric} within {self.within:g} points"
-            names = ", ".join(row.config.label for row in self.faster)
-            verdict = names or "none of the front's configs, on these seeds"
-            lines.append(f"faster at equal accuracy ({tolerance}): {verdict}")
-        if self.winner:
-            lines.append(f"confirmed winner (best mean): {self.winner}")
-        prefers = "the confirmed winner"
-        if self.faster:
-            prefers = "the fastest config confirmed faster at equal accuracy"
-        lines.append(
-            f"export:  python -m astune export --experiment {self.experiment} "
-            f"--tracking-uri {self.tracking_uri} --format yaml -o best.yaml   (prefers {prefers})"
-        )
-        return "\n".join(lines)
-
-
 class ConfirmTracker(SearchTracker):
     """Confirm runs as children of an existing search run; the parent is left as it was."""
 
@@ -152,11 +116,15 @@ class ConfirmTracker(SearchTracker):
         params, tags = super().child_params(config)
         return params, {**tags, CONFIRMS_TAG: confirms}
 
-    def finish(self, status: str = "FINISHED") -> None:
-        """Confirm runs still open end KILLED; the search's parent run keeps its status."""
-        if self.parent_run_id is not None:
-            for run_id in self.open_trial_runs():
-                self.client.set_terminated(run_id, "KILLED")
+    def finish(self, status: str = "FINISHED", *, stopped_by: str | None = None) -> None:
+        """Confirm runs still open end KILLED (tagged, with a note, as ``stopped_by``, the
+        signal that stopped the confirm); the search's parent run keeps its status."""
+        if self.parent_run_id is None:
+            return
+        for run_id in self.open_trial_runs():
+            if stopped_by is not None:
+                self.tag_run(run_id, stop_note(stopped_by, then=CONFIRM_AGAIN))
+            self.client.set_terminated(run_id, "KILLED")
 
 
 def confirm_trial(config: dict[str, Any], *, data: EncodedData, base: TrainConfig) -> None:
@@ -264,32 +232,43 @@ def finished_pairs(plan: ConfirmPlan) -> set[tuple[str, int]]:
 
 
 def execute_confirm(prepared: PreparedConfirm) -> ConfirmSummary:
-    """Run the missing (config, seed) pairs, then log and return the table."""
+    """Run the missing (config, seed) pairs, then log and return the table; SearchStopped (its
+    one line) when SIGTERM or SIGINT stopped the runs (:mod:`astune.search.stop`)."""
     import ray
 
     from astune.search import execution
+    from astune.search.stop import stop_on_signals
 
     points = prepared.plan.points(prepared.done)
     try:
         if points:
-            started_here = execution.init_ray(prepared.search)
-            try:
-                execution.check_resources(prepared.search)
-                _fit(prepared, points)
-            finally:
-                if started_here:
-                    ray.shutdown()
-        return _summarize(prepared, ran=len(points))
+            with stop_on_signals() as stop:
+                started_here = execution.init_ray(prepared.search)
+                stop.install()  # again: ray.init sets its own SIGTERM handler
+                try:
+                    execution.check_resources(prepared.search)
+                    _fit(prepared, points, stop)
+                finally:
+                    if started_here:
+                        ray.shutdown()
+        return summarize_confirm(
+            prepared.plan,
+            within=prepared.settings.verdict_within,
+            metric=f"val_{prepared.data.spec.metric}",
+            ran=len(points),
+            reused=len(prepared.done),
+        )
     finally:
         prepared.lock.release()
 
 
-def _fit(prepared: PreparedConfirm, points: list[dict[str, Any]]) -> None:
+def _fit(prepared: PreparedConfirm, points: list[dict[str, Any]], stop: StopSignals) -> None:
     from ray.tune.schedulers import FIFOScheduler
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
     from astune.search.execution import fitting_trials
     from astune.search.scratch import clean_stale_scratch
+    from astune.search.stop import SearchStopped, fit_unless_stopped
     from astune.search.tuner import build_tuner, trainable
 
     search, parent = prepared.search, prepared.plan.parent
@@ -315,55 +294,15 @@ def _fit(prepared: PreparedConfirm, points: list[dict[str, Any]]) -> None:
         param_space={key: None for point in points for key in point},
     )
     try:
-        tuner.fit()
+        results = fit_unless_stopped(tuner, stop)
     finally:
-        tracker.finish()
+        tracker.finish(stopped_by=stop.name or None)
         clean_stale_scratch()
-
-
-def _summarize(prepared: PreparedConfirm, ran: int) -> ConfirmSummary:
-    plan = prepared.plan
-    wanted = {c.confirms for c in plan.candidates}
-    configs = [c for c in confirmed_configs(plan.store, plan.parent) if c.confirms in wanted]
-    within = None
-    if prepared.settings.front:
-        within = FRONT_WITHIN if prepared.settings.within is None else prepared.settings.within
-    rows = summarize(configs, within=within, mode=plan.mode)
-    metric = f"val_{prepared.data.spec.metric}"
-    if rows:
-        log_confirm_artifacts(plan, rows, metric)
-    mark_front_confirm(plan, within)
-    winner = confirmed_winner(configs, plan.mode)
-    return ConfirmSummary(
-        experiment=plan.experiment,
-        tracking_uri=plan.store.uri,
-        parent_run_id=plan.parent.info.run_id,
-        rows=rows,
-        metric=metric,
-        ran=ran,
-        reused=len(prepared.done),
-        winner=winner.label if winner else None,
-        within=within,
-    )
-
-
-def mark_front_confirm(plan: ConfirmPlan, within: float | None) -> None:
-    """Tag the search's parent run with ``within`` after a confirm of the front (so that
-    `export` prefers the front trial confirmed faster at equal accuracy); untag it after any
-    other confirm (the latest confirm is the one `export` follows)."""
-    run_id, tags = plan.parent.info.run_id, plan.parent.data.tags
-    if within is not None:
-        plan.store.client.set_tag(run_id, CONFIRM_FRONT_TAG, str(within))
-    elif CONFIRM_FRONT_TAG in tags:
-        plan.store.client.delete_tag(run_id, CONFIRM_FRONT_TAG)
-
-
-def log_confirm_artifacts(plan: ConfirmPlan, rows: list[ConfirmRow], metric: str) -> None:
-    """``confirm.csv``, ``confirm.md`` and ``confirm.png`` on the search's parent run."""
-    with tempfile.TemporaryDirectory() as folder:
-        out = Path(folder)
-        write_csv(rows, out / "confirm.csv")
-        (out / "confirm.md").write_text(markdown(rows, metric))
-        plot(rows, out / "confirm.png", metric)
-        for name in ARTIFACTS:
-            plan.store.client.log_artifact(plan.parent.info.run_id, str(out / name))
+    if stop.received:
+        finished = sum(1 for r in results or () if r.metrics and r.metrics.get("done"))
+        raise SearchStopped(
+            f"confirm of search {prepared.plan.experiment!r} stopped by {stop.name} ({finished} "
+            f"of {len(points)} runs finished, the others KILLED in MLflow); {CONFIRM_AGAIN}",
+            signal_name=stop.name,
+            exit_code=stop.exit_code,
+        )

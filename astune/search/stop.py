@@ -119,6 +119,23 @@ def stop_on_signals() -> Iterator[StopSignals]:
             os.environ[TUNE_SIGINT_VARIABLE] = tune_sigint
 
 
+def fit_unless_stopped(tuner: Any, stop: StopSignals) -> Any:
+    """``tuner.fit()`` (its ``ResultGrid``) with ``stop``'s signals turned into Tune's graceful
+    stop; ``stop.received`` tells whether one came. None when one came during the start-up
+    (``fit`` is not called) or ended ``fit`` before Tune's loop ran."""
+    results = None
+    try:
+        stop.deferred = False  # from here a signal is Tune's stop, or ends fit() at once
+        if stop.received is None:
+            results = tuner.fit()
+    except (KeyboardInterrupt, Exception):  # Ray may wrap the interrupt in a TuneError
+        if not stop.received:
+            raise
+    finally:
+        stop.deferred = True  # what follows (the runs' end) is written whole
+    return results
+
+
 def fit_or_stop(
     tuner: Any,
     stop: StopSignals,
@@ -128,22 +145,12 @@ def fit_or_stop(
     resumable: bool,
     saved: Callable[[], bool] | None = None,
 ) -> Any:
-    """``tuner.fit()`` (its ``ResultGrid``) with ``stop``'s signals turned into Tune's graceful
-    stop; SearchStopped once a stop signal has ended it, or came during the start-up (then
-    ``resumable`` as :meth:`StopSignals.check` takes it). A signal that ends ``fit`` before
-    Tune's loop runs leaves a new search resumable only if ``saved()`` (None: it is)."""
-    results = None
-    try:
-        stop.deferred = False  # from here a signal is Tune's stop, or ends fit() at once
-        stop.check(experiment=experiment, dataset=dataset, resumable=resumable)
-        results = tuner.fit()
-    except SearchStopped:
-        raise
-    except (KeyboardInterrupt, Exception):  # Ray may wrap the interrupt in a TuneError
-        if not stop.received:
-            raise
-    finally:
-        stop.deferred = True  # the search's end is written whole
+    """A search's :func:`fit_unless_stopped`; SearchStopped once a stop signal has ended it, or
+    came during the start-up (then ``resumable`` as :meth:`StopSignals.check` takes it). A
+    signal that ends ``fit`` before Tune's loop runs leaves a new search resumable only if
+    ``saved()`` (None: it is)."""
+    stop.check(experiment=experiment, dataset=dataset, resumable=resumable)
+    results = fit_unless_stopped(tuner, stop)
     if not stop.received:
         return results
     if results is None and not resumable and saved is not None and not saved():

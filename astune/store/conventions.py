@@ -87,10 +87,12 @@ def quote(value: str) -> str:
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def stop_note(signal_name: str) -> dict[str, str]:
-    """The tags of a run whose search a signal stopped: the signal and a note for the UI."""
-    text = (
-        f"Stopped by {signal_name} before it finished; `astune search --name ... --resume` "
-        "goes on from the last checkpoint."
-    )
+def stop_note(
+    signal_name: str,
+    *,
+    then: str = "`astune search --name ... --resume` goes on from the last checkpoint",
+) -> dict[str, str]:
+    """The tags of a run whose search (or confirm) a signal stopped: the signal and a note for
+    the UI, ending with ``then``, what goes on from there."""
+    text = f"Stopped by {signal_name} before it finished; {then}."
     return {STOPPED_BY_TAG: signal_name, NOTE_TAG: text}
