@@ -1,8 +1,9 @@
-"""A search's driver told to stop: SIGTERM (what Slurm and Kubernetes send) or Ctrl-C (SIGINT).
+"""A search's (or confirm's) driver told to stop: SIGTERM (what Slurm and Kubernetes send) or
+Ctrl-C (SIGINT).
 
-The handlers hold from the moment Ray has started to the driver's end. A signal during the
-start-up (the runs reopened, the Tuner built or restored from storage) is noted, and the driver
-stops at the next step's end: a KeyboardInterrupt raised in the middle of an MLflow or Optuna
+The handlers hold from before Ray starts to the driver's end. A signal during the start-up (the
+runs reopened, the Tuner built or restored from storage) is noted, and the driver stops at the
+next step's end: a KeyboardInterrupt raised in the middle of an MLflow or Optuna
 write would leave it half done. Once Tune's loop runs, the first signal becomes Ray Tune's own
 graceful stop: Tune's loop answers SIGUSR1 by ending its trials, saving the experiment for
 ``--resume`` and returning from ``Tuner.fit``. Later signals wait for the stop under way instead
@@ -11,7 +12,8 @@ middle of Ray's shutdown, and SIGTERM Ray's own handler, which exits mid-call an
 stack). The search then ends its runs KILLED and exits with 128 + the signal's number (143,
 130), saying in one line how to resume (or, stopped before any trial ran, how to start again).
 
-While Ray starts, Ray's own SIGTERM handler holds (it stops Ray's processes and exits 1).
+While ``ray.init`` runs, Ray's own SIGTERM handler holds (it stops Ray's processes and exits 1);
+the driver installs these handlers again once it returns.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ class StopSignals:
         if self.deferred:
             return  # the start-up step in progress ends first: see check()
         if not callable(signal.getsignal(signal.SIGUSR1)):  # Tune's loop is not running yet
-            raise KeyboardInterrupt  # inside fit_or_stop, which ends the search
+            raise KeyboardInterrupt  # inside fit_unless_stopped, which ends the fit
         os.kill(os.getpid(), signal.SIGUSR1)  # Tune's handler: a graceful stop
 
     def install(self) -> None:
