@@ -92,18 +92,19 @@ def test_a_search_outlives_its_tracking_server_and_resume_writes_what_it_missed(
         wait_for(lambda: "server unreachable" in log.read_text(), "the driver noticing", 120)
         wait_for(lambda: reported(log) > before, "an evaluation while the server is away", 120)
         assert logged(db) < reported(log)  # the trials go on, their results held
-        # MLflow's server takes 20 s or more to start here: the trials pause meanwhile (SIGSTOP),
-        # so that a short search outlasts the outage, and go on once it answers
+        # MLflow's server takes 20 s or more to start here: the trials pause (SIGSTOP) from now
+        # until it is gone again, so that a short search outlasts the outage and still has
+        # evaluations to make once the server is gone for good
         with paused(trial_processes(driver.pid)):
             start_mlflow(procs, port)  # the same port and store
             await_mlflow(uri)
-        # the held evaluations reach the store once it answers again, while trials still run
-        held = reported(log)
-        back = lambda: "tracking server back after" in log.read_text()  # noqa: E731
-        wait_for(lambda: back() and logged(db) >= held, "the held evaluations written", 120)
-        assert driver.poll() is None, procs.tail("search")
-
-        procs.end_group(procs.named["mlflow"])  # gone for good: the search ends without it
+            # the held evaluations reach the store once it answers again, the search running
+            held = reported(log)
+            back = lambda: "tracking server back after" in log.read_text()  # noqa: E731
+            wait_for(lambda: back() and logged(db) >= held, "the held evaluations written", 120)
+            assert driver.poll() is None, procs.tail("search")
+            assert held < TRIALS * EVALUATIONS
+            procs.end_group(procs.named["mlflow"])  # gone for good: the search ends without it
         code = driver.wait(timeout=400)
         out = log.read_text()
         assert code == 75, out[-3000:]
