@@ -7,6 +7,10 @@
 #      delta 0.3, lambda 1.5, s 4, max length 128), softmax / AS-Softmax / AS-Speed interleaved;
 #   4. AS-Skip against InfoBatch on the whole of CLINC150 (10 epochs, batch 32, lr 2e-5,
 #      delta 0.3, lambda 0.5, s 5, max length 64), 3 seeds, with what time is left.
+# Measured on an H200 with MiniLM (2026-11-26, benchmarks/RESULTS.md): steps 1 and 2 take about
+# 45 s together; a micro-batch takes about 36 ms in all, so step 3 needs about 480 s (three
+# variants of 7 x 534 micro-batches, with their evaluations) and step 4 about 1,600 s a seed
+# round. One 15-minute lease holds steps 1-2 and a 2-epoch step 3, not the paper's scale.
 # Usage: benchmarks/gpu_suite.sh OUT_DIR SECONDS [BACKBONE]
 #   OUT_DIR gets log.txt, the JSON reports (gzipped) and the PNGs; SECONDS bounds the whole run,
 #   the last 45 s of it kept for the end. A lent machine's call limit should exceed SECONDS by a

