@@ -17,7 +17,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "astune"
 
 # Lower floors first: a module may import its own floor and those below, never one above.
 FLOORS = (
-    ("astune._checks", "astune._private", "astune.losses.catalogue", "astune.checkpoint_policy"),
+    (
+        "astune._checks",
+        "astune._private",
+        "astune._signals",
+        "astune.losses.catalogue",
+        "astune.checkpoint_policy",
+    ),
     (
         "astune.losses",
         "astune.speed",

@@ -122,15 +122,23 @@ def _train_config(args: argparse.Namespace):
 
 
 def _train(args: argparse.Namespace) -> int:
+    from astune.cli.train_stop import TrainingStopped, stop_after_step
     from astune.training import Run
     from astune.training.hooks import ProgressBar
 
-    try:  # building the run reads the data and the backbone: what fails here is bad input
-        config = _train_config(args)
-        run = Run(config, hooks=[ProgressBar()])
-    except (ValueError, OSError) as err:
-        raise CLIError(str(err).splitlines()[0]) from None
-    final = run.train()  # a failure from here on is a failed run (exit 1)
+    bar = ProgressBar()
+    with stop_after_step() as stop:  # SIGTERM, Ctrl-C: the step under way ends, then the run
+        try:  # building the run reads the data and the backbone: what fails here is bad input
+            config = _train_config(args)
+            run = Run(config, hooks=[bar, stop])
+        except (ValueError, OSError) as err:
+            raise CLIError(str(err).splitlines()[0]) from None
+        try:
+            final = run.train()  # a failure from here on is a failed run (exit 1)
+        except TrainingStopped as stopped:
+            bar.close()
+            print(f"astune train: {stopped}", file=sys.stderr)
+            return stopped.exit_code
     keys = [k for k in final if k.startswith(("val_", "test_"))] + [
         "optimizer_steps",
         "train_seconds",

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+from astune._signals import in_main_thread, install, stop_signals_to
+
 TUNE_SIGINT_VARIABLE = "TUNE_DISABLE_SIGINT_HANDLER"  # set: Ray Tune leaves SIGINT alone
 
 
@@ -67,9 +67,7 @@ class StopSignals:
 
     def install(self) -> None:
         """Handle SIGTERM and SIGINT here (again: ``ray.init`` sets its own SIGTERM handler)."""
-        if threading.current_thread() is threading.main_thread():
-            for sig in STOP_SIGNALS:
-                signal.signal(sig, self.handle)
+        install(self.handle)
 
     def check(self, *, experiment: str, dataset: str, resumable: bool) -> None:
         """Between start-up steps: :class:`SearchStopped` when a stop signal came meanwhile.
@@ -103,18 +101,15 @@ def stop_on_signals() -> Iterator[StopSignals]:
     that were there before come back on the way out. Outside the main thread (where Python
     cannot set handlers) the block runs with the handlers as they are."""
     stop = StopSignals()
-    if threading.current_thread() is not threading.main_thread():
+    if not in_main_thread():
         yield stop
         return
-    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     tune_sigint = os.environ.get(TUNE_SIGINT_VARIABLE)
     os.environ[TUNE_SIGINT_VARIABLE] = "1"  # Tune would take SIGINT from this handler
-    stop.install()
     try:
-        yield stop
+        with stop_signals_to(stop.handle):
+            yield stop
     finally:
-        for sig, handler in previous.items():  # None: set outside Python, so the default
-            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
         if tune_sigint is None:
             os.environ.pop(TUNE_SIGINT_VARIABLE, None)
         else:

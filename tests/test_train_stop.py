@@ -1,0 +1,76 @@
+"""`astune train` told to stop (astune/cli/train_stop.py), as a user's Ctrl-C or Slurm's SIGTERM
+reaches it: a real command on a slice of SST-5, sent the signal once it has evaluated."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from astune.cli.train_stop import TrainingStopped, stop_after_step
+from astune.training.state import read_checkpoint
+
+
+def metrics(folder: Path) -> list[dict]:
+    path = folder / "metrics.jsonl"
+    lines = path.read_text().splitlines() if path.is_file() else []
+    return [json.loads(line) for line in lines if line.endswith("}")]
+
+
+def test_a_run_sent_sigterm_ends_after_its_step_with_one_line_and_keeps_its_records(
+    tmp_path, data_dir
+):
+    sig = signal.SIGTERM
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "astune", "train", "--dataset", "sst5"]
+    command += ["--data-dir", str(data_dir), "--backbone", "minilm", "--num-layers", "1"]
+    command += ["--max-train-samples", "32", "--max-eval-samples", "16", "--epochs", "200"]
+    command += ["--batch-size", "8", "--max-length", "32", "--checkpoint-every", "eval"]
+    command += ["--device", "cpu", "--output-dir", str(out)]
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    run = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not metrics(out) and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert run.poll() is None, "the run ended before it could be stopped"
+        run.send_signal(sig)
+        _, err = run.communicate(timeout=60)
+    finally:
+        run.kill()
+        run.wait()
+    assert run.returncode == 128 + sig, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"astune train: stopped by {sig.name} after optimizer step "), last
+    assert last.endswith(f"{out} keeps metrics.jsonl and the checkpoints written so far"), last
+    records = metrics(out)
+    assert records and len(records) < 200  # whole records, the run cut short
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == len(records)
+    assert not (out / "final.json").exists()
+    assert read_checkpoint(out / "checkpoint")  # the last evaluation's, whole
+
+
+def test_ctrl_c_stops_after_the_step_and_a_second_one_at_once(tmp_path):
+    run = SimpleNamespace(pos=SimpleNamespace(steps=7, epoch=1, samples=56), out=tmp_path)
+    with stop_after_step() as stop:
+        stop.on_optimizer_step_end(run)  # no signal yet: the run goes on
+        os.kill(os.getpid(), signal.SIGINT)  # noted, no KeyboardInterrupt mid-step
+        with pytest.raises(TrainingStopped) as stopped:
+            stop.on_optimizer_step_end(run)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)  # asked twice: at once
+    assert stopped.value.exit_code == 130
+    assert str(stopped.value) == (
+        f"stopped by SIGINT after optimizer step 7 (epoch 2, 56 samples seen); {tmp_path} keeps "
+        "metrics.jsonl and the checkpoints written so far"
+    )
