@@ -14,7 +14,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from astune.cli import _train_config, main
+from astune.cli.parser import build_parser
 from astune.cli.train_stop import TrainingStopped, stop_after_step
+from astune.training import LoopHooks, fit
 from astune.training.state import read_checkpoint
 
 
@@ -52,7 +55,10 @@ def test_a_run_sent_sigterm_ends_after_its_step_with_one_line_and_keeps_its_reco
     assert "Traceback" not in err, err[-2000:]
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"astune train: stopped by {sig.name} after optimizer step "), last
-    assert last.endswith(f"{out} keeps metrics.jsonl and the checkpoints written so far"), last
+    assert last.endswith(
+        f"{out} keeps metrics.jsonl and the checkpoints written so far (--resume goes on from "
+        "the last)"
+    ), last
     records = metrics(out)
     assert records and len(records) < 200  # whole records, the run cut short
     assert len((out / "metrics.jsonl").read_text().splitlines()) == len(records)
@@ -72,5 +78,56 @@ def test_ctrl_c_stops_after_the_step_and_a_second_one_at_once(tmp_path):
     assert stopped.value.exit_code == 130
     assert str(stopped.value) == (
         f"stopped by SIGINT after optimizer step 7 (epoch 2, 56 samples seen); {tmp_path} keeps "
-        "metrics.jsonl and the checkpoints written so far"
+        "metrics.jsonl and the checkpoints written so far (--resume goes on from the last)"
+    )
+
+
+class StopAt(LoopHooks):
+    """Stops the run as ``astune train``'s signal hook does, after optimizer step ``step``."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_optimizer_step_end(self, run) -> None:
+        if run.pos.steps == self.step:
+            raise TrainingStopped("stopped", exit_code=143)
+
+
+def test_train_resume_continues_a_stopped_run_to_the_uninterrupted_runs_end(
+    tmp_path, data_dir, capsys
+):
+    flags = ["train", "--dataset", "sst5", "--data-dir", str(data_dir), "--backbone", "minilm"]
+    flags += ["--num-layers", "1", "--max-train-samples", "32", "--max-eval-samples", "16"]
+    flags += ["--epochs", "3", "--batch-size", "8", "--max-length", "32", "--device", "cpu"]
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    assert main([*flags, "--output-dir", str(whole)]) == 0
+    # stopped mid-way through its second epoch: 4 steps an epoch, a checkpoint at each epoch's end
+    config = _train_config(build_parser().parse_args([*flags, "--output-dir", str(stopped)]))
+    with pytest.raises(TrainingStopped):
+        fit(config, hooks=[StopAt(6)])
+    assert len(metrics(stopped)) == 1 and not (stopped / "final.json").exists()
+
+    changed = main([*flags, "--output-dir", str(stopped), "--resume", "--lr", "0.5"])
+    assert changed == 2 and "--resume: cannot change --lr (the run was started with " in (
+        capsys.readouterr().err
+    )
+    assert main([*flags, "--output-dir", str(stopped), "--resume"]) == 0
+    ends = [json.loads((folder / "final.json").read_text()) for folder in (whole, stopped)]
+    assert ends[1]["optimizer_steps"] == ends[0]["optimizer_steps"] == 12
+    for key, value in ends[0].items():
+        if key.startswith(("val_", "test_")):
+            assert ends[1][key] == pytest.approx(value, abs=1e-6), key
+    assert [r["objective"] for r in metrics(stopped)] == pytest.approx(
+        [r["objective"] for r in metrics(whole)], abs=1e-6
+    )
+
+
+def test_train_resume_without_a_checkpoint_is_refused_in_one_line(tmp_path, data_dir, capsys):
+    argv = ["train", "--dataset", "sst5", "--data-dir", str(data_dir), "--resume"]
+    assert main([*argv, "--output-dir", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"astune train: error: --resume: no checkpoint in {tmp_path / 'none' / 'checkpoint'}; "
+        "give the --output-dir of a run that wrote one (each evaluation writes one unless "
+        "--checkpoint-every says otherwise)"
     )

@@ -11,10 +11,15 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from astune.cli.parser import build_parser
 from astune.config import INFOBATCH_FIELDS, SPEED_FIELDS
 from astune.losses.catalogue import DELTA_CONTROL
+
+if TYPE_CHECKING:
+    from astune.config import TrainConfig
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -121,6 +126,29 @@ def _train_config(args: argparse.Namespace):
     return TrainConfig.from_dict(config).validate()
 
 
+def _resumed_config(args: argparse.Namespace, config: TrainConfig) -> TrainConfig:
+    """``--resume``: the config the run in ``config.output_dir`` was started with, read from its
+    checkpoint; a flag given now with another value is refused (the resume would not be exact)."""
+    from astune.config import TrainConfig
+    from astune.training.state import STATE_FILE, read_checkpoint
+
+    folder = Path(config.output_dir) / "checkpoint"
+    if not (folder / STATE_FILE).is_file():
+        raise CLIError(
+            f"--resume: no checkpoint in {folder}; give the --output-dir of a run that wrote one "
+            "(each evaluation writes one unless --checkpoint-every says otherwise)"
+        )
+    before = read_checkpoint(folder)["config"]
+    for key in TRAIN_FLAGS:
+        given = getattr(args, key)
+        if given is not None and key in before and given != before[key]:
+            raise CLIError(
+                f"--resume: cannot change --{key.replace('_', '-')} (the run was started with "
+                f"{before[key]!r}, now {given!r}); leave it out, or train into another --output-dir"
+            )
+    return TrainConfig.from_dict(before).validate()
+
+
 def _train(args: argparse.Namespace) -> int:
     from astune.cli.train_stop import TrainingStopped, stop_after_step
     from astune.training import Run
@@ -130,7 +158,11 @@ def _train(args: argparse.Namespace) -> int:
     with stop_after_step() as stop:  # SIGTERM, Ctrl-C: the step under way ends, then the run
         try:  # building the run reads the data and the backbone: what fails here is bad input
             config = _train_config(args)
+            if args.resume:
+                config = _resumed_config(args, config)
             run = Run(config, hooks=[bar, stop])
+            if args.resume:
+                run.restore(Path(config.output_dir) / "checkpoint")
         except (ValueError, OSError) as err:
             raise CLIError(str(err).splitlines()[0]) from None
         try:

@@ -132,6 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="one training run (the unit of a search trial)")
     _add_data_flags(train)
     train.add_argument("--config", help="YAML config written by `astune export`")
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --output-dir from its last checkpoint, with the settings it "
+        "was started with (as a run stopped by SIGTERM or Ctrl-C leaves it)",
+    )
     train.add_argument("--loss", default=None)
     train.add_argument("--delta", type=float, default=None)
     train.add_argument("--warmup-ratio", type=float, default=None)

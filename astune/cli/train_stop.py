@@ -2,8 +2,9 @@
 
 The first signal is noted, and the run stops after the optimizer step under way (a hook of the
 loop), so that no checkpoint or record is cut in half: the command says in one line where the
-run stopped and what its folder keeps, and exits with 128 + the signal's number (143, 130). A
-second signal stops it at once (Python's KeyboardInterrupt), for a step that does not end.
+run stopped and what its folder keeps, and exits with 128 + the signal's number (143, 130);
+``astune train --output-dir DIR --resume`` goes on from the last checkpoint. A second signal
+stops it at once (Python's KeyboardInterrupt), for a step that does not end.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class StopAfterStep(LoopHooks):
         raise TrainingStopped(
             f"stopped by {name} after optimizer step {run.pos.steps} (epoch {run.pos.epoch + 1}, "
             f"{run.pos.samples} samples seen); {run.out} keeps metrics.jsonl and the checkpoints "
-            "written so far",
+            "written so far (--resume goes on from the last)",
             exit_code=128 + self.received,
         )
 
