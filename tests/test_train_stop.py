@@ -94,7 +94,7 @@ class StopAt(LoopHooks):
 
 
 def test_train_resume_continues_a_stopped_run_to_the_uninterrupted_runs_end(
-    tmp_path, data_dir, capsys
+    tmp_path, data_dir, capsys, monkeypatch
 ):
     flags = ["train", "--dataset", "sst5", "--data-dir", str(data_dir), "--backbone", "minilm"]
     flags += ["--num-layers", "1", "--max-train-samples", "32", "--max-eval-samples", "16"]
@@ -111,7 +111,10 @@ def test_train_resume_continues_a_stopped_run_to_the_uninterrupted_runs_end(
     assert changed == 2 and "--resume: cannot change --lr (the run was started with " in (
         capsys.readouterr().err
     )
-    assert main([*flags, "--output-dir", str(stopped), "--resume"]) == 0
+    # where it reads its data may change (another mount): given relative to another folder here
+    monkeypatch.chdir(data_dir.parent)
+    moved = [*flags[:4], data_dir.name, *flags[5:]]
+    assert main([*moved, "--output-dir", str(stopped), "--resume"]) == 0
     ends = [json.loads((folder / "final.json").read_text()) for folder in (whole, stopped)]
     assert ends[1]["optimizer_steps"] == ends[0]["optimizer_steps"] == 12
     for key, value in ends[0].items():

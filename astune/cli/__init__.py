@@ -111,6 +111,11 @@ TRAIN_FLAGS = (
 )
 
 
+# Where a resumed run reads its data, writes and trains may change (another mount, machine or
+# GPU); the rest of its settings may not, or the resume would not be exact.
+RESUME_MAY_CHANGE = ("output_dir", "data_dir", "device")
+
+
 def _train_config(args: argparse.Namespace):
     """The run's config: ``--config FILE`` (as `export` writes it) overridden by explicit flags."""
     from astune.backbone_registry import DEFAULT_BACKBONE
@@ -141,12 +146,17 @@ def _resumed_config(args: argparse.Namespace, config: TrainConfig) -> TrainConfi
     before = read_checkpoint(folder)["config"]
     for key in TRAIN_FLAGS:
         given = getattr(args, key)
-        if given is not None and key in before and given != before[key]:
+        if key in RESUME_MAY_CHANGE or given is None or key not in before:
+            continue
+        if given != before[key]:
             raise CLIError(
                 f"--resume: cannot change --{key.replace('_', '-')} (the run was started with "
                 f"{before[key]!r}, now {given!r}); leave it out, or train into another --output-dir"
             )
-    return TrainConfig.from_dict(before).validate()
+    given_now = {k: getattr(args, k) for k in RESUME_MAY_CHANGE if getattr(args, k) is not None}
+    return TrainConfig.from_dict(
+        {**before, **given_now, "output_dir": config.output_dir}
+    ).validate()
 
 
 def _train(args: argparse.Namespace) -> int:
