@@ -131,9 +131,10 @@ def _train_config(args: argparse.Namespace):
     return TrainConfig.from_dict(config).validate()
 
 
-def _resumed_config(args: argparse.Namespace, config: TrainConfig) -> TrainConfig:
-    """``--resume``: the config the run in ``config.output_dir`` was started with, read from its
-    checkpoint; a flag given now with another value is refused (the resume would not be exact)."""
+def _resumed(args: argparse.Namespace, config: TrainConfig) -> tuple[TrainConfig, dict]:
+    """``--resume``: the config the run in ``config.output_dir`` was started with and the
+    checkpoint it came from (read once: it holds the weights); a flag given now with another
+    value is refused (the resume would not be exact)."""
     from astune.config import TrainConfig
     from astune.training.state import STATE_FILE, read_checkpoint
 
@@ -143,7 +144,8 @@ def _resumed_config(args: argparse.Namespace, config: TrainConfig) -> TrainConfi
             f"--resume: no checkpoint in {folder}; give the --output-dir of a run that wrote one "
             "(each evaluation writes one unless --checkpoint-every says otherwise)"
         )
-    before = read_checkpoint(folder)["config"]
+    state = read_checkpoint(folder)
+    before = state["config"]
     for key in TRAIN_FLAGS:
         given = getattr(args, key)
         if key in RESUME_MAY_CHANGE or given is None or key not in before:
@@ -154,9 +156,8 @@ def _resumed_config(args: argparse.Namespace, config: TrainConfig) -> TrainConfi
                 f"{before[key]!r}, now {given!r}); leave it out, or train into another --output-dir"
             )
     given_now = {k: getattr(args, k) for k in RESUME_MAY_CHANGE if getattr(args, k) is not None}
-    return TrainConfig.from_dict(
-        {**before, **given_now, "output_dir": config.output_dir}
-    ).validate()
+    resumed = {**before, **given_now, "output_dir": config.output_dir}
+    return TrainConfig.from_dict(resumed).validate(), state
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -167,12 +168,12 @@ def _train(args: argparse.Namespace) -> int:
     bar = ProgressBar()
     with stop_after_step() as stop:  # SIGTERM, Ctrl-C: the step under way ends, then the run
         try:  # building the run reads the data and the backbone: what fails here is bad input
-            config = _train_config(args)
+            config, state = _train_config(args), None
             if args.resume:
-                config = _resumed_config(args, config)
+                config, state = _resumed(args, config)
             run = Run(config, hooks=[bar, stop])
-            if args.resume:
-                run.restore(Path(config.output_dir) / "checkpoint")
+            if state is not None:
+                run.restore(Path(config.output_dir) / "checkpoint", state=state)
         except (ValueError, OSError) as err:
             raise CLIError(str(err).splitlines()[0]) from None
         try:

@@ -234,23 +234,14 @@ def finished_pairs(plan: ConfirmPlan) -> set[tuple[str, int]]:
 def execute_confirm(prepared: PreparedConfirm) -> ConfirmSummary:
     """Run the missing (config, seed) pairs, then log and return the table; SearchStopped (its
     one line) when SIGTERM or SIGINT stopped the runs (:mod:`astune.search.stop`)."""
-    import ray
-
     from astune.search import execution
     from astune.search.stop import stop_on_signals
 
     points = prepared.plan.points(prepared.done)
     try:
         if points:
-            with stop_on_signals() as stop:
-                started_here = execution.init_ray(prepared.search)
-                stop.install()  # again: ray.init sets its own SIGTERM handler
-                try:
-                    execution.check_resources(prepared.search)
-                    _fit(prepared, points, stop)
-                finally:
-                    if started_here:
-                        ray.shutdown()
+            with stop_on_signals() as stop, execution.ray_for(prepared.search, stop):
+                _fit(prepared, points, stop)
         return summarize_confirm(
             prepared.plan,
             within=prepared.settings.verdict_within,
@@ -268,7 +259,7 @@ def _fit(prepared: PreparedConfirm, points: list[dict[str, Any]], stop: StopSign
 
     from astune.search.execution import fitting_trials
     from astune.search.scratch import clean_stale_scratch
-    from astune.search.stop import SearchStopped, fit_unless_stopped
+    from astune.search.stop import SearchStopped, finished_trials, fit_unless_stopped
     from astune.search.tuner import build_tuner, trainable
 
     search, parent = prepared.search, prepared.plan.parent
@@ -299,10 +290,10 @@ def _fit(prepared: PreparedConfirm, points: list[dict[str, Any]], stop: StopSign
         tracker.finish(stopped_by=stop.name or None)
         clean_stale_scratch()
     if stop.received:
-        finished = sum(1 for r in results or () if r.metrics and r.metrics.get("done"))
         raise SearchStopped(
-            f"confirm of search {prepared.plan.experiment!r} stopped by {stop.name} ({finished} "
-            f"of {len(points)} runs finished, the others KILLED in MLflow); {CONFIRM_AGAIN}",
+            f"confirm of search {prepared.plan.experiment!r} stopped by {stop.name} "
+            f"({finished_trials(results)} of {len(points)} runs finished, the others KILLED in "
+            f"MLflow); {CONFIRM_AGAIN}",
             signal_name=stop.name,
             exit_code=stop.exit_code,
         )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from astune.search.settings import PreparedSearch, SearchError, SearchSettings, SearchSummary
@@ -62,6 +64,28 @@ def init_ray_and_store(settings: SearchSettings, tracking_uri: str) -> bool:
             ray.shutdown()
         raise
     return started_here
+
+
+@contextmanager
+def ray_for(
+    settings: SearchSettings, stop: StopSignals, *, tracking_uri: str | None = None
+) -> Iterator[None]:
+    """Ray for the block: joined, or started here and shut down on the way out, the MLflow store
+    at ``tracking_uri`` opened meanwhile (None: none to open), the cluster's resources checked;
+    ``stop`` takes SIGTERM and SIGINT back once ``ray.init`` has set its own handler."""
+    import ray
+
+    if tracking_uri is None:
+        started_here = init_ray(settings)
+    else:
+        started_here = init_ray_and_store(settings, tracking_uri)
+    stop.install()
+    try:
+        check_resources(settings)
+        yield
+    finally:
+        if started_here:
+            ray.shutdown()
 
 
 def check_local_gpus(settings: SearchSettings) -> None:

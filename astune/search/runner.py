@@ -178,8 +178,6 @@ def max_reports(
 
 
 def _run(prepared: PreparedSearch) -> SearchSummary:
-    import ray
-
     from astune.search import execution
     from astune.search.stop import stop_on_signals
 
@@ -187,12 +185,8 @@ def _run(prepared: PreparedSearch) -> SearchSummary:
     max_t = max_reports(
         prepared.space, prepared.base, spec=data.spec, n_train=len(data.splits["train"])
     )
-    with stop_on_signals() as stop:
-        started_here = execution.init_ray_and_store(settings, prepared.tracking_uri)
-        stop.install()  # again: ray.init sets its own SIGTERM handler
-        try:
-            execution.check_resources(settings)
-            return execution.tune_search(prepared, max_t, stop=stop)
-        finally:
-            if started_here:
-                ray.shutdown()
+    with (
+        stop_on_signals() as stop,
+        execution.ray_for(settings, stop, tracking_uri=prepared.tracking_uri),
+    ):
+        return execution.tune_search(prepared, max_t, stop=stop)

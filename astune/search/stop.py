@@ -92,7 +92,13 @@ class StopSignals:
 
 
 def resume_command(experiment: str, dataset: str) -> str:
+    """The command that resumes search ``experiment`` of ``dataset``."""
     return f"python -m astune search --dataset {dataset} --name {experiment} --resume"
+
+
+def finished_trials(results: Any) -> int:
+    """The trials of a ``ResultGrid`` (None: none) that ran to their end."""
+    return sum(1 for r in results or () if r.metrics and r.metrics.get("done"))
 
 
 @contextmanager
@@ -152,9 +158,9 @@ def fit_or_stop(
         return results
     if results is None and not resumable and saved is not None and not saved():
         stop.check(experiment=experiment, dataset=dataset, resumable=False)  # nothing ran
-    finished = sum(1 for r in results or () if r.metrics and r.metrics.get("done"))
     message = (
-        f"search {experiment!r} stopped by {stop.name} ({finished} trials finished; the others "
+        f"search {experiment!r} stopped by {stop.name} ({finished_trials(results)} trials "
+        f"finished; the others "
         f"are KILLED in MLflow and resume from their last checkpoint); resume it with: "
         f"{resume_command(experiment, dataset)}"
     )

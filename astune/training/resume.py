@@ -58,9 +58,11 @@ class Resumable:
             "rng": ckpt.rng_state(),
         }
 
-    def restore(self, folder: Path) -> None:
-        """Continue from the checkpoint in ``folder`` exactly where it was written."""
-        state = ckpt.read_checkpoint(folder)
+    def restore(self, folder: Path, *, state: dict[str, Any] | None = None) -> None:
+        """Continue from the checkpoint in ``folder`` exactly where it was written; ``state``:
+        that checkpoint, already read by the caller (None: read here)."""
+        if state is None:
+            state = ckpt.read_checkpoint(folder)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(unpack_rows(state["optimizer"]))
         if self.speed is not None and state["speed"] is not None:
