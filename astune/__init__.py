@@ -5,3 +5,7 @@ so that ``import astune.losses`` stays fast.
 """
 
 __version__ = "0.1.0"
+
+from astune import _moved
+
+_moved.install()  # modules' paths before the third layout still import (and unpickle)

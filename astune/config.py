@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from astune._checks import check_choice
-from astune.backbone_registry import DEFAULT_BACKBONE
+from astune.backbones.registry import DEFAULT_BACKBONE
 from astune.checkpoint_policy import TRAIN_DEFAULT, CheckpointPolicy
 from astune.losses.catalogue import (
     AS_LOSSES,
@@ -26,13 +26,13 @@ from astune.losses.catalogue import (
     loss_info,
 )
 from astune.losses.delta import DeltaSchedule, build_delta_schedule
-from astune.speed import ASSpeed
+from astune.speed.accumulation import ASSpeed
 
 PRECISIONS = ("auto", "fp32", "bf16")
 SKIP_POLICIES = ("zero", "soft")
 """AS-Skip's policies: ``zero`` leaves out the samples with exactly zero loss (re-checked, see
-astune/skip.py); ``soft`` also prunes low-loss ones at random, rescaling the kept ones
-(astune/prune.py)."""
+astune/speed/skip.py); ``soft`` also prunes low-loss ones at random, rescaling the kept ones
+(astune/speed/prune.py)."""
 DEVICES = ("auto", "cpu", "cuda")
 
 _FIELD_SPECS = (
@@ -59,13 +59,14 @@ _FIELD_SPECS = (
     ParamSpec("as_speed", bool, False),
     ParamSpec("lam", float, 1.0, 0.0, low_open=True),
     ParamSpec("max_accum_steps", int, 4, 1),
-    # AS-Skip (astune/skip.py); defaults from benchmarks/RESULTS.md, "AS-Skip".
+    # AS-Skip (astune/speed/skip.py); defaults from benchmarks/RESULTS.md, "AS-Skip".
     ParamSpec("as_skip", bool, False),
     ParamSpec("skip_keep", float, 0.2, 0.0, 1.0),
     ParamSpec("skip_anneal", float, 0.1, 0.0, 1.0),
     # Re-check zero-loss samples by a forward pass without gradient (False: train on them, v1).
     ParamSpec("skip_probe", bool, True),
-    # The cap of the re-check back-off (astune/skip.py); 1: every zero sample has chance skip_keep.
+    # The cap of the re-check back-off (astune/speed/skip.py); 1: every zero sample has chance
+    # skip_keep.
     ParamSpec("skip_backoff", float, 8.0, 1.0),
     ParamSpec("skip_policy", str, "zero", choices=SKIP_POLICIES),
     # The chance a low-loss sample (below the mean loss) is left out of an epoch, with the soft
@@ -91,42 +92,15 @@ def _default(name: str) -> Any:
     return TRAIN_FIELDS[name].default
 
 
-@dataclass(frozen=True, kw_only=True)
-class SpeedSettings:
-    """AS-Speed and AS-Skip of one run, as one object: what the loop, its batch source and the
-    exports read. The fields are :class:`TrainConfig`'s of the same names (flat there: they are
-    MLflow params and YAML keys)."""
-
-    as_speed: bool = _default("as_speed")
-    lam: float = _default("lam")
-    max_accum_steps: int = _default("max_accum_steps")
-    as_skip: bool = _default("as_skip")
-    skip_keep: float = _default("skip_keep")
-    skip_anneal: float = _default("skip_anneal")
-    skip_probe: bool = _default("skip_probe")
-    skip_backoff: float = _default("skip_backoff")
-    skip_policy: str = _default("skip_policy")
-    skip_prune: float = _default("skip_prune")
-    infobatch: bool = _default("infobatch")
-    infobatch_prune: float = _default("infobatch_prune")
-    infobatch_anneal: float = _default("infobatch_anneal")
-
-    def build_speed(self) -> ASSpeed | None:
-        """The AS-Speed controller, or None when AS-Speed is off."""
-        return ASSpeed(self.lam, self.max_accum_steps) if self.as_speed else None
-
-
-INFOBATCH_FIELDS = ("infobatch", "infobatch_prune", "infobatch_anneal")
-"""InfoBatch's fields of :class:`SpeedSettings`: any loss takes them (a space's ``params``)."""
-SPEED_FIELDS = tuple(
-    f.name for f in dataclasses.fields(SpeedSettings) if f.name not in INFOBATCH_FIELDS
-)
-"""The AS-Speed and AS-Skip parameter names (AS losses only): config fields, search-space
-``speed_params``."""
 SKIP_FIELDS = (
     "skip_keep", "skip_anneal", "skip_probe", "skip_backoff", "skip_policy", "skip_prune"
 )  # fmt: skip
-"""The AS-Skip parameters of :data:`SPEED_FIELDS` (they apply only with ``as_skip``)."""
+"""AS-Skip's parameters (they apply only with ``as_skip``)."""
+SPEED_FIELDS = ("as_speed", "lam", "max_accum_steps", "as_skip", *SKIP_FIELDS)
+"""The AS-Speed and AS-Skip parameter names (AS losses only): config fields, search-space
+``speed_params``."""
+INFOBATCH_FIELDS = ("infobatch", "infobatch_prune", "infobatch_anneal")
+"""InfoBatch's fields: any loss takes them (a space's ``params``)."""
 PAPER_BUDGET = ("epochs", "batch_size", "lr")
 """The fields an unset value of takes the paper's value for the dataset."""
 
@@ -222,11 +196,9 @@ class TrainConfig:
             info.param(key).check(value)
         return self
 
-    @property
-    def speed(self) -> SpeedSettings:
-        """AS-Speed and AS-Skip, as one typed object."""
-        fields = SPEED_FIELDS + INFOBATCH_FIELDS
-        return SpeedSettings(**{name: getattr(self, name) for name in fields})
+    def build_speed(self) -> ASSpeed | None:
+        """The AS-Speed controller, or None when AS-Speed is off."""
+        return ASSpeed(self.lam, self.max_accum_steps) if self.as_speed else None
 
     def build_delta(self, total_steps: int) -> DeltaSchedule | None:
         """The loss's delta over ``total_steps`` (warm-up, then fixed or adaptive); None for a

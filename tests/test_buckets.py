@@ -84,7 +84,7 @@ def test_as_skip_regroups_only_the_kept_samples_and_keeps_its_spans(sst5):
             sst5,
             batch_size=8,
             seed=3,
-            speed=config.speed,
+            config=config,
             total_samples=10 * 160,
             device=torch.device("cpu"),
             length_window=window,

@@ -9,9 +9,9 @@ import pytest
 from mlflow_searches import tiny_searches
 
 from astune.backbones import build_model, init_head_from_embeddings, load_tokenizer
-from astune.csc_metrics import CSC_METRICS, csc_scores
 from astune.data.synthetic_csc import synthetic_csc
 from astune.metrics import compute_metrics
+from astune.metrics.csc import CSC_METRICS, csc_scores
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from astune.csc_metrics import CSC_METRICS, csc_scores
+from astune.metrics.csc import CSC_METRICS, csc_scores
 
 
 def reference(sources, targets, predictions):

@@ -565,7 +565,7 @@ def test_folder_with_a_validation_split_is_read_as_is(tmp_path, data_dir):
 # ------------------------------------------------------------------ --dataset resolution
 def test_resolve_dataset_precedence(tmp_path, data_dir, monkeypatch):
     from astune.data import resolve_dataset
-    from astune.difficulty import dataset_name
+    from astune.recommend.difficulty import dataset_name
     from astune.search.runner import SearchSettings
 
     monkeypatch.chdir(tmp_path)

@@ -215,7 +215,7 @@ def test_hf_export_trains_in_a_real_trainer(best, searches, data_dir, tmp_path):
         TrainerCallback,
     )
 
-    from astune.backbone_registry import offline_minilm_path
+    from astune.backbones.registry import offline_minilm_path
 
     code = export(EXPERIMENT, "hf", tracking_uri=searches.tracking_uri)
     ns: dict = {}

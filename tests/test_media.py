@@ -34,7 +34,7 @@ from astune.data.errors import DataError
 from astune.data.media_encoding import MediaData, encode_media
 from astune.data.rows import normalize_rows
 from astune.losses.catalogue import AS_LOSSES, loss_names
-from astune.probe import run_probe
+from astune.recommend.probe import run_probe
 from astune.search.runner import SearchSettings, run_search
 from astune.space.space import load_space
 from astune.training import fit

@@ -23,7 +23,7 @@ from tiny import tiny_flags
 
 from astune.cli import main
 from astune.export import find_best_trial
-from astune.objectives import COSTS, front, parse_objectives
+from astune.metrics.objectives import COSTS, front, parse_objectives
 from astune.space.space import SpaceError, load_space
 
 SPACES = Path(__file__).parent / "spaces"

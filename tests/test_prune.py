@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from training_runs import LOOP_BASE, loop_config, read_metrics, sst5_slice
 
 from astune.config import TrainConfig
-from astune.prune import PRUNE_SEED_STRIDE, SoftPrune
+from astune.speed.prune import PRUNE_SEED_STRIDE, SoftPrune
 from astune.training import fit
 from astune.training.hooks import LoopHooks
 
@@ -145,7 +145,7 @@ def test_the_pruning_flags_reach_the_config():
             + ["--skip-prune", "0.3", "--length-window", "4", "--max-length", "64"]
         )  # fmt: skip
     )
-    assert (soft.speed.skip_policy, soft.speed.skip_prune, soft.length_window) == ("soft", 0.3, 4)
+    assert (soft.skip_policy, soft.skip_prune, soft.length_window) == ("soft", 0.3, 4)
     assert soft.max_length == 64  # a flag train takes reaches its config
     info = _train_config(
         parse(
@@ -153,7 +153,7 @@ def test_the_pruning_flags_reach_the_config():
             + ["--infobatch-prune", "0.4", "--infobatch-anneal", "0.2"]
         )  # fmt: skip
     )
-    assert (info.speed.infobatch, info.speed.infobatch_prune, info.speed.infobatch_anneal) == (
+    assert (info.infobatch, info.infobatch_prune, info.infobatch_anneal) == (
         True, 0.4, 0.2
     )  # fmt: skip
 

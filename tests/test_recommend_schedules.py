@@ -10,7 +10,6 @@ from hand_store import log_run
 from mlflow import MlflowClient
 from stores import new_store
 
-from astune.difficulty import Difficulty
 from astune.recommend import (
     FRACTIONS,
     HistoryPoint,
@@ -22,6 +21,7 @@ from astune.recommend import (
     trajectory,
 )
 from astune.recommend.advice import _recommendation
+from astune.recommend.difficulty import Difficulty
 from astune.store.reader import Store
 
 EMA = {"delta_momentum": 0.8, "delta_min": 0.05}

@@ -28,7 +28,8 @@ from astune.losses import (
     loss_spec,
 )
 
-# The contract of DESIGN.md: name -> (module, parameters with the paper's SST5 defaults).
+# The public contract (docs/contract.md): name -> (module, parameters with the paper's SST5
+# defaults).
 EXPECTED = {
     "softmax": (SoftmaxLoss, {}),
     "t_softmax": (TSoftmaxLoss, {"tau": 5.0}),

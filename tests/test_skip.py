@@ -12,8 +12,8 @@ from training_runs import Snapshots, read_metrics, run_config, sst5_slice, timel
 from astune.config import TrainConfig
 from astune.losses import ASSoftmaxLoss
 from astune.losses.multilabel import multilabel_as_softmax_with_stats
-from astune.skip import PLAN_SEED_STRIDE, ASSkip, planned_visits
 from astune.speed import ASSpeed
+from astune.speed.skip import PLAN_SEED_STRIDE, ASSkip, planned_visits
 from astune.training import Run, fit
 from astune.training.batches import SKIP_RECORD_KEYS
 from astune.training.hooks import LoopHooks
@@ -196,7 +196,7 @@ def test_the_skip_probe_flag_sets_how_a_run_rechecks(flag, probe):
 
     args = build_parser().parse_args(["train", "--dataset", "sst5", "--as-skip", *flag])
     config = _train_config(args)
-    assert config.speed.as_skip and config.speed.skip_probe is probe
+    assert config.as_skip and config.skip_probe is probe
 
 
 # -- training runs --------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from astune.losses import (
     as_variant_with_stats,
     multilabel_as_softmax_with_stats,
 )
-from astune.skip import PLAN_SEED_STRIDE, ASSkip
+from astune.speed.skip import PLAN_SEED_STRIDE, ASSkip
 
 
 # -- headroom -----------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import pandas as pd
 
 from astune.analysis import plots
 from astune.analysis.study import StudyResult
-from astune.metrics import pearson
+from astune.metrics.scores import pearson
 from astune.store.experiment import ExperimentRuns
 
 NAME = "loss_metric_correlation"

@@ -12,7 +12,7 @@ from pathlib import Path
 from astune.analysis.importance import importances_of
 from astune.analysis.plots import new_figure, save
 from astune.analysis.study import StudyResult
-from astune.objectives import modes
+from astune.metrics.objectives import modes
 from astune.store.conventions import PARENT_TAG, ROLE_TAG
 from astune.store.experiment import ExperimentRuns
 from astune.store.pareto import FrontPoint, finished_points, pareto_front, search_objectives

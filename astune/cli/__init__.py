@@ -75,7 +75,7 @@ def _datasets(args: argparse.Namespace) -> int:
 
 
 def _backbones(args: argparse.Namespace) -> int:
-    from astune.backbone_registry import format_backbones_table
+    from astune.backbones.registry import format_backbones_table
 
     print(format_backbones_table())
     return 0
@@ -118,7 +118,7 @@ RESUME_MAY_CHANGE = ("output_dir", "data_dir", "device")
 
 def _train_config(args: argparse.Namespace):
     """The run's config: ``--config FILE`` (as `export` writes it) overridden by explicit flags."""
-    from astune.backbone_registry import DEFAULT_BACKBONE
+    from astune.backbones.registry import DEFAULT_BACKBONE
     from astune.config import TrainConfig
 
     config = TrainConfig.from_yaml(args.config).to_dict() if args.config else {}

@@ -8,7 +8,7 @@ import argparse
 from astune.checkpoint_policy import SEARCH_DEFAULT, TRAIN_DEFAULT
 from astune.config import SKIP_POLICIES
 from astune.losses.catalogue import DELTA_SCHEDULES
-from astune.objectives import COSTS
+from astune.metrics.objectives import COSTS
 from astune.search.settings import SAMPLERS
 from astune.store.storage_retry import DEFAULT_STORAGE_TIMEOUT
 

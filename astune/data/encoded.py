@@ -14,7 +14,7 @@ def load_encoded(config: TrainConfig, *, ref: DatasetRef | None = None) -> Train
     ``ref``: ``config.dataset`` resolved already (a search resolves it once). Whether astune
     computes its metric is the caller's check, made once
     (:func:`astune.metrics.check_metric_computed`)."""
-    from astune.backbones import load_processor, load_tokenizer
+    from astune.backbones.models import load_processor, load_tokenizer
     from astune.data import encode_splits, load_dataset_splits
     from astune.data.media_encoding import encode_media
 
@@ -37,8 +37,7 @@ def load_for_run(config: TrainConfig) -> tuple[TrainConfig, TrainData]:
     entry left at the text default gets its paper backbone), and the data encoded for it."""
     import dataclasses
 
-    from astune.backbone_registry import default_backbone
-    from astune.data.resolve import resolve_dataset
+    from astune.data.resolve import default_backbone, resolve_dataset
 
     ref = resolve_dataset(config.dataset)
     config = dataclasses.replace(config, backbone=default_backbone(config.backbone, ref.spec))

@@ -17,7 +17,7 @@ from astune._checks import check_int
 from astune.data.batching import Batching
 from astune.data.errors import DataError
 from astune.data.spec import DatasetSpec
-from astune.metrics import IGNORE_INDEX, is_csc
+from astune.metrics.scores import IGNORE_INDEX, is_csc
 
 MODEL_KEYS = ("input_ids", "attention_mask", "token_type_ids", "pixel_values", "input_values")
 

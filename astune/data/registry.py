@@ -9,7 +9,7 @@ number the field is None.
 
 from __future__ import annotations
 
-from astune.backbone_registry import DEFAULT_BACKBONE
+from astune.backbones.registry import DEFAULT_BACKBONE
 from astune.data.glue import GLUE_SPECS
 from astune.data.hub import HUB_DATA_FILES, HUB_PARQUET_EXPORT, PARQUET_EXPORT_REVISION
 from astune.data.label_names import CLINC150_INTENTS

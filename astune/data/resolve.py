@@ -13,8 +13,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from astune.backbones.registry import DEFAULT_BACKBONE
 from astune.data.registry import get_spec
 from astune.data.spec import DatasetSpec
+from astune.losses.catalogue import MEDIA_TASKS
 
 _MARKERS = ("dataset.json", "train.jsonl", "train.csv", "train.parquet")
 
@@ -54,3 +56,12 @@ def resolve_dataset(value: str | os.PathLike) -> DatasetRef:
         return DatasetRef(name=folder.name, folder=folder)
     spec = get_spec(str(value))  # raises the unknown-dataset error, listing the known names
     return DatasetRef(name=spec.name, spec=spec)
+
+
+def default_backbone(backbone: str, spec: DatasetSpec | None) -> str:
+    """``backbone``; for an image or audio registry entry (``spec``) with ``backbone`` left at
+    :data:`DEFAULT_BACKBONE`, which cannot read its inputs, the entry's paper backbone
+    (``wikiart``: ``vit-base``), as text entries get the paper's BERT."""
+    if backbone != DEFAULT_BACKBONE or spec is None or spec.task not in MEDIA_TASKS:
+        return backbone
+    return spec.paper_backbone or backbone

@@ -19,7 +19,7 @@ from astune.data.errors import DataError
 from astune.data.media import media_item
 from astune.data.spec import DatasetSpec
 from astune.losses.catalogue import MEDIA_TASKS
-from astune.metrics import IGNORE_INDEX
+from astune.metrics.scores import IGNORE_INDEX
 
 _LIST_LABELS = ("token", "multi_label")
 

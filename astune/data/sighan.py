@@ -30,7 +30,7 @@ from typing import Any
 from astune._checks import check_int
 from astune.config import TRAIN_FIELDS
 from astune.data.errors import DataError
-from astune.metrics import IGNORE_INDEX
+from astune.metrics.scores import IGNORE_INDEX
 
 PAIR_FIELDS = (("original_text", "correct_text"), ("source", "target"), ("src", "tgt"))
 """The (original, corrected) field names of the JSON layout, in the order they are tried."""

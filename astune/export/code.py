@@ -21,22 +21,22 @@ def snippet_values(best: BestTrial) -> dict[str, Any]:
     spec = REGISTRY.get(config.dataset)
     if spec is not None:  # a registry dataset: its paper budget (a folder's is read at training)
         config = config.with_paper_defaults(spec)
-    is_as, speed = config.loss in AS_LOSSES, config.speed
+    is_as = config.loss in AS_LOSSES
     return {
         "LOSS": config.loss,
         "LOSS_PARAMS": config.loss_kwargs(),
         "DELTA": config.delta if is_as else None,
         "WARMUP_RATIO": config.warmup_ratio if is_as else None,
         "DELTA_SCHEDULE": config.delta_schedule if is_as else None,
-        "AS_SPEED": speed.as_speed,
-        "LAM": speed.lam if speed.as_speed else None,
-        "MAX_ACCUM_STEPS": speed.max_accum_steps if speed.as_speed else None,
-        "AS_SKIP": speed.as_skip,
-        "SKIP_KEEP": speed.skip_keep if speed.as_skip else None,
-        "SKIP_ANNEAL": speed.skip_anneal if speed.as_skip else None,
-        "SKIP_POLICY": speed.skip_policy if speed.as_skip else None,
-        "INFOBATCH": speed.infobatch,
-        "INFOBATCH_PRUNE": speed.infobatch_prune if speed.infobatch else None,
+        "AS_SPEED": config.as_speed,
+        "LAM": config.lam if config.as_speed else None,
+        "MAX_ACCUM_STEPS": config.max_accum_steps if config.as_speed else None,
+        "AS_SKIP": config.as_skip,
+        "SKIP_KEEP": config.skip_keep if config.as_skip else None,
+        "SKIP_ANNEAL": config.skip_anneal if config.as_skip else None,
+        "SKIP_POLICY": config.skip_policy if config.as_skip else None,
+        "INFOBATCH": config.infobatch,
+        "INFOBATCH_PRUNE": config.infobatch_prune if config.infobatch else None,
         "LR": config.lr,
         "BATCH_SIZE": config.batch_size,
         "EPOCHS": config.epochs,

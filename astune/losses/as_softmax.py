@@ -15,78 +15,21 @@ log-probabilities) and otherwise only per-row scalars.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from astune._checks import REDUCTIONS, check_choice
+from astune._checks import REDUCTIONS, check_choice, check_int
 from astune._private import autograd_graph_is_kept
+from astune.losses.as_base import ASLossModule, MaskStats, past_threshold
 from astune.losses.catalogue import DELTA
+from astune.losses.rows import flatten_rows
 
 # Below this kept-mass threshold a row masks nothing: the classes it would mask carry p < 1e-30,
 # and dividing by such a p_t would overflow float32.
 _MIN_THRESHOLD = 1e-30
 _SMALL_CLASS_COUNT = 16
-
-
-class MaskStats:
-    """Counts of one loss call, in rows (a token is a row at token level).
-
-    ``n_active`` rows are not ``ignore_index``; ``n_masked`` of them have every non-target class
-    masked (zero loss). The counts are reduced on first read, so a loss call that nobody asks
-    for its counts pays nothing and a GPU syncs only when they are read. ``headroom``, when the
-    loss gives one, computes how far past its masking threshold each fully masked row is (see
-    :meth:`headroom_rows`), also only when asked.
-    """
-
-    def __init__(
-        self,
-        inactive: Tensor,
-        fully_masked: Callable[[], Tensor] | None = None,
-        headroom: Callable[[], Tensor] | None = None,
-    ):
-        self._inactive = inactive
-        self._fully_masked = fully_masked
-        self._headroom = headroom
-
-    @property
-    def n_active(self) -> int:
-        return self._inactive.numel() - int(self._inactive.sum())
-
-    @property
-    def n_masked(self) -> int:
-        return 0 if self._fully_masked is None else int(self._fully_masked().sum())
-
-    def rows(self) -> tuple[Tensor, Tensor]:
-        """Per-row bools ``(active, masked)``, flat ``(M,)``, on the loss's device (no sync)."""
-        active = ~self._inactive.reshape(-1)
-        if self._fully_masked is None:
-            return active, torch.zeros_like(active)
-        return active, self._fully_masked().reshape(-1)
-
-    def headroom_rows(self) -> Tensor | None:
-        """Per row, flat ``(M,)`` float32: how far a fully masked row is past the masking
-        threshold, in units of delta (single-label: ``(p_t - max_{i != t} p_i - delta) / delta``);
-        0 for a row that is not fully masked. None: the loss gives no headroom."""
-        return None if self._headroom is None else self._headroom().reshape(-1)
-
-    def counts(self) -> Tensor:
-        """``[n_active, n_masked]`` as a 0-sync int64 device tensor ``(2,)``."""
-        active, masked = self.rows()
-        return torch.stack([active.sum(), masked.sum()])
-
-    def __repr__(self) -> str:
-        return f"MaskStats(n_active={self.n_active}, n_masked={self.n_masked})"
-
-
-def past_threshold(gap: Tensor, threshold: float, fully_masked: Tensor) -> Tensor:
-    """``(gap - threshold) / threshold`` where ``fully_masked``, else 0, float32 ``(M,)``: the
-    headroom of rows whose smallest target-over-rest ``gap`` ``(M,)`` passed ``threshold``."""
-    headroom = (gap - threshold) / threshold
-    return headroom.clamp_(min=0.0).masked_fill_(~fully_masked.reshape(-1), 0.0)
 
 
 def _single_label_headroom(
@@ -183,19 +126,6 @@ def _zero_below(probs: Tensor, threshold: Tensor) -> None:
     probs.mul_(threshold)
 
 
-def _flatten(logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
-    if logits.dim() not in (2, 3):
-        raise ValueError(
-            f"logits must have shape (N, C) or (N, T, C), but got {tuple(logits.shape)}."
-        )
-    if labels.shape != logits.shape[:-1]:
-        raise ValueError(
-            f"labels must have shape {tuple(logits.shape[:-1])} to match logits "
-            f"{tuple(logits.shape)}, but got {tuple(labels.shape)}."
-        )
-    return logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
-
-
 def _reduce(loss: Tensor, inactive: Tensor, reduction: str) -> Tensor:
     if reduction == "sum":
         return loss.sum()
@@ -217,9 +147,8 @@ def as_softmax_with_stats(
     """:func:`as_softmax_loss` that also returns the :class:`MaskStats` AS-Speed needs."""
     delta = DELTA.check(delta)
     check_choice("reduction", reduction, REDUCTIONS)
-    flat_logits, flat_labels = _flatten(logits, labels)
-    if flat_labels.is_floating_point():
-        raise ValueError(f"labels must be integer class indices, but got dtype {labels.dtype}.")
+    check_int("ignore_index", ignore_index)
+    flat_logits, flat_labels = flatten_rows(logits, labels)
     inactive = (flat_labels == ignore_index).unsqueeze(1)
     if delta == 1.0:  # p_t - p_i <= 1 always: nothing is masked, exactly cross-entropy
         loss = F.cross_entropy(
@@ -272,23 +201,18 @@ def as_softmax_loss(
     return loss
 
 
-class ASSoftmaxLoss(nn.Module):
+class ASSoftmaxLoss(ASLossModule):
     """Module form of :func:`as_softmax_loss`.
 
     After each call ``last_stats`` holds a :class:`MaskStats` with ``n_active`` and ``n_masked``.
     :meth:`set_delta` changes delta between calls (the warm-up of :class:`DeltaSchedule` does).
     """
 
-    def __init__(self, delta: float = 0.3, *, ignore_index: int = -100, reduction: str = "mean"):
-        super().__init__()
-        self.set_delta(delta)
-        self.ignore_index = ignore_index
-        self.reduction = check_choice("reduction", reduction, REDUCTIONS)
-        self.last_stats: MaskStats | None = None
-
-    def set_delta(self, delta: float) -> None:
-        """Use ``delta`` (in ``(0, 1]``) from the next call on; ValueError outside that range."""
-        self.delta = DELTA.check(delta)
+    def __init__(
+        self, delta: float = DELTA.default, *, ignore_index: int = -100, reduction: str = "mean"
+    ):
+        super().__init__(delta, reduction=reduction)
+        self.ignore_index = check_int("ignore_index", ignore_index)
 
     def forward(self, logits: Tensor, labels: Tensor) -> Tensor:
         loss, self.last_stats = as_softmax_with_stats(

@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from astune._checks import REDUCTIONS, check_choice, check_int, check_range
-from astune.losses.as_softmax import MaskStats, past_threshold
+from astune.losses.as_base import MaskStats, past_threshold
+from astune.losses.rows import flatten_rows
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -28,7 +29,7 @@ class _Rows:
     """
 
     def __init__(self, logits: Tensor, labels: Tensor, ignore_index: int, *, upcast: bool = True):
-        flat_logits, self.labels = _flatten(logits, labels)
+        flat_logits, self.labels = flatten_rows(logits, labels)
         # Scaled or shifted fp16/bf16 logits overflow (65504) and their exps underflow: use float32.
         low_precision = logits.dtype in _LOW_PRECISION
         self.logits = flat_logits.float() if upcast and low_precision else flat_logits
@@ -57,20 +58,6 @@ class _Rows:
         """Cross-entropy at the targets of ``logits`` ``(M, C)``, a transform of ``self.logits``."""
         loss = F.cross_entropy(logits, self.target.squeeze(1), reduction="none")
         return self.finish(loss, reduction)
-
-
-def _flatten(logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
-    if logits.dim() not in (2, 3):
-        shape = tuple(logits.shape)
-        raise ValueError(f"logits must have shape (N, C) or (N, T, C), but got {shape}.")
-    if labels.shape != logits.shape[:-1]:
-        raise ValueError(
-            f"labels must have shape {tuple(logits.shape[:-1])} to match logits "
-            f"{tuple(logits.shape)}, but got {tuple(labels.shape)}."
-        )
-    if labels.is_floating_point():
-        raise ValueError(f"labels must be integer class indices, but got dtype {labels.dtype}.")
-    return logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
 
 
 def _check_labels(target: Tensor, num_classes: int) -> None:

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from astune._checks import REDUCTIONS, check_choice
-from astune.losses.as_softmax import MaskStats, past_threshold
+from astune.losses.as_base import ASLossModule, MaskStats, past_threshold
 from astune.losses.catalogue import DELTA
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -173,7 +173,7 @@ class MultiLabelCategoricalCrossEntropy(nn.Module):
         return f"reduction={self.reduction!r}"
 
 
-class MultiLabelASSoftmaxLoss(nn.Module):
+class MultiLabelASSoftmaxLoss(ASLossModule):
     """Module form of :func:`multilabel_as_softmax_loss`.
 
     After each call ``last_stats`` holds a :class:`MaskStats` (``n_active`` rows, ``n_masked`` of
@@ -181,21 +181,8 @@ class MultiLabelASSoftmaxLoss(nn.Module):
     does).
     """
 
-    def __init__(self, delta: float = 0.3, *, reduction: str = "mean"):
-        super().__init__()
-        self.set_delta(delta)
-        self.reduction = check_choice("reduction", reduction, REDUCTIONS)
-        self.last_stats: MaskStats | None = None
-
-    def set_delta(self, delta: float) -> None:
-        """Use ``delta`` (in ``(0, 1]``) from the next call on; ValueError outside that range."""
-        self.delta = DELTA.check(delta)
-
     def forward(self, logits: Tensor, targets: Tensor) -> Tensor:
         loss, self.last_stats = multilabel_as_softmax_with_stats(
             logits, targets, self.delta, reduction=self.reduction
         )
         return loss
-
-    def extra_repr(self) -> str:
-        return f"delta={self.delta}, reduction={self.reduction!r}"

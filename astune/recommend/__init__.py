@@ -18,8 +18,8 @@ none did), and the delta trajectories of the band's best trials: as they ran whe
 for fixed-delta trials the ``ema`` schedule replayed on their logged training margins.
 """
 
-from astune.difficulty import dataset_name, measure_difficulty
 from astune.recommend.advice import recommend
+from astune.recommend.difficulty import dataset_name, measure_difficulty
 from astune.recommend.history import HistoryPoint, LineFit, fit_line, history_points
 from astune.recommend.prior import band_of, prior_delta, prior_warmup
 from astune.recommend.report import format_recommendation, rationale

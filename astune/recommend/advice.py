@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from astune.difficulty import Difficulty, dataset_name, measure_difficulty
+from astune.recommend.difficulty import Difficulty, dataset_name, measure_difficulty
 from astune.recommend.history import HistoryPoint, fit_line, history_points
 from astune.recommend.prior import (
     PRIOR_HALF_WIDTH,

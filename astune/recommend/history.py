@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from astune.config import TRAIN_FIELDS
-from astune.difficulty import Difficulty
 from astune.losses.delta import SCHEDULE_KEYS
+from astune.recommend.difficulty import Difficulty
 from astune.store.confirmed import confirmed_configs, confirmed_winner
 from astune.store.conventions import PARENT_TAG
 from astune.store.reader import AS_LOSSES, Store, dataset_of, finished_trials, objective, param

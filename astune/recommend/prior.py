@@ -3,10 +3,10 @@ bands the schedule advice groups searches by.
 
 The paper's rule (Settings): delta 0.3 for most tasks, about 0.35 for easy ones and about 0.2 for
 hard ones; r > 0 (0.15-0.25) only for easy tasks with a high baseline (Clinc_oos, Conll2003). On
-the probe's difficulty scale (:mod:`astune.difficulty`) the paper's easy tasks measure about 0.3
-(Clinc_oos) and 0.4 (Conll2003) and SST5, which it calls hard, about 0.9, so the prior runs
-linearly through (0.45, 0.35), (0.75, 0.30) and (1.0, 0.20), flat outside; r is 0.2 up to
-difficulty 0.45 and falls linearly to 0 at 0.6.
+the probe's difficulty scale (:mod:`astune.recommend.difficulty`) the paper's easy tasks
+measure about 0.3 (Clinc_oos) and 0.4 (Conll2003) and SST5, which it calls hard, about 0.9, so
+the prior runs linearly through (0.45, 0.35), (0.75, 0.30) and (1.0, 0.20), flat outside; r is
+0.2 up to difficulty 0.45 and falls linearly to 0 at 0.6.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from astune.difficulty import Difficulty
+from astune.recommend.difficulty import Difficulty
 from astune.recommend.history import HistoryPoint
 from astune.recommend.schedules import ScheduleAdvice
 

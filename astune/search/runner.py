@@ -1,8 +1,8 @@
 """`astune search`: a Ray Tune search over a YAML space with Optuna, ASHA and MLflow.
 
-The flow is DESIGN.md's: validate everything (before Ray starts), tokenize the data once on the
-driver, open the MLflow experiment and parent run, run the trials (or resume them), then store
-and print the best config.
+The flow is docs/architecture.md's: validate everything (before Ray starts), tokenize the data
+once on the driver, open the MLflow experiment and parent run, run the trials (or resume them),
+then store and print the best config.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from astune.backbone_registry import default_backbone
 from astune.config import TrainConfig
-from astune.data.resolve import DatasetRef
+from astune.data.resolve import DatasetRef, default_backbone
 from astune.data.spec import DatasetSpec
 from astune.search.settings import (
     PreparedSearch,
@@ -40,7 +39,7 @@ def run_search(settings: SearchSettings) -> SearchSummary:
 def prepare_search(settings: SearchSettings) -> PreparedSearch:
     """Validate the settings, the space, the data and the store (ValueError: bad input)."""
     from astune.data.resolve import resolve_dataset
-    from astune.metrics import check_metric_computed
+    from astune.metrics.scores import check_metric_computed
     from astune.search.execution import check_local_gpus
     from astune.search.resume import as_before, check_not_running, check_unchanged, parent_params
     from astune.space.space import load_space
@@ -109,7 +108,7 @@ def base_config(settings: SearchSettings, ref: DatasetRef) -> dict[str, Any]:
         base["max_audio_seconds"] = settings.max_audio_seconds
     if Path(base["backbone"]).exists():
         base["backbone"] = str(Path(base["backbone"]).resolve())
-    from astune.backbone_registry import resolve_backbone
+    from astune.backbones.registry import resolve_backbone
 
     resolve_backbone(base["backbone"])  # an unknown alias fails here, before Ray starts
     return base

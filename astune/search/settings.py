@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune._checks import check_choice, check_int, check_range
-from astune.backbone_registry import DEFAULT_BACKBONE
+from astune.backbones.registry import DEFAULT_BACKBONE
 from astune.checkpoint_policy import SEARCH_DEFAULT, CheckpointPolicy
 from astune.config import TRAIN_FIELDS
-from astune.objectives import PRIMARY, parse_objectives
+from astune.metrics.objectives import PRIMARY, parse_objectives
 from astune.store.storage_retry import DEFAULT_STORAGE_TIMEOUT
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class SearchError(ValueError):
 
 @dataclass
 class SearchSettings:
-    """What `astune search` was asked for (the CLI flags of DESIGN.md)."""
+    """What `astune search` was asked for (the CLI flags of docs/contract.md)."""
 
     dataset: str
     _: KW_ONLY
@@ -59,7 +59,7 @@ class SearchSettings:
     validation_fraction: float | None = None
     losses: str | None = None
     scheduler: str | None = None
-    objectives: str | None = None  # "objective,train_seconds": astune.objectives
+    objectives: str | None = None  # "objective,train_seconds": astune.metrics.objectives
     sampler: str = "tpe"
     seed: int = 0
     max_failures: int = 1

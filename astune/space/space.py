@@ -36,7 +36,7 @@ from astune.losses.catalogue import (
     TASKS,
     family_loss,
 )
-from astune.objectives import modes, parse_objectives
+from astune.metrics.objectives import modes, parse_objectives
 from astune.space.checks import check_space
 from astune.space.files import (
     SECTIONS,

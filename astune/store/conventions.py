@@ -1,4 +1,5 @@
-"""MLflow naming conventions of astune (DESIGN.md, "MLflow conventions"): tags, params, metrics.
+"""MLflow naming conventions of astune (docs/contract.md, "MLflow conventions"): tags, params,
+metrics.
 
 Torch-free and Ray-free: the search writes runs with these names, and every reader of past
 searches (export, recommend, confirm, report) finds them by these names.
@@ -57,8 +58,8 @@ RESTARTED_KEY = "restarted_from_start"  # a trial's report: its checkpoint was u
 STORAGE_WAIT_KEY = "storage_wait_seconds"
 STOPPED_BY_TAG = "astune.stopped_by"  # the signal (SIGTERM, SIGINT) that stopped the search
 NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI
-# The costs (astune.objectives.COSTS) are not among them: every evaluation logs them, so their
-# latest value is the run's, and the curves keep one point per evaluation.
+# The costs (astune.metrics.objectives.COSTS) are not among them: every evaluation logs them, so
+# their latest value is the run's, and the curves keep one point per evaluation.
 FINAL_METRICS = (
     "best_evaluation",
     "checkpoints",  # resume checkpoints the trial wrote (astune.checkpoint_policy)

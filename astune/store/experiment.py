@@ -1,6 +1,6 @@
 """Load one search's MLflow runs into pandas: a row per trial and the history of its evaluations.
 
-The MLflow layout is DESIGN.md's ("MLflow conventions", ``astune.store.writer``): the
+The MLflow layout is docs/contract.md's ("MLflow conventions", ``astune.store.writer``): the
 experiment is the search name, the parent run is tagged ``astune.role=search``, each trial is a
 child run tagged ``astune.role=trial`` whose metrics are logged at ``step = evaluation index``.
 A trial's last report (its ``test_*`` metrics and summary numbers such as ``samples_seen``,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from astune.objectives import PRIMARY, front, modes, parse_objectives
+from astune.metrics.objectives import PRIMARY, front, modes, parse_objectives
 from astune.store.conventions import LOST_TAG, STOPPED_EARLY_TAG, TRIAL_ID_TAG
 from astune.store.reader import objective, param
 

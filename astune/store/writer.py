@@ -6,7 +6,7 @@ forwards Ray Tune's trial events to it. Trials themselves never talk to MLflow, 
 restart, a trial on another node or a resumed search cannot create duplicate runs: a child run
 is found again by its ``astune.trial_id`` tag under the parent.
 
-Conventions (DESIGN.md, "MLflow conventions"):
+Conventions (docs/contract.md, "MLflow conventions"):
 
 - parent run: tags ``astune.role=search``, ``astune.search_id``, ``astune.dataset``,
   ``astune.task``; params: the search settings given to :class:`SearchTracker`.

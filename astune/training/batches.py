@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from astune.data.encoding import EncodedSplit
-from astune.skip import Visit
+from astune.speed.skip import Visit
 from astune.training.buckets import group_by_length
 from astune.training.compute import Computed
 from astune.training.progress import Position, Window

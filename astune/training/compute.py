@@ -11,8 +11,8 @@ from torch import Tensor, nn
 from astune.config import TrainConfig
 from astune.data.encoding import model_inputs
 from astune.data.spec import DatasetSpec
-from astune.losses.as_softmax import MaskStats
-from astune.metrics import is_csc
+from astune.losses.as_base import MaskStats
+from astune.metrics.scores import is_csc
 
 FUSED_CPU_ADAMW_TORCH = (2, 4)
 """The first torch with ``AdamW(fused=True)`` on the CPU; ``pyproject.toml``'s lower bound."""
@@ -123,7 +123,7 @@ def model_parts(config: TrainConfig, spec: DatasetSpec, device: torch.device) ->
     """The backbone with its head for ``spec``'s task (the head seeded by ``config.seed``), the
     loss (per row: :func:`loss_counts` sums it, and a step divides by the rows it counted) and
     AdamW."""
-    from astune.backbones import build_model
+    from astune.backbones.models import build_model
     from astune.losses.registry import build_loss
 
     torch.manual_seed(config.seed)  # the head's initialisation
@@ -145,7 +145,7 @@ def _head_from_embeddings(model: nn.Module, backbone: str, spec: DatasetSpec) ->
     counts the candidates the backbone's vocabulary lacks (their rows stay random)."""
     import warnings
 
-    from astune.backbones import init_head_from_embeddings
+    from astune.backbones.models import init_head_from_embeddings
 
     copied, fresh = init_head_from_embeddings(
         model, backbone=backbone, candidates=spec.label_names or ()

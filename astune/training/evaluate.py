@@ -65,7 +65,7 @@ def evaluate(
 ) -> Evaluation:
     """The dataset's metrics on ``split``, the mean loss per counted row (at the delta
     ``loss_fn`` holds) and the histogram of p_margins; ``model`` is put in eval mode."""
-    from astune.metrics import compute_metrics, is_csc
+    from astune.metrics.scores import compute_metrics, is_csc
 
     model.eval()
     spec = data.spec

@@ -34,8 +34,9 @@ def fit(
             run's own copy: ``config`` is not changed).
         data: ``EncodedData`` or ``MediaData`` made once by the caller (a search driver); loaded,
             checked and tokenized here when None.
-        callback: called after each evaluation with the record (the metric names of DESIGN.md)
-            and the checkpoint folder just written (None: the policy wrote none).
+        callback: called after each evaluation with the record (the metric names of
+            docs/contract.md) and the checkpoint folder just written (None: the policy wrote
+            none).
         resume_from: a checkpoint folder to continue from exactly.
         progress: show a progress bar on stderr.
         best_weights: where best weights that are not the current ones go when a checkpoint

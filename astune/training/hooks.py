@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from torch import Tensor
 
 if TYPE_CHECKING:
-    from astune.skip import Visit
+    from astune.speed.skip import Visit
 
 
 class LoopHooks:

@@ -2,7 +2,7 @@
 InfoBatch (:class:`InfoBatches`), and :func:`batch_source`, which picks the run's source.
 
 Both plan each epoch over its seeded order, fill the micro-batches from the samples the plan
-keeps (:func:`astune.skip.planned_visits`), and give each computed sample its loss weight in
+keeps (:func:`astune.speed.skip.planned_visits`), and give each computed sample its loss weight in
 ``Visit.weight`` (soft pruning's ``1 / (1 - p)``; None: 1).
 """
 
@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from astune.config import SpeedSettings
-from astune.prune import SoftPrune
-from astune.skip import ASSkip, Visit, planned_visits
+from astune.config import TrainConfig
+from astune.speed.prune import SoftPrune
+from astune.speed.skip import ASSkip, Visit, planned_visits
 from astune.training.batches import Batch, Probe, ShuffledBatches, epoch_order
 from astune.training.compute import Computed
 from astune.training.progress import Position, Window
@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 
 
 class _PlannedBatches(ShuffledBatches):
-    """What both sources share: the run's speed settings and size, the plan's micro-batches,
-    regrouped by length among the kept positions when ``length_window`` asks, with their
-    weights; ``skipped_ratio``."""
+    """What both sources share: the run's config (its AS-Skip and InfoBatch fields) and size,
+    the plan's micro-batches, regrouped by length among the kept positions when
+    ``length_window`` asks, with their weights; ``skipped_ratio``."""
 
     def __init__(
         self,
@@ -36,13 +36,13 @@ class _PlannedBatches(ShuffledBatches):
         *,
         batch_size: int,
         seed: int,
-        speed: SpeedSettings,
+        config: TrainConfig,
         total_samples: int,
         device: torch.device,
         length_window: int = 0,
     ):
         super().__init__(data, batch_size=batch_size, seed=seed, length_window=length_window)
-        self.speed, self.total_samples, self.device = speed, total_samples, device
+        self.config, self.total_samples, self.device = config, total_samples, device
 
     def soft_prune(self, *, prune: float, anneal: float) -> SoftPrune:
         """A :class:`SoftPrune` over the training set, seeded and sized as the run."""
@@ -82,24 +82,24 @@ class SkipBatches(_PlannedBatches):
     one empty visit, batch None); ``settings`` as :class:`_PlannedBatches` takes them.
     ``probe`` re-checks the samples due for it, ``batch_size`` at a time, when an epoch is
     planned (None: they are trained on directly). With
-    ``speed.skip_policy == "soft"``, the samples AS-Skip keeps are pruned further by their loss
-    (:class:`SoftPrune`, chance ``speed.skip_prune``, annealed as AS-Skip is)."""
+    ``config.skip_policy == "soft"``, the samples AS-Skip keeps are pruned further by their loss
+    (:class:`SoftPrune`, chance ``config.skip_prune``, annealed as AS-Skip is)."""
 
     def __init__(self, data: TrainData, *, probe: Probe | None = None, **settings: Any):
         super().__init__(data, **settings)
-        speed = self.speed
+        config = self.config
         self.skip = ASSkip(
             self.n,
-            keep=speed.skip_keep,
-            anneal=speed.skip_anneal,
+            keep=config.skip_keep,
+            anneal=config.skip_anneal,
             total_samples=self.total_samples,
             seed=self.seed,
-            backoff=speed.skip_backoff,
+            backoff=config.skip_backoff,
             device=self.device,
         )
         self.soft = None
-        if speed.skip_policy == "soft":
-            self.soft = self.soft_prune(prune=speed.skip_prune, anneal=speed.skip_anneal)
+        if config.skip_policy == "soft":
+            self.soft = self.soft_prune(prune=config.skip_prune, anneal=config.skip_anneal)
         self.probe = probe
 
     def epoch(self, pos: Position) -> Iterator[tuple[Batch | None, Visit]]:
@@ -163,14 +163,14 @@ class SkipBatches(_PlannedBatches):
 
 class InfoBatches(_PlannedBatches):
     """InfoBatch on any loss: each epoch, samples whose last loss was below the mean are left
-    out with chance ``speed.infobatch_prune`` and the kept ones among them weighted up
-    (:class:`SoftPrune`); the last ``speed.infobatch_anneal`` of training uses every sample.
+    out with chance ``config.infobatch_prune`` and the kept ones among them weighted up
+    (:class:`SoftPrune`); the last ``config.infobatch_anneal`` of training uses every sample.
     ``settings`` as :class:`_PlannedBatches` takes them."""
 
     def __init__(self, data: TrainData, **settings: Any):
         super().__init__(data, **settings)
-        speed = self.speed
-        self.prune = self.soft_prune(prune=speed.infobatch_prune, anneal=speed.infobatch_anneal)
+        config = self.config
+        self.prune = self.soft_prune(prune=config.infobatch_prune, anneal=config.infobatch_anneal)
 
     def epoch(self, pos: Position) -> Iterator[tuple[Batch | None, Visit]]:
         order = epoch_order(self.n, self.seed, pos.epoch)
@@ -194,24 +194,24 @@ def batch_source(
     *,
     batch_size: int,
     seed: int,
-    speed: SpeedSettings,
+    config: TrainConfig,
     total_samples: int,
     device: torch.device,
     probe: Probe | None = None,
     length_window: int = 0,
 ) -> ShuffledBatches:
-    """AS-Skip's source when ``speed.as_skip``, InfoBatch's when ``speed.infobatch``, else the
-    plain shuffled one. ``probe``: AS-Skip's re-check, used when ``speed.skip_probe``;
+    """AS-Skip's source when ``config.as_skip``, InfoBatch's when ``config.infobatch``, else the
+    plain shuffled one. ``probe``: AS-Skip's re-check, used when ``config.skip_probe``;
     ``length_window``: micro-batches grouped by length (0: none)."""
     common = dict(data=data, batch_size=batch_size, seed=seed, length_window=length_window)
-    if speed.as_skip:
+    if config.as_skip:
         return SkipBatches(
             **common,
-            speed=speed,
+            config=config,
             total_samples=total_samples,
             device=device,
-            probe=probe if speed.skip_probe else None,
+            probe=probe if config.skip_probe else None,
         )
-    if speed.infobatch:
-        return InfoBatches(**common, speed=speed, total_samples=total_samples, device=device)
+    if config.infobatch:
+        return InfoBatches(**common, config=config, total_samples=total_samples, device=device)
     return ShuffledBatches(**common)

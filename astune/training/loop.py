@@ -18,7 +18,7 @@ from torch import Tensor
 
 from astune.checkpoint_policy import CheckpointPolicy
 from astune.config import TrainConfig
-from astune.skip import Visit
+from astune.speed.skip import Visit
 from astune.training import state as ckpt
 from astune.training.allocator import keep_freed_blocks
 from astune.training.checkpoints import Best, Checkpointer
@@ -58,7 +58,7 @@ class Run(Resumable):
         hooks: Sequence[LoopHooks] = (),
     ):
         from astune.data.encoded import load_for_run
-        from astune.metrics import check_metric_computed
+        from astune.metrics.scores import check_metric_computed
 
         config = config.validate()
         if data is None:  # a caller that hands data over has checked its metric
@@ -72,12 +72,11 @@ class Run(Resumable):
         self.autocast = autocast_dtype(config.precision, self.device)
         self.n_train = len(self.data.splits["train"])
         self.total_samples = max(1, round(config.epochs * self.n_train))
-        speed = config.speed
         self.batches = batch_source(  # before the model: it refuses what it cannot batch
             self.data,
             batch_size=config.batch_size,
             seed=config.seed,
-            speed=speed,
+            config=config,
             total_samples=self.total_samples,
             device=self.device,
             probe=self.probe,
@@ -86,7 +85,7 @@ class Run(Resumable):
         self.model, self.loss_fn, self.optimizer = model_parts(config, self.spec, self.device)
         self.lr_schedule = LinearSchedule(self.total_samples, config.lr_warmup_ratio)
         self.delta_schedule = config.build_delta(self.total_samples)
-        self.speed = speed.build_speed()
+        self.speed = config.build_speed()
         self.hooks = tuple(hooks)
         self.pos = Position()
         self.best = Best()

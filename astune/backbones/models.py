@@ -1,6 +1,6 @@
 """Model construction: tokenizers, processors and models of a backbone, and their forward pass.
 
-Names resolve through :mod:`astune.backbone_registry`. Every task gets a plain ``transformers``
+Names resolve through :mod:`astune.backbones.registry`. Every task gets a plain ``transformers``
 model that returns logits; the losses are computed by ``astune.losses``, never by the model.
 
 transformers is imported inside the functions so that importing this module stays cheap.
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune._checks import check_choice, check_int, check_range
-from astune.backbone_registry import hub_id_of, resolve_backbone
+from astune.backbones.registry import hub_id_of, resolve_backbone
 from astune.losses.catalogue import MEDIA_TASKS, TASKS
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from astune._checks import check_choice
-from astune.csc_metrics import CSC_METRICS, csc_scores
 from astune.losses.catalogue import TASKS
+from astune.metrics.csc import CSC_METRICS, csc_scores
 
 IGNORE_INDEX = -100
 Span = tuple[int, str, int, int]  # (sentence, entity type, first token, last token)
@@ -30,7 +30,7 @@ COMPUTED_METRICS = ("accuracy", "matthews", "f1", "micro_f1", "macro_f1", "corre
 
 def is_csc(metric: str) -> bool:
     """Whether a token dataset scored with ``metric`` is spelling correction (its labels are
-    candidate characters, scored by :func:`astune.csc_metrics.csc_scores`)."""
+    candidate characters, scored by :func:`astune.metrics.csc.csc_scores`)."""
     return metric in CSC_METRICS
 
 
@@ -256,7 +256,7 @@ def compute_metrics(
       ``precision``, ``recall`` and the token ``accuracy``.
     - "token" with ``sources`` (spelling correction): the per-sentence candidate ids of the
       input characters (-1: not a candidate) beside the per-sentence word ids; returns
-      :data:`~astune.csc_metrics.CSC_METRICS` and the character ``accuracy`` (:func:`csc_metrics`).
+      :data:`~astune.metrics.csc.CSC_METRICS` and the character ``accuracy`` (:func:`csc_metrics`).
     """
     check_choice("task", task, TASKS)
     if task == "multi_label":
@@ -316,7 +316,7 @@ def csc_metrics(
     word was cut by truncation, so it is kept), ``golds`` (-100: the correction is not a
     candidate) and ``sources`` (the input characters' ids, -1: not a candidate). A character
     whose gold is -100 is left out of every score, as other token tasks leave out ignored
-    tokens; the rest go to :func:`~astune.csc_metrics.csc_scores`, and ``accuracy`` is the
+    tokens; the rest go to :func:`~astune.metrics.csc.csc_scores`, and ``accuracy`` is the
     share of those characters predicted right."""
     if not len(predictions) == len(golds) == len(sources):
         raise ValueError(

@@ -6,7 +6,7 @@ probe's validation slice. The difficulty is one minus their weighted mean::
 
     difficulty = 1 - sum_i(w_i * s_i) / sum_i(w_i)
 
-- the probe (:mod:`astune.probe`): weight 1;
+- the probe (:mod:`astune.recommend.probe`): weight 1;
 - the best finished ``softmax`` trial of the dataset in MLflow: weight
   ``2 * min(1, samples_seen / 5000)``: a fine-tuned run that saw 5,000 examples counts twice the
   probe; a tiny run counts in proportion to what it saw.
@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from astune.probe import ProbeResult, normalized, run_probe
+from astune.recommend.probe import ProbeResult, normalized, run_probe
 from astune.store.reader import SOFTMAX_LOSSES, Store, dataset_of, finished_trials, objective
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ def measure_difficulty(
         except (ValueError, OSError) as err:
             notes.append(f"probe failed: {str(err).splitlines()[0]}")
     else:
-        notes.append("probe result reused from MLflow tag astune.probe")
+        notes.append("probe result reused from MLflow tag astune.recommend.probe")
     evidence = [_probe_evidence(probe)] if probe is not None else []
     baseline = softmax_evidence(store, name, probe)
     if baseline is not None:

@@ -87,7 +87,7 @@ def run_probe(
     Raises ValueError (or OSError) when the data or the backbone cannot be loaded, or when the
     dataset's metric is not one astune computes.
     """
-    from astune.backbones import build_model
+    from astune.backbones.models import build_model
     from astune.data import majority_baseline
     from astune.data.encoded import load_encoded
 
@@ -228,7 +228,7 @@ def _fit_head(x: Tensor, y: Tensor, task: str, num_labels: int) -> _Head:
 @torch.no_grad()
 def _score(body: torch.nn.Module, head: _Head, data: Any) -> float:
     """The primary metric of the head on the validation split."""
-    from astune.metrics import compute_metrics
+    from astune.metrics.scores import compute_metrics
 
     spec = data.spec
     _, _, batches = _features(body, data, "validation")

@@ -1,0 +1,89 @@
+"""What the two AS losses (single-label and multi-label) share: the counts one call gives
+AS-Speed and AS-Skip (:class:`MaskStats`), the headroom past the threshold, and the module
+form's delta and reduction (:class:`ASLossModule`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from astune._checks import REDUCTIONS, check_choice
+from astune.losses.catalogue import DELTA
+
+
+class MaskStats:
+    """Counts of one loss call, in rows (a token is a row at token level).
+
+    ``n_active`` rows are not ``ignore_index``; ``n_masked`` of them have every non-target class
+    masked (zero loss). The counts are reduced on first read, so a loss call that nobody asks
+    for its counts pays nothing and a GPU syncs only when they are read. ``headroom``, when the
+    loss gives one, computes how far past its masking threshold each fully masked row is (see
+    :meth:`headroom_rows`), also only when asked.
+    """
+
+    def __init__(
+        self,
+        inactive: Tensor,
+        fully_masked: Callable[[], Tensor] | None = None,
+        headroom: Callable[[], Tensor] | None = None,
+    ):
+        self._inactive = inactive
+        self._fully_masked = fully_masked
+        self._headroom = headroom
+
+    @property
+    def n_active(self) -> int:
+        return self._inactive.numel() - int(self._inactive.sum())
+
+    @property
+    def n_masked(self) -> int:
+        return 0 if self._fully_masked is None else int(self._fully_masked().sum())
+
+    def rows(self) -> tuple[Tensor, Tensor]:
+        """Per-row bools ``(active, masked)``, flat ``(M,)``, on the loss's device (no sync)."""
+        active = ~self._inactive.reshape(-1)
+        if self._fully_masked is None:
+            return active, torch.zeros_like(active)
+        return active, self._fully_masked().reshape(-1)
+
+    def headroom_rows(self) -> Tensor | None:
+        """Per row, flat ``(M,)`` float32: how far a fully masked row is past the masking
+        threshold, in units of delta (single-label: ``(p_t - max_{i != t} p_i - delta) / delta``);
+        0 for a row that is not fully masked. None: the loss gives no headroom."""
+        return None if self._headroom is None else self._headroom().reshape(-1)
+
+    def counts(self) -> Tensor:
+        """``[n_active, n_masked]`` as a 0-sync int64 device tensor ``(2,)``."""
+        active, masked = self.rows()
+        return torch.stack([active.sum(), masked.sum()])
+
+    def __repr__(self) -> str:
+        return f"MaskStats(n_active={self.n_active}, n_masked={self.n_masked})"
+
+
+def past_threshold(gap: Tensor, threshold: float, fully_masked: Tensor) -> Tensor:
+    """``(gap - threshold) / threshold`` where ``fully_masked``, else 0, float32 ``(M,)``: the
+    headroom of rows whose smallest target-over-rest ``gap`` ``(M,)`` passed ``threshold``."""
+    headroom = (gap - threshold) / threshold
+    return headroom.clamp_(min=0.0).masked_fill_(~fully_masked.reshape(-1), 0.0)
+
+
+class ASLossModule(nn.Module):
+    """The module form of an AS loss: ``delta`` (the catalogue's default, checked), changed
+    between calls by :meth:`set_delta` (the warm-up of :class:`DeltaSchedule` does), the
+    ``reduction``, and ``last_stats``, the :class:`MaskStats` of the last call."""
+
+    def __init__(self, delta: float = DELTA.default, *, reduction: str = "mean"):
+        super().__init__()
+        self.set_delta(delta)
+        self.reduction = check_choice("reduction", reduction, REDUCTIONS)
+        self.last_stats: MaskStats | None = None
+
+    def set_delta(self, delta: float) -> None:
+        """Use ``delta`` (in ``(0, 1]``) from the next call on; ValueError outside that range."""
+        self.delta = DELTA.check(delta)
+
+    def extra_repr(self) -> str:
+        return f"delta={self.delta}, reduction={self.reduction!r}"

@@ -1,0 +1,44 @@
+"""The documentation's links and citations point at files the repository holds."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")  # [text](target#anchor)
+CITED_PAGE = re.compile(r"\b((?:docs/[\w-]+|README)\.md)\b")
+
+
+def _local_links(page: Path) -> list[str]:
+    targets = LINK.findall(page.read_text())
+    return [t for t in targets if "://" not in t and not t.startswith("mailto:")]
+
+
+def test_every_local_link_of_the_readme_and_docs_resolves() -> None:
+    broken = [
+        f"{page.relative_to(REPO)} -> {target}"
+        for page in PAGES
+        for target in _local_links(page)
+        if not (page.parent / target).exists()
+    ]
+    assert broken == []
+
+
+def test_the_readme_stays_a_few_screens() -> None:
+    assert len((REPO / "README.md").read_text().splitlines()) <= 200
+
+
+def test_code_cites_only_pages_in_the_repository() -> None:
+    sources = [*REPO.joinpath("astune").rglob("*.py"), *REPO.joinpath("tests").glob("*.py")]
+    sources.remove(Path(__file__).resolve())
+    design = "DESIGN" + ".md"  # the project's design notes live outside the repository
+    assert [str(p.relative_to(REPO)) for p in sources if design in p.read_text()] == []
+    missing = sorted(
+        f"{p.relative_to(REPO)}: {page}"
+        for p in sources
+        for page in set(CITED_PAGE.findall(p.read_text()))
+        if not (REPO / page).is_file()
+    )
+    assert missing == []

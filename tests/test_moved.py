@@ -1,0 +1,59 @@
+"""Modules that moved into packages keep their old import paths: a user's script and a Ray
+experiment pickled before the move (``--resume``) import them by the old name."""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+
+import pytest
+
+from astune._moved import MOVED
+
+# An old path and a public name it held, as a pickle of the time names them.
+PICKLED = {
+    "astune.probe": "ProbeResult",
+    "astune.difficulty": "Difficulty",
+    "astune.backbone_registry": "resolve_backbone",
+    "astune.csc_metrics": "csc_scores",
+    "astune.objectives": "parse_objectives",
+    "astune.skip": "ASSkip",
+    "astune.prune": "SoftPrune",
+}
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_an_old_path_imports_the_module_at_its_new_home_with_a_warning(old: str) -> None:
+    with pytest.warns(DeprecationWarning, match=f"^{old} moved to {MOVED[old]}$"):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(MOVED[old])
+    assert module.__name__ == MOVED[old]
+
+
+@pytest.mark.parametrize("old", sorted(PICKLED))
+def test_a_pickle_naming_an_old_path_loads_the_object_of_today(old: str) -> None:
+    name = PICKLED[old]
+    # protocol 0: GLOBAL "module\nname\n", as pickle and cloudpickle write a class reference
+    loaded = pickle.loads(f"c{old}\n{name}\n.".encode())
+    assert loaded is getattr(importlib.import_module(MOVED[old]), name)
+
+
+@pytest.mark.parametrize(
+    ("package", "name", "home"),
+    [
+        ("astune.speed", "ASSpeed", "astune.speed.accumulation"),
+        ("astune.backbones", "build_model", "astune.backbones.models"),
+        ("astune.metrics", "compute_metrics", "astune.metrics.scores"),
+    ],
+)
+def test_modules_that_became_packages_still_hold_their_names(
+    package: str, name: str, home: str
+) -> None:
+    loaded = pickle.loads(f"c{package}\n{name}\n.".encode())
+    assert loaded is getattr(importlib.import_module(home), name)
+
+
+def test_every_moved_entry_names_a_module_that_exists_and_no_file_at_the_old_path() -> None:
+    for old, new in MOVED.items():
+        assert importlib.util.find_spec(new) is not None, new
+        assert importlib.util.find_spec(old).origin is None, f"{old} is a file again"
