@@ -83,6 +83,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _harness import RESULTS
 from speed_plots import plot, plot_computed
 from speed_report import model_ratios, print_report, print_seed_table, seed_table, summarize
 from speed_runs import cost_probe, machine_name, train_interleaved, train_variant
@@ -90,7 +91,7 @@ from speed_variants import VARIANTS, base_config, variant_config
 
 from astune.data.encoded import load_encoded
 
-DEFAULT_PLOT = Path(__file__).resolve().parent / "as_speed_masked.png"
+DEFAULT_PLOT = RESULTS / "as_speed_masked.png"
 
 
 # -- configuration ----------------------------------------------------------------------------

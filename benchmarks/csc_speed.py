@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _harness import RESULTS
 
 from astune.config import TrainConfig
 from astune.confirm.stats import paired_difference, t_interval
@@ -35,7 +36,6 @@ from astune.training import fit
 from astune.training.compute import choose_device, forward, loss_counts, model_parts
 
 VARIANTS = ("softmax", "as_softmax")
-HERE = Path(__file__).resolve().parent
 CJK_FIRST = 0x4E00  # the CJK Unified Ideographs block: filler candidates
 
 
@@ -51,7 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--delta", type=float, default=0.3, help="AS-Softmax's (the paper's SIGHAN)")
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--json", default=str(HERE / "csc_speed_cpu.json"))
+    p.add_argument("--json", default=str(RESULTS / "csc_speed_cpu.json"))
     args = p.parse_args(argv)
     if args.seeds < 2:
         p.error(f"--seeds must be at least 2 (an interval needs two runs), but got {args.seeds}")

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _harness import RESULTS
 from _scale import add_scale_args, scale_config
 
 from astune.config import TrainConfig
@@ -46,7 +47,6 @@ VARIANTS = ("fixed_paper", "fixed_tuned", "target_mask", "ema")
 ADAPTIVE = {"target_mask": "target-mask", "ema": "ema"}
 REFERENCE = "fixed_tuned"
 CURVE_KEYS = ("epoch", "delta_now", "masked_ratio", "objective")
-HERE = Path(__file__).resolve().parent
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -61,8 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p, max_train_samples=1000, max_eval_samples=400, max_length=48, epochs=8, lr=3e-4,
         eval_every=32,
     )  # fmt: skip
-    p.add_argument("--json", default=str(HERE / "delta_schedules_cpu.json"))
-    p.add_argument("--plot", default=str(HERE / "delta_schedules.png"))
+    p.add_argument("--json", default=str(RESULTS / "delta_schedules_cpu.json"))
+    p.add_argument("--plot", default=str(RESULTS / "delta_schedules.png"))
     p.add_argument("--from-json", default=None, help="report earlier --json files (comma list)")
     args = p.parse_args(argv)
     if args.seeds < 2:

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from _harness import RESULTS
 from _scale import add_scale_args, scale_config
 
 from astune.config import TrainConfig
@@ -42,7 +43,6 @@ from astune.losses.catalogue import family_loss
 from astune.training import fit
 
 VARIANTS = ("softmax", "as_softmax", "as_speed", "as_skip")
-HERE = Path(__file__).resolve().parent
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -51,8 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--seeds", type=int, default=3)
     add_scale_args(p)
-    p.add_argument("--json", default=str(HERE / "paper_claims_cpu.json"))
-    p.add_argument("--plot", default=str(HERE / "paper_claims.png"))
+    p.add_argument("--json", default=str(RESULTS / "paper_claims_cpu.json"))
+    p.add_argument("--plot", default=str(RESULTS / "paper_claims.png"))
     p.add_argument(
         "--from-json",
         default=None,

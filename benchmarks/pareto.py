@@ -17,7 +17,7 @@ trials that ran side by side in this one search: ``--max-concurrent`` trials at 
 
 Usage (this machine, 2 cores: about 30 minutes):
   HF_HUB_OFFLINE=1 ASTUNE_DATA_DIR=../shared/data python benchmarks/pareto.py \\
-      --num-samples 16 --seeds 3 --json benchmarks/pareto_cpu.json
+      --num-samples 16 --seeds 3 --json benchmarks/results/pareto_cpu.json
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from _harness import RESULTS
 
 if TYPE_CHECKING:
     from astune.confirm.stats import PairedDifference
@@ -60,7 +62,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--top", type=int, default=3, help="confirm: front trials re-run, cheapest first")
     add("--within", type=float, default=0.5, help="confirm: accuracy points allowed")
     add("--output-dir", default=None, help="the MLflow store and Ray storage (default: temp)")
-    add("--png-dir", default=str(HERE), help="where pareto.png and pareto_confirm.png go")
+    add("--png-dir", default=str(RESULTS), help="where pareto.png and pareto_confirm.png go")
     add("--json", default=None, help="write every number to this file")
     add("--from-json", default=None, help="run nothing: print the report of an earlier --json")
     return p.parse_args(argv)

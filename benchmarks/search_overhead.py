@@ -39,11 +39,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _harness import RESULTS
 from _overhead_report import folder_bytes, plot_timeline, print_report, summarise, trial_rows
 
 from astune.checkpoint_policy import CheckpointPolicy
-
-HERE = Path(__file__).resolve().parent
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -73,7 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="first time one trial's fit alone in this process (1 thread)")  # fmt: skip
     add("--output-dir", default=None, help="searches' folders (default: a temporary one)")
     add("--keep-checkpoints", action="store_true", help="keep the *.pt files of the searches")
-    add("--plot", default=str(HERE / "search_overhead.png"), help="PNG timeline ('' to skip)")
+    add("--plot", default=str(RESULTS / "search_overhead.png"), help="PNG timeline ('' to skip)")
     add("--json", default=None, help="write every number to this file ('-': stdout)")
     add("--from-json", default=None, help="run nothing: print and plot an earlier --json")
     args = p.parse_args(argv)

@@ -16,7 +16,7 @@ cut to one layer, 64 training and 32 validation samples, one epoch. Measured in 
 
 Usage (this machine: 2 cores):
   HF_HUB_OFFLINE=1 ASTUNE_DATA_DIR=../shared/data python benchmarks/search_scale.py \\
-      --num-samples 200 --max-concurrent 2 --json benchmarks/search_scale_cpu.json
+      --num-samples 200 --max-concurrent 2 --json benchmarks/results/search_scale_cpu.json
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _harness import RESULTS
 from _overhead_report import summarise, trial_rows
 
-HERE = Path(__file__).resolve().parent
 FINISHED_TRIALS = (
     "SELECT count(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid WHERE runs.status "
     "IN ('FINISHED', 'FAILED') AND tags.key = 'astune.role' AND tags.value = 'trial'"
@@ -55,7 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--eval-samples", type=int, default=32)
     add("--data-dir", default=None, help="default: $ASTUNE_DATA_DIR")
     add("--output-dir", default=None, help="the search's folder (default: a temporary one)")
-    add("--plot", default=str(HERE / "search_scale.png"), help="PNG ('' to skip)")
+    add("--plot", default=str(RESULTS / "search_scale.png"), help="PNG ('' to skip)")
     add("--json", default=None, help="write every number to this file")
     args = p.parse_args(argv)
     if min(args.num_samples, args.max_concurrent, args.train_samples, args.eval_samples) < 1:
