@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
 import statistics
 import subprocess
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from _harness import RESULTS
+from _harness import RESULTS, machine_line
 
 from astune.backbones import build_model, model_logits
 from astune.training.allocator import keep_freed_blocks
@@ -122,7 +121,7 @@ def main() -> None:
             f"{row['kept_over_default']:.3f}  ({args.steps} steps each)",
             flush=True,
         )
-    machine = f"{platform.processor() or platform.machine()}, torch {torch.__version__}"
+    machine = machine_line("cpu", threads=1)  # each arm runs one torch thread
     Path(args.json).write_text(
         json.dumps({"args": vars(args), "machine": machine, "rows": rows}, indent=1)
     )

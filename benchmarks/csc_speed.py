@@ -19,14 +19,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import platform
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-from _harness import RESULTS
+from _harness import RESULTS, machine_line
 
 from astune.config import TrainConfig
 from astune.confirm.stats import paired_difference, t_interval
@@ -134,8 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                 got = one_run(dataclasses.replace(configs[variant], seed=seed), data)
                 runs[variant].append(got)
                 print(f"  seed {seed} {variant:<10} {json.dumps(got)}", flush=True)
-    cpu = platform.processor() or platform.machine()
-    machine = f"{cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+    machine = machine_line(base.device, threads=torch.get_num_threads())
     print(f"\nmachine: {machine}; wall {time.perf_counter() - started:.0f} s")
     print(report(runs, memory, data.spec.num_labels))
     Path(args.json).write_text(

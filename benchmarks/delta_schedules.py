@@ -26,14 +26,13 @@ import argparse
 import dataclasses
 import json
 import math
-import platform
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-from _harness import RESULTS
+from _harness import RESULTS, machine_line
 from _scale import add_scale_args, scale_config
 
 from astune.config import TrainConfig
@@ -259,8 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         machine = files[0]["machine"]
     else:
         results = [run_dataset(n.strip(), args) for n in args.datasets.split(",") if n.strip()]
-        cpu = platform.processor() or platform.machine()
-        machine = f"{cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+        machine = machine_line("auto", threads=torch.get_num_threads())
     print(f"\nmachine: {machine}; wall {time.perf_counter() - started:.0f} s\n")
     for result in results:
         summary = summarize(result, args.equal_within)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _harness import RESULTS
+from _harness import RESULTS, machine_line
 from _scale import add_scale_args, scale_config
 
 from astune.config import TrainConfig
@@ -324,8 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         results = [run_dataset(n.strip(), args) for n in args.datasets.split(",") if n.strip()]
-        cpu = platform.processor() or platform.machine()
-        machine = f"{cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+        machine = machine_line("auto", threads=torch.get_num_threads())
     print(f"\nmachine: {machine}; wall {time.perf_counter() - started:.0f} s")
     report = []
     for result in results:

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _harness import RESULTS
+from _harness import RESULTS, SEARCH_LIBRARIES, machine_line
 
 if TYPE_CHECKING:
     from astune.confirm.stats import PairedDifference
@@ -219,8 +219,6 @@ def _diff(values: list[float] | None, digits: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    import torch
-    from speed_runs import machine_name
 
     from astune.search.confirm import run_confirm
     from astune.search.runner import run_search
@@ -240,7 +238,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     confirmed = run_confirm(confirm_settings(args, root, search.experiment))
     result = {
         "args": vars(args),
-        "machine": f"{machine_name(torch.device('cpu'))}, torch {torch.__version__}",
+        "machine": machine_line("cpu", libraries=SEARCH_LIBRARIES),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "search_seconds": search_s,
         "confirm_seconds": time.perf_counter() - started - search_s,

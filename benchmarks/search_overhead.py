@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -39,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _harness import RESULTS
+from _harness import RESULTS, SEARCH_LIBRARIES, machine_line
 from _overhead_report import folder_bytes, plot_timeline, print_report, summarise, trial_rows
 
 from astune.checkpoint_policy import CheckpointPolicy
@@ -217,16 +216,6 @@ def reference_fit(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     return {"build_s": build, "train_s": train, "train_seconds": final["train_seconds"]}
 
 
-def machine_info() -> dict[str, Any]:
-    import mlflow
-    import optuna
-    import ray
-    import torch
-
-    versions = {m.__name__: m.__version__ for m in (torch, ray, mlflow, optuna)}
-    return {"cores": os.cpu_count(), "python": platform.python_version(), **versions}
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.from_json:
@@ -252,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     payload = {
         "command": " ".join(["python", *sys.argv]),
         "args": {k: v for k, v in vars(args).items()},
-        "machine": machine_info(),
+        "machine": machine_line("cpu", libraries=SEARCH_LIBRARIES),
         "reference": reference,
         "results": results,
     }

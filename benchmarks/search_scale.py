@@ -26,7 +26,6 @@ import collections
 import functools
 import json
 import os
-import platform
 import sqlite3
 import sys
 import tempfile
@@ -35,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _harness import RESULTS
+from _harness import RESULTS, SEARCH_LIBRARIES, machine_line
 from _overhead_report import summarise, trial_rows
 
 FINISHED_TRIALS = (
@@ -232,23 +231,6 @@ def plot(result: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def machine() -> dict[str, Any]:
-    import mlflow
-    import optuna
-    import ray
-    import torch
-
-    return {
-        "cpu": platform.processor() or platform.machine(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "ray": ray.__version__,
-        "mlflow": mlflow.__version__,
-        "optuna": optuna.__version__,
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     root = Path(args.output_dir or tempfile.mkdtemp(prefix="search-scale-"))
@@ -267,7 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plot(result, Path(args.plot))
     if args.json:
-        payload = {"machine": machine(), "args": vars(args), **result}
+        payload = {
+            "machine": machine_line("cpu", libraries=SEARCH_LIBRARIES),
+            "args": vars(args),
+            **result,
+        }
         Path(args.json).write_text(json.dumps(payload, indent=1) + "\n")
     return 0
 
