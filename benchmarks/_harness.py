@@ -1,18 +1,76 @@
-"""What the benchmark scripts share: where their results go and the line naming the machine they
-ran on."""
+"""What the benchmark scripts share: where their results go, the line naming the machine they
+ran on, and the configs (TrainConfig, SearchSettings) they build from their flags."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import importlib
 import os
 import platform
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 RESULTS = Path(__file__).resolve().parent / "results"
 """The folder of the saved results (JSON, PNG) that benchmarks/RESULTS.md cites."""
 SEARCH_LIBRARIES = ("ray", "optuna", "mlflow")
 """Besides torch, the libraries whose versions a search benchmark's numbers depend on."""
+
+FLAG_FIELDS = (
+    "dataset",
+    "data_dir",
+    "space",
+    "backbone",
+    "num_layers",
+    "max_length",
+    "max_train_samples",
+    "max_eval_samples",
+    "epochs",
+    "batch_size",
+    "lr",
+    "eval_every",
+    "seed",
+    "device",
+    "precision",
+    "num_samples",
+    "max_concurrent",
+    "cpus_per_trial",
+)
+"""The flags that mean the config field of their name in every script (``--max-train-samples``
+is TrainConfig's and SearchSettings' ``max_train_samples``): what :func:`config_from_args`
+copies."""
+
+Config = TypeVar("Config")
+
+
+def config_from_args(kind: type[Config], args: argparse.Namespace, **fields: Any) -> Config:
+    """A validated ``kind`` (a dataclass with ``validate``: TrainConfig, SearchSettings) from the
+    flags of ``args`` named in :data:`FLAG_FIELDS` that ``kind`` has, then ``fields`` (which win).
+    """
+    takes = {f.name for f in dataclasses.fields(kind)}  # type: ignore[arg-type]
+    flags = vars(args)
+    given = {name: flags[name] for name in FLAG_FIELDS if name in takes and name in flags}
+    return kind(**{**given, **fields}).validate()  # type: ignore[attr-defined]
+
+
+def add_scale_args(p: argparse.ArgumentParser, **defaults: Any) -> None:
+    """``--backbone`` ... ``--threads``, the scale flags of the seed-comparison benchmarks;
+    ``defaults`` overrides a flag's default by its dest."""
+    flags = {
+        "backbone": (str, "minilm", None),
+        "num_layers": (int, 2, None),
+        "max_train_samples": (int, 400, None),
+        "max_eval_samples": (int, 200, None),
+        "max_length": (int, 64, None),
+        "epochs": (float, 3, None),
+        "batch_size": (int, 16, None),
+        "lr": (float, 5e-4, None),
+        "eval_every": (int, 5, "optimizer steps between evaluations"),
+        "threads": (int, None, "torch threads (default: torch's)"),
+    }
+    for dest, (kind, default, help_) in flags.items():
+        flag = "--" + dest.replace("_", "-")
+        p.add_argument(flag, type=kind, default=defaults.get(dest, default), help=help_)
 
 
 def machine_line(

@@ -225,6 +225,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.seeds > 1 and args.repeats > 1:
         p.error("--seeds and --repeats are exclusive: each seed is one repeat")
     args.repeats = max(args.repeats, args.seeds)
+    for name in ("max_train_samples", "max_eval_samples"):  # 0: all, which the configs say None
+        setattr(args, name, getattr(args, name) or None)
     if args.probe_rounds < 0:
         p.error(f"--probe-rounds must be >= 0, got {args.probe_rounds}")
     if args.threads is not None and args.threads < 1:
@@ -272,7 +274,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     base = base_config(args)
-    base.validate()
     start = time.perf_counter()
     data = load_encoded(base)
     tokenize_s = time.perf_counter() - start

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _harness import RESULTS, machine_line
+from _harness import RESULTS, config_from_args, machine_line
 
 from astune.config import TrainConfig
 from astune.confirm.stats import paired_difference, t_interval
@@ -117,11 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as root:
         folder = padded_set(Path(root), args)
-        base = TrainConfig(
-            dataset=str(folder), backbone="minilm", num_layers=args.num_layers, max_length=34,
-            epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, delta=args.delta,
-            device="auto" if torch.cuda.is_available() else "cpu",
-        ).validate()  # fmt: skip
+        base = config_from_args(
+            TrainConfig, args, dataset=str(folder), data_dir=None,  # the set is its own folder
+            backbone="minilm", max_length=34, delta=args.delta,
+        )  # fmt: skip
         data = load_encoded(base)
         configs = {v: dataclasses.replace(base, loss=v).validate() for v in VARIANTS}
         memory = {v: saved_bytes(c, data) for v, c in configs.items()}  # (step, loss alone)

@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _harness import RESULTS, machine_line
-from _scale import add_scale_args, scale_config
+from _harness import RESULTS, add_scale_args, config_from_args, machine_line
 
 from astune.config import TrainConfig
 from astune.confirm.stats import paired_difference, t_interval
@@ -74,9 +73,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def base_config(name: str, args: argparse.Namespace) -> TrainConfig:
     """AS-Softmax on ``name`` at the paper's delta and r, at this benchmark's scale."""
     spec = get_spec(name)
-    return scale_config(
-        name,
+    return config_from_args(
+        TrainConfig,
         args,
+        dataset=name,
         loss=family_loss("as_softmax", spec.task),
         delta=spec.delta if spec.delta is not None else 0.3,
         warmup_ratio=spec.warmup_ratio or 0.0,

@@ -31,8 +31,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _harness import RESULTS, machine_line
-from _scale import add_scale_args, scale_config
+from _harness import RESULTS, add_scale_args, config_from_args, machine_line
 
 from astune.config import TrainConfig
 from astune.confirm.stats import paired_difference, t_interval
@@ -112,7 +111,7 @@ def one_run(config: TrainConfig, data: Any, metric: str) -> dict[str, float]:
 
 def run_dataset(name: str, args: argparse.Namespace) -> dict[str, Any]:
     spec = get_spec(name)
-    base = scale_config(name, args)
+    base = config_from_args(TrainConfig, args, dataset=name)
     data = load_encoded(base)
     runs: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
     for seed in range(1, args.seeds + 1):

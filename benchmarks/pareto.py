@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _harness import RESULTS, SEARCH_LIBRARIES, machine_line
+from _harness import RESULTS, SEARCH_LIBRARIES, config_from_args, machine_line
 
 if TYPE_CHECKING:
     from astune.confirm.stats import PairedDifference
@@ -54,8 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--backbone", default="minilm")
     add("--num-layers", type=int, default=1)
     add("--max-length", type=int, default=48)
-    add("--train-samples", type=int, default=800, help="training subset")
-    add("--eval-samples", type=int, default=1000, help="validation (and test) subset")
+    add("--max-train-samples", "--train-samples", type=int, default=800, help="training subset")
+    add("--max-eval-samples", "--eval-samples", type=int, default=1000, help="validation, test")
     add("--epochs", type=float, default=None, help="per trial (default: the space's, 6)")
     add("--seed", type=int, default=0, help="the search's seed (confirm adds seeds 1..N-1)")
     add("--seeds", type=int, default=3, help="confirm: seeds per config")
@@ -76,22 +76,7 @@ def places(root: Path) -> dict[str, str]:
 def search_settings(args: argparse.Namespace, root: Path) -> SearchSettings:
     from astune.search.settings import SearchSettings
 
-    return SearchSettings(
-        dataset=args.dataset,
-        space=args.space,
-        num_samples=args.num_samples,
-        max_concurrent=args.max_concurrent,
-        cpus_per_trial=args.cpus_per_trial,
-        backbone=args.backbone,
-        num_layers=args.num_layers,
-        max_length=args.max_length,
-        max_train_samples=args.train_samples,
-        max_eval_samples=args.eval_samples,
-        epochs=args.epochs,
-        seed=args.seed,
-        checkpoint_every="end",
-        **places(root),
-    )
+    return config_from_args(SearchSettings, args, checkpoint_every="end", **places(root))
 
 
 def confirm_settings(args: argparse.Namespace, root: Path, experiment: str) -> ConfirmSettings:

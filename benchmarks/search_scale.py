@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _harness import RESULTS, SEARCH_LIBRARIES, machine_line
+from _harness import RESULTS, SEARCH_LIBRARIES, config_from_args, machine_line
 from _overhead_report import summarise, trial_rows
 
 FINISHED_TRIALS = (
@@ -50,15 +50,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add = p.add_argument
     add("--num-samples", type=int, default=200, help="trials")
     add("--max-concurrent", type=int, default=os.cpu_count() or 1, help="trials at once")
-    add("--train-samples", type=int, default=64)
-    add("--eval-samples", type=int, default=32)
+    add("--max-train-samples", "--train-samples", type=int, default=64)
+    add("--max-eval-samples", "--eval-samples", type=int, default=32)
     add("--data-dir", default=None, help="default: $ASTUNE_DATA_DIR")
     add("--output-dir", default=None, help="the search's folder (default: a temporary one)")
     add("--plot", default=str(RESULTS / "search_scale.png"), help="PNG ('' to skip)")
     add("--json", default=None, help="write every number to this file")
     args = p.parse_args(argv)
-    if min(args.num_samples, args.max_concurrent, args.train_samples, args.eval_samples) < 1:
-        p.error("--num-samples, --max-concurrent, --train-samples, --eval-samples must be >= 1")
+    counts = ("num_samples", "max_concurrent", "max_train_samples", "max_eval_samples")
+    if min(getattr(args, name) for name in counts) < 1:
+        p.error(", ".join("--" + name.replace("_", "-") for name in counts) + " must be >= 1")
     return args
 
 
@@ -168,19 +169,16 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
     space = root / "space.yaml"
     space.write_text(yaml.safe_dump(space_mapping(args.num_samples), sort_keys=False))
-    settings = SearchSettings(
+    settings = config_from_args(
+        SearchSettings,
+        args,
         dataset="sst5",
         space=str(space),
-        num_samples=args.num_samples,
-        max_concurrent=args.max_concurrent,
         storage_path=str(root / "ray"),
         tracking_uri=f"sqlite:///{root / 'mlflow.db'}",
         name="scale",
         backbone="minilm",
         num_layers=1,
-        max_train_samples=args.train_samples,
-        max_eval_samples=args.eval_samples,
-        data_dir=args.data_dir,
         scheduler="none",
         console=False,
     )
