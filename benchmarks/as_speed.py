@@ -83,14 +83,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _harness import RESULTS, machine_line
 from speed_plots import plot, plot_computed
 from speed_report import model_ratios, print_report, print_seed_table, seed_table, summarize
-from speed_runs import cost_probe, machine_name, train_interleaved, train_variant
+from speed_runs import cost_probe, train_interleaved, train_variant
 from speed_variants import VARIANTS, base_config, variant_config
 
 from astune.data.encoded import load_encoded
 
-DEFAULT_PLOT = Path(__file__).resolve().parent / "as_speed_masked.png"
+DEFAULT_PLOT = RESULTS / "as_speed_masked.png"
 
 
 # -- configuration ----------------------------------------------------------------------------
@@ -224,6 +225,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.seeds > 1 and args.repeats > 1:
         p.error("--seeds and --repeats are exclusive: each seed is one repeat")
     args.repeats = max(args.repeats, args.seeds)
+    for name in ("max_train_samples", "max_eval_samples"):  # 0: all, which the configs say None
+        setattr(args, name, getattr(args, name) or None)
     if args.probe_rounds < 0:
         p.error(f"--probe-rounds must be >= 0, got {args.probe_rounds}")
     if args.threads is not None and args.threads < 1:
@@ -247,15 +250,11 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
     done = report.get("repeats_done", saved.repeats)
     if done < saved.repeats:
         print(f"stopped part-way: {done} of {saved.repeats} repeats done\n")
+    machine = report["machine"]
+    if "torch" not in machine:  # written before the machine line named torch and the threads
+        machine += f", {report['threads']} torch thread(s); torch {report['torch']}"
     print_report(
-        saved,
-        report["machine"],
-        report["summary"],
-        report["probe"],
-        report["model"],
-        report["tokenize_s"],
-        threads=report["threads"],
-        torch_version=report["torch"],
+        saved, machine, report["summary"], report["probe"], report["model"], report["tokenize_s"]
     )
     if "seeds" in report:  # from the runs, so that a file written before a column has it too
         print_seed_table(seed_table(report["runs"]), saved)
@@ -275,21 +274,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     base = base_config(args)
-    base.validate()
     start = time.perf_counter()
     data = load_encoded(base)
     tokenize_s = time.perf_counter() - start
     out = Path(args.output_dir)
-    device = torch.device(
-        "cuda"
-        if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
-        else "cpu"
-    )
+    machine = machine_line(args.device, threads=torch.get_num_threads())
     print(
         f"{args.dataset}: {len(data.splits['train'])} train, "
         f"{len(data.splits['validation'])} validation, "
         f"{len(data.splits['test'])} test; tokenized in {tokenize_s:.1f} s; "
-        f"device {machine_name(device)}",
+        f"machine {machine}",
         file=sys.stderr,
     )
 
@@ -328,9 +322,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         gc.collect()
         if args.json and args.json != "-" and rep + 1 < args.repeats:
             # what is done so far, so that a run stopped part-way keeps its finished seeds
-            write_report(args.json, report_of(args, device, tokenize_s, probe, results))
+            write_report(args.json, report_of(args, machine, tokenize_s, probe, results))
 
-    report = report_of(args, device, tokenize_s, probe, results)
+    report = report_of(args, machine, tokenize_s, probe, results)
     print_report(args, report["machine"], report["summary"], probe, report["model"], tokenize_s)
     print_seed_table(report["seeds"], args)
     if args.plot:
@@ -348,7 +342,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def report_of(
     args: argparse.Namespace,
-    device: torch.device,
+    machine: str,
     tokenize_s: float,
     probe: dict[str, Any] | None,
     results: dict[str, list[dict[str, Any]]],
@@ -357,7 +351,7 @@ def report_of(
     summary = summarize(results)
     return {
         "args": vars(args),
-        "machine": machine_name(device),
+        "machine": machine,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "tokenize_s": tokenize_s,

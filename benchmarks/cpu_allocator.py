@@ -9,16 +9,15 @@ process builds the same model and batch, runs ``--warmup`` untimed steps, then `
 ones. A step is made as the loop makes one: forward, a summed cross-entropy, backward and the
 loop's ``update_weights`` (scale, clip, fused AdamW), on random token ids of SST-5's length.
 It prints the median step time of each, their ratio and the page faults a step
-(``ru_minflt``), and writes them to a JSON file.
+(``ru_minflt``), and writes them to ``--json`` (default: results/cpu_allocator_cpu.json).
 
-Usage: python benchmarks/cpu_allocator.py [--layers 1 6] [--steps 40] [--warmup 5]
+Usage: python benchmarks/cpu_allocator.py [--layers 1 6] [--steps 40] [--warmup 5] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
 import statistics
 import subprocess
@@ -29,13 +28,14 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from _harness import RESULTS, machine_line
 
 from astune.backbones import build_model, model_logits
 from astune.training.allocator import keep_freed_blocks
 from astune.training.compute import update_weights
 
 ARMS = ("default", "kept")
-OUT = Path(__file__).with_name("cpu_allocator_cpu.json")
+OUT = RESULTS / "cpu_allocator_cpu.json"
 
 
 def make_step(layers: int, batch: int, tokens: int):
@@ -102,6 +102,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--json", default=str(OUT), help="where the rows go")
     parser.add_argument("--arm", choices=ARMS, help=argparse.SUPPRESS)  # one side, internal
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -120,9 +121,11 @@ def main() -> None:
             f"{row['kept_over_default']:.3f}  ({args.steps} steps each)",
             flush=True,
         )
-    machine = f"{platform.processor() or platform.machine()}, torch {torch.__version__}"
-    OUT.write_text(json.dumps({"args": vars(args), "machine": machine, "rows": rows}, indent=1))
-    print(f"wrote {OUT}")
+    machine = machine_line("cpu", threads=1)  # each arm runs one torch thread
+    Path(args.json).write_text(
+        json.dumps({"args": vars(args), "machine": machine, "rows": rows}, indent=1)
+    )
+    print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

@@ -19,13 +19,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import platform
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from _harness import RESULTS, config_from_args, machine_line
 
 from astune.config import TrainConfig
 from astune.confirm.stats import paired_difference, t_interval
@@ -35,7 +35,6 @@ from astune.training import fit
 from astune.training.compute import choose_device, forward, loss_counts, model_parts
 
 VARIANTS = ("softmax", "as_softmax")
-HERE = Path(__file__).resolve().parent
 CJK_FIRST = 0x4E00  # the CJK Unified Ideographs block: filler candidates
 
 
@@ -51,7 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--delta", type=float, default=0.3, help="AS-Softmax's (the paper's SIGHAN)")
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--json", default=str(HERE / "csc_speed_cpu.json"))
+    p.add_argument("--json", default=str(RESULTS / "csc_speed_cpu.json"))
     args = p.parse_args(argv)
     if args.seeds < 2:
         p.error(f"--seeds must be at least 2 (an interval needs two runs), but got {args.seeds}")
@@ -118,11 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as root:
         folder = padded_set(Path(root), args)
-        base = TrainConfig(
-            dataset=str(folder), backbone="minilm", num_layers=args.num_layers, max_length=34,
-            epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, delta=args.delta,
-            device="auto" if torch.cuda.is_available() else "cpu",
-        ).validate()  # fmt: skip
+        base = config_from_args(
+            TrainConfig, args, dataset=str(folder), data_dir=None,  # the set is its own folder
+            backbone="minilm", max_length=34, delta=args.delta,
+        )  # fmt: skip
         data = load_encoded(base)
         configs = {v: dataclasses.replace(base, loss=v).validate() for v in VARIANTS}
         memory = {v: saved_bytes(c, data) for v, c in configs.items()}  # (step, loss alone)
@@ -134,8 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 got = one_run(dataclasses.replace(configs[variant], seed=seed), data)
                 runs[variant].append(got)
                 print(f"  seed {seed} {variant:<10} {json.dumps(got)}", flush=True)
-    cpu = platform.processor() or platform.machine()
-    machine = f"{cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+    machine = machine_line(base.device, threads=torch.get_num_threads())
     print(f"\nmachine: {machine}; wall {time.perf_counter() - started:.0f} s")
     print(report(runs, memory, data.spec.num_labels))
     Path(args.json).write_text(

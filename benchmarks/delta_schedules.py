@@ -26,14 +26,13 @@ import argparse
 import dataclasses
 import json
 import math
-import platform
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-from _scale import add_scale_args, scale_config
+from _harness import RESULTS, add_scale_args, config_from_args, machine_line
 
 from astune.config import TrainConfig
 from astune.confirm.stats import paired_difference, t_interval
@@ -46,7 +45,6 @@ VARIANTS = ("fixed_paper", "fixed_tuned", "target_mask", "ema")
 ADAPTIVE = {"target_mask": "target-mask", "ema": "ema"}
 REFERENCE = "fixed_tuned"
 CURVE_KEYS = ("epoch", "delta_now", "masked_ratio", "objective")
-HERE = Path(__file__).resolve().parent
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -61,8 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p, max_train_samples=1000, max_eval_samples=400, max_length=48, epochs=8, lr=3e-4,
         eval_every=32,
     )  # fmt: skip
-    p.add_argument("--json", default=str(HERE / "delta_schedules_cpu.json"))
-    p.add_argument("--plot", default=str(HERE / "delta_schedules.png"))
+    p.add_argument("--json", default=str(RESULTS / "delta_schedules_cpu.json"))
+    p.add_argument("--plot", default=str(RESULTS / "delta_schedules.png"))
     p.add_argument("--from-json", default=None, help="report earlier --json files (comma list)")
     args = p.parse_args(argv)
     if args.seeds < 2:
@@ -75,9 +73,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def base_config(name: str, args: argparse.Namespace) -> TrainConfig:
     """AS-Softmax on ``name`` at the paper's delta and r, at this benchmark's scale."""
     spec = get_spec(name)
-    return scale_config(
-        name,
+    return config_from_args(
+        TrainConfig,
         args,
+        dataset=name,
         loss=family_loss("as_softmax", spec.task),
         delta=spec.delta if spec.delta is not None else 0.3,
         warmup_ratio=spec.warmup_ratio or 0.0,
@@ -259,8 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         machine = files[0]["machine"]
     else:
         results = [run_dataset(n.strip(), args) for n in args.datasets.split(",") if n.strip()]
-        cpu = platform.processor() or platform.machine()
-        machine = f"{cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+        machine = machine_line("auto", threads=torch.get_num_threads())
     print(f"\nmachine: {machine}; wall {time.perf_counter() - started:.0f} s\n")
     for result in results:
         summary = summarize(result, args.equal_within)

@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' data makers
 
 import media_data  # noqa: E402
+from _harness import RESULTS  # noqa: E402
 
 from astune.config import TrainConfig  # noqa: E402
 from astune.data.encoded import load_encoded  # noqa: E402
@@ -99,7 +100,7 @@ def plot(results: list[dict], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(Path(__file__).parent))
+    parser.add_argument("--out", default=str(RESULTS), help="the folder media_epoch.png goes to")
     args = parser.parse_args()
     warnings.simplefilter("ignore", UserWarning)  # the random-initialisation warning
     results = []

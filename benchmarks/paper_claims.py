@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _scale import add_scale_args, scale_config
+from _harness import RESULTS, add_scale_args, config_from_args, machine_line
 
 from astune.config import TrainConfig
 from astune.confirm.stats import paired_difference, t_interval
@@ -42,7 +41,6 @@ from astune.losses.catalogue import family_loss
 from astune.training import fit
 
 VARIANTS = ("softmax", "as_softmax", "as_speed", "as_skip")
-HERE = Path(__file__).resolve().parent
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -51,8 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--seeds", type=int, default=3)
     add_scale_args(p)
-    p.add_argument("--json", default=str(HERE / "paper_claims_cpu.json"))
-    p.add_argument("--plot", default=str(HERE / "paper_claims.png"))
+    p.add_argument("--json", default=str(RESULTS / "paper_claims_cpu.json"))
+    p.add_argument("--plot", default=str(RESULTS / "paper_claims.png"))
     p.add_argument(
         "--from-json",
         default=None,
@@ -113,7 +111,7 @@ def one_run(config: TrainConfig, data: Any, metric: str) -> dict[str, float]:
 
 def run_dataset(name: str, args: argparse.Namespace) -> dict[str, Any]:
     spec = get_spec(name)
-    base = scale_config(name, args)
+    base = config_from_args(TrainConfig, args, dataset=name)
     data = load_encoded(base)
     runs: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
     for seed in range(1, args.seeds + 1):
@@ -324,8 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         results = [run_dataset(n.strip(), args) for n in args.datasets.split(",") if n.strip()]
-        cpu = platform.processor() or platform.machine()
-        machine = f"{cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+        machine = machine_line("auto", threads=torch.get_num_threads())
     print(f"\nmachine: {machine}; wall {time.perf_counter() - started:.0f} s")
     report = []
     for result in results:

@@ -17,7 +17,7 @@ trials that ran side by side in this one search: ``--max-concurrent`` trials at 
 
 Usage (this machine, 2 cores: about 30 minutes):
   HF_HUB_OFFLINE=1 ASTUNE_DATA_DIR=../shared/data python benchmarks/pareto.py \\
-      --num-samples 16 --seeds 3 --json benchmarks/pareto_cpu.json
+      --num-samples 16 --seeds 3 --json benchmarks/results/pareto_cpu.json
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from _harness import RESULTS, SEARCH_LIBRARIES, config_from_args, machine_line
 
 if TYPE_CHECKING:
     from astune.confirm.stats import PairedDifference
@@ -52,15 +54,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--backbone", default="minilm")
     add("--num-layers", type=int, default=1)
     add("--max-length", type=int, default=48)
-    add("--train-samples", type=int, default=800, help="training subset")
-    add("--eval-samples", type=int, default=1000, help="validation (and test) subset")
+    add("--max-train-samples", "--train-samples", type=int, default=800, help="training subset")
+    add("--max-eval-samples", "--eval-samples", type=int, default=1000, help="validation, test")
     add("--epochs", type=float, default=None, help="per trial (default: the space's, 6)")
     add("--seed", type=int, default=0, help="the search's seed (confirm adds seeds 1..N-1)")
     add("--seeds", type=int, default=3, help="confirm: seeds per config")
     add("--top", type=int, default=3, help="confirm: front trials re-run, cheapest first")
     add("--within", type=float, default=0.5, help="confirm: accuracy points allowed")
     add("--output-dir", default=None, help="the MLflow store and Ray storage (default: temp)")
-    add("--png-dir", default=str(HERE), help="where pareto.png and pareto_confirm.png go")
+    add("--png-dir", default=str(RESULTS), help="where pareto.png and pareto_confirm.png go")
     add("--json", default=None, help="write every number to this file")
     add("--from-json", default=None, help="run nothing: print the report of an earlier --json")
     return p.parse_args(argv)
@@ -74,22 +76,7 @@ def places(root: Path) -> dict[str, str]:
 def search_settings(args: argparse.Namespace, root: Path) -> SearchSettings:
     from astune.search.settings import SearchSettings
 
-    return SearchSettings(
-        dataset=args.dataset,
-        space=args.space,
-        num_samples=args.num_samples,
-        max_concurrent=args.max_concurrent,
-        cpus_per_trial=args.cpus_per_trial,
-        backbone=args.backbone,
-        num_layers=args.num_layers,
-        max_length=args.max_length,
-        max_train_samples=args.train_samples,
-        max_eval_samples=args.eval_samples,
-        epochs=args.epochs,
-        seed=args.seed,
-        checkpoint_every="end",
-        **places(root),
-    )
+    return config_from_args(SearchSettings, args, checkpoint_every="end", **places(root))
 
 
 def confirm_settings(args: argparse.Namespace, root: Path, experiment: str) -> ConfirmSettings:
@@ -217,8 +204,6 @@ def _diff(values: list[float] | None, digits: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    import torch
-    from speed_runs import machine_name
 
     from astune.search.confirm import run_confirm
     from astune.search.runner import run_search
@@ -238,7 +223,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     confirmed = run_confirm(confirm_settings(args, root, search.experiment))
     result = {
         "args": vars(args),
-        "machine": f"{machine_name(torch.device('cpu'))}, torch {torch.__version__}",
+        "machine": machine_line("cpu", libraries=SEARCH_LIBRARIES),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "search_seconds": search_s,
         "confirm_seconds": time.perf_counter() - started - search_s,

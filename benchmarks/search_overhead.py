@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -39,11 +38,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _harness import RESULTS, SEARCH_LIBRARIES, config_from_args, machine_line
 from _overhead_report import folder_bytes, plot_timeline, print_report, summarise, trial_rows
 
 from astune.checkpoint_policy import CheckpointPolicy
-
-HERE = Path(__file__).resolve().parent
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -63,8 +61,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--backbone", default="minilm")
     add("--num-layers", type=int, default=1)
     add("--max-length", type=int, default=64)
-    add("--train-samples", type=int, default=1200, help="training subset (~30 s a trial here)")
-    add("--eval-samples", type=int, default=200, help="validation and test subsets")
+    add("--max-train-samples", "--train-samples", type=int, default=1200,
+        help="training subset (~30 s a trial here)")  # fmt: skip
+    add("--max-eval-samples", "--eval-samples", type=int, default=200,
+        help="validation and test subsets")  # fmt: skip
     add("--epochs", type=int, default=2, help="per trial; one evaluation and checkpoint each")
     add("--batch-size", type=int, default=16)
     add("--lr", type=float, default=1e-3)
@@ -73,12 +73,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="first time one trial's fit alone in this process (1 thread)")  # fmt: skip
     add("--output-dir", default=None, help="searches' folders (default: a temporary one)")
     add("--keep-checkpoints", action="store_true", help="keep the *.pt files of the searches")
-    add("--plot", default=str(HERE / "search_overhead.png"), help="PNG timeline ('' to skip)")
+    add("--plot", default=str(RESULTS / "search_overhead.png"), help="PNG timeline ('' to skip)")
     add("--json", default=None, help="write every number to this file ('-': stdout)")
     add("--from-json", default=None, help="run nothing: print and plot an earlier --json")
     args = p.parse_args(argv)
-    if min(args.num_samples, args.max_concurrent, args.train_samples, args.epochs) < 1:
-        p.error("--num-samples, --max-concurrent, --train-samples and --epochs must be >= 1")
+    if min(args.num_samples, args.max_concurrent, args.max_train_samples, args.epochs) < 1:
+        p.error("--num-samples, --max-concurrent, --max-train-samples and --epochs must be >= 1")
     order = [v.strip() for v in args.order.split(",") if v.strip()]
     if sorted(order) != ["off", "on"]:
         p.error(f"--order must name on and off once each, got {args.order!r}")
@@ -134,23 +134,15 @@ def run_variant(args: argparse.Namespace, variant: tuple[str, str], root: Path) 
     folder.mkdir(parents=True)
     space = folder / "space.yaml"
     space.write_text(yaml.safe_dump(space_mapping(args), sort_keys=False))
-    settings = SearchSettings(
-        dataset=args.dataset,
+    settings = config_from_args(
+        SearchSettings,
+        args,
         space=str(space),
-        num_samples=args.num_samples,
-        max_concurrent=args.max_concurrent,
-        cpus_per_trial=args.cpus_per_trial,
+        epochs=None,  # the space fixes them, with the batch size and lr
         storage_path=str(folder / "ray"),
         tracking_uri=f"sqlite:///{folder / 'mlflow.db'}",
         name=f"overhead-{label(variant)}",
-        backbone=args.backbone,
-        num_layers=args.num_layers,
-        max_train_samples=args.train_samples,
-        max_eval_samples=args.eval_samples,
-        max_length=args.max_length,
-        data_dir=args.data_dir,
         scheduler="none",
-        seed=args.seed,
         reuse_actors=reuse == "on",
         checkpoint_every=policy,
         console=False,
@@ -183,24 +175,13 @@ def reference_fit(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     from astune.data.encoded import load_encoded
     from astune.training import Run
 
-    config = TrainConfig.from_dict(
-        dict(
-            dataset=args.dataset,
-            data_dir=args.data_dir or os.environ.get("ASTUNE_DATA_DIR"),
-            backbone=args.backbone,
-            num_layers=args.num_layers,
-            max_length=args.max_length,
-            max_train_samples=args.train_samples,
-            max_eval_samples=args.eval_samples,
-            epochs=args.epochs,
-            batch_size=args.batch_size,
-            lr=args.lr,
-            loss="as_softmax",
-            delta=0.3,
-            seed=args.seed,
-            device="cpu",
-            output_dir=str(root / "reference"),
-        )
+    config = config_from_args(
+        TrainConfig,
+        args,
+        loss="as_softmax",
+        delta=0.3,
+        device="cpu",
+        output_dir=str(root / "reference"),
     )
     data = load_encoded(config)
     threads = torch.get_num_threads()
@@ -216,16 +197,6 @@ def reference_fit(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         torch.set_num_threads(threads)
     shutil.rmtree(root / "reference", ignore_errors=True)
     return {"build_s": build, "train_s": train, "train_seconds": final["train_seconds"]}
-
-
-def machine_info() -> dict[str, Any]:
-    import mlflow
-    import optuna
-    import ray
-    import torch
-
-    versions = {m.__name__: m.__version__ for m in (torch, ray, mlflow, optuna)}
-    return {"cores": os.cpu_count(), "python": platform.python_version(), **versions}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -253,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     payload = {
         "command": " ".join(["python", *sys.argv]),
         "args": {k: v for k, v in vars(args).items()},
-        "machine": machine_info(),
+        "machine": machine_line("cpu", libraries=SEARCH_LIBRARIES),
         "reference": reference,
         "results": results,
     }

@@ -16,7 +16,7 @@ cut to one layer, 64 training and 32 validation samples, one epoch. Measured in 
 
 Usage (this machine: 2 cores):
   HF_HUB_OFFLINE=1 ASTUNE_DATA_DIR=../shared/data python benchmarks/search_scale.py \\
-      --num-samples 200 --max-concurrent 2 --json benchmarks/search_scale_cpu.json
+      --num-samples 200 --max-concurrent 2 --json benchmarks/results/search_scale_cpu.json
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import collections
 import functools
 import json
 import os
-import platform
 import sqlite3
 import sys
 import tempfile
@@ -35,9 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _harness import RESULTS, SEARCH_LIBRARIES, config_from_args, machine_line
 from _overhead_report import summarise, trial_rows
 
-HERE = Path(__file__).resolve().parent
 FINISHED_TRIALS = (
     "SELECT count(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid WHERE runs.status "
     "IN ('FINISHED', 'FAILED') AND tags.key = 'astune.role' AND tags.value = 'trial'"
@@ -51,15 +50,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add = p.add_argument
     add("--num-samples", type=int, default=200, help="trials")
     add("--max-concurrent", type=int, default=os.cpu_count() or 1, help="trials at once")
-    add("--train-samples", type=int, default=64)
-    add("--eval-samples", type=int, default=32)
+    add("--max-train-samples", "--train-samples", type=int, default=64)
+    add("--max-eval-samples", "--eval-samples", type=int, default=32)
     add("--data-dir", default=None, help="default: $ASTUNE_DATA_DIR")
     add("--output-dir", default=None, help="the search's folder (default: a temporary one)")
-    add("--plot", default=str(HERE / "search_scale.png"), help="PNG ('' to skip)")
+    add("--plot", default=str(RESULTS / "search_scale.png"), help="PNG ('' to skip)")
     add("--json", default=None, help="write every number to this file")
     args = p.parse_args(argv)
-    if min(args.num_samples, args.max_concurrent, args.train_samples, args.eval_samples) < 1:
-        p.error("--num-samples, --max-concurrent, --train-samples, --eval-samples must be >= 1")
+    counts = ("num_samples", "max_concurrent", "max_train_samples", "max_eval_samples")
+    if min(getattr(args, name) for name in counts) < 1:
+        p.error(", ".join("--" + name.replace("_", "-") for name in counts) + " must be >= 1")
     return args
 
 
@@ -169,19 +169,16 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
     space = root / "space.yaml"
     space.write_text(yaml.safe_dump(space_mapping(args.num_samples), sort_keys=False))
-    settings = SearchSettings(
+    settings = config_from_args(
+        SearchSettings,
+        args,
         dataset="sst5",
         space=str(space),
-        num_samples=args.num_samples,
-        max_concurrent=args.max_concurrent,
         storage_path=str(root / "ray"),
         tracking_uri=f"sqlite:///{root / 'mlflow.db'}",
         name="scale",
         backbone="minilm",
         num_layers=1,
-        max_train_samples=args.train_samples,
-        max_eval_samples=args.eval_samples,
-        data_dir=args.data_dir,
         scheduler="none",
         console=False,
     )
@@ -232,23 +229,6 @@ def plot(result: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def machine() -> dict[str, Any]:
-    import mlflow
-    import optuna
-    import ray
-    import torch
-
-    return {
-        "cpu": platform.processor() or platform.machine(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "ray": ray.__version__,
-        "mlflow": mlflow.__version__,
-        "optuna": optuna.__version__,
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     root = Path(args.output_dir or tempfile.mkdtemp(prefix="search-scale-"))
@@ -267,7 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plot(result, Path(args.plot))
     if args.json:
-        payload = {"machine": machine(), "args": vars(args), **result}
+        payload = {
+            "machine": machine_line("cpu", libraries=SEARCH_LIBRARIES),
+            "args": vars(args),
+            **result,
+        }
         Path(args.json).write_text(json.dumps(payload, indent=1) + "\n")
     return 0
 

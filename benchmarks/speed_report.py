@@ -6,8 +6,6 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-import torch
-
 from astune.confirm.stats import t_interval
 
 
@@ -98,12 +96,8 @@ def print_report(
     probe,
     model,
     tokenize_s: float,
-    *,
-    threads: int | None = None,
-    torch_version: str | None = None,
 ) -> None:
-    threads = torch.get_num_threads() if threads is None else threads
-    print(f"\nmachine: {machine}; torch {torch_version or torch.__version__}; threads {threads}")
+    print(f"\nmachine: {machine}")
     print(
         f"config: {args.dataset} {args.backbone} layers={args.num_layers or 'all'} "
         f"train={summary[next(iter(summary))]['n_train']} samples x {args.epochs:g} epochs, "

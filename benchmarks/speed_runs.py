@@ -6,14 +6,11 @@ from __future__ import annotations
 import gc
 import json
 import math
-import os
-import platform
 import shutil
 import statistics
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -358,17 +355,3 @@ def cost_probe(config: TrainConfig, data: Any, rounds: int) -> dict[str, float]:
 
 def _visit(batch: dict[str, torch.Tensor]) -> Visit:
     return Visit(batch["index"], len(batch["index"]), batch["index"][:0])
-
-
-def machine_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name()
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{name}, {os.cpu_count()} CPUs"

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from _harness import config_from_args
+
 from astune.config import TrainConfig
 from astune.training import Run
 
@@ -25,23 +27,8 @@ SPEED_VARIANTS = ("as_speed", "as_speed_skip")
 
 
 def base_config(args: argparse.Namespace) -> TrainConfig:
-    return TrainConfig(
-        dataset=args.dataset,
-        data_dir=args.data_dir,
-        backbone=args.backbone,
-        num_layers=args.num_layers,
-        max_length=args.max_length,
-        max_train_samples=args.max_train_samples or None,
-        max_eval_samples=args.max_eval_samples or None,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        seed=args.seed,
-        eval_every=args.eval_every,
-        device=args.device,
-        precision=args.precision,
-        loss="softmax",
-    )
+    """Softmax at the scale of ``args``; each variant's config starts from it."""
+    return config_from_args(TrainConfig, args, loss="softmax")
 
 
 def variant_config(
