@@ -1,12 +1,13 @@
-"""`astune prepare data` (astune/data/prepare.py), from a local mirror of the hub (tests/
-hub_mirror.py) written from the shared copies: the prepared rows are checked against those
-copies, every column. Real commands, real `datasets` loads; sst5 and clinc_oos whole,
-conll2003 and go_emotions in slices."""
+"""`astune prepare data` (astune/data/prepare.py) and the test session's own data (tests/
+data_home.py), from a local mirror of the hub (tests/hub_mirror.py) written from the shared
+copies: the prepared rows are checked against those copies, every column. Real commands, real
+`datasets` loads; sst5 and clinc_oos whole, conll2003 and go_emotions in slices."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,18 @@ from astune.data.prepare import DEFAULT_DATASETS, default_out, write_dataset
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SLICE = 300  # rows of each split of conll2003 and go_emotions in the mirror
 LIMITS = {"sst5": None, "clinc_oos": None, "conll2003": SLICE, "go_emotions": SLICE}
+TINY_TEST = """
+import os
+from pathlib import Path
+
+def test_reads_the_prepared_cache(data_dir):
+    assert data_dir == Path(os.environ["ASTUNE_TEST_DATA"])
+    assert os.environ["ASTUNE_DATA_DIR"] == str(data_dir)
+    assert (data_dir / "sst5" / "train.jsonl").read_text().count("\\n") == 8544
+
+def test_without_data():
+    pass
+"""
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +92,68 @@ def test_prepare_data_writes_the_shared_layout_from_the_hub(mirror, data_dir, tm
     again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
     assert "kept sst5, clinc_oos, conll2003, go_emotions (complete already" in again.stdout
+
+
+def _fake_repo(root: Path) -> Path:
+    """The repository's tests/conftest.py and its helpers in ``root``, with no
+    ``../shared/data`` beside it, and a tiny test file."""
+    (root / "tests").mkdir(parents=True)
+    for name in ("conftest.py", "data_home.py", "scheduling.py"):
+        shutil.copy(REPO_ROOT / "tests" / name, root / "tests" / name)
+    shutil.copy(REPO_ROOT / "pyproject.toml", root / "pyproject.toml")
+    (root / "tests" / "test_tiny.py").write_text(TINY_TEST)
+    return root
+
+
+def _pytest(repo: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_tiny.py"]
+    return subprocess.Popen(
+        [*argv, *args], cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+
+
+def test_the_test_session_prepares_the_data_once_into_the_cache(mirror, data_dir, tmp_path):
+    """Two sessions at once, one with two pytest-xdist workers: the data is written once, under
+    the lock (the other session waits, then keeps it), and both read it from the cache."""
+    repo = _fake_repo(tmp_path / "clone")
+    cache = tmp_path / "cache"
+    env = command_env(tmp_path, ASTUNE_HUB_MIRROR=str(mirror), ASTUNE_TEST_DATA=str(cache))
+    sessions = [_pytest(repo, env, "-n", "2"), _pytest(repo, env)]
+    outputs = [session.communicate(timeout=300)[0] for session in sessions]
+    for session, output in zip(sessions, outputs):
+        assert session.returncode == 0, output
+        assert "2 passed" in output
+    for name in DEFAULT_DATASETS:
+        assert sum(f"{name}: wrote " in line for o in outputs for line in o.splitlines()) == 1
+    assert not (tmp_path / "shared").exists()
+    for name, limit in LIMITS.items():
+        for split in SPLITS:
+            assert prepared_rows(cache / name, split) == shared_rows(data_dir, name, split, limit)
+
+
+def test_offline_without_data_the_session_stops_in_one_line(tmp_path):
+    repo = _fake_repo(tmp_path / "clone")
+    cache = tmp_path / "cache"
+    env = command_env(
+        tmp_path,
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE=None,
+        ASTUNE_TEST_DATA=str(cache),
+        ASTUNE_HUB_MIRROR=None,
+    )
+    session = _pytest(repo, env)
+    output = session.communicate(timeout=120)[0]
+    assert session.returncode == pytest.ExitCode.USAGE_ERROR, output
+    (line,) = [line for line in output.splitlines() if "no test data" in line]
+    assert line.startswith("ERROR: no test data: neither ASTUNE_DATA_DIR (unset) nor ")
+    assert f"the cache {cache} lacks sst5, clinc_oos, conll2003, go_emotions" in line
+    assert "HF_HUB_OFFLINE is set" in line
+    assert line.endswith(f"with: python -m astune prepare data --out {cache}")
+    # a session whose tests read no data runs offline all the same
+    alone = _pytest(repo, env, "-k", "without_data")
+    assert alone.wait(timeout=120) == 0, alone.communicate()[0]
+    assert not cache.exists()
 
 
 BAD_INPUT = """
