@@ -40,7 +40,7 @@ def _ensure_data(config: pytest.Config) -> None:
     """The test data found, else prepared once into the cache (its progress shown), else the
     session stopped with one line saying what to run; ``ASTUNE_DATA_DIR`` names the folder for
     the commands the tests start, unless it is set."""
-    from data_home import NoTestData, ensure_data
+    from data_home import ENV_DATA_DIR, NoTestData, ensure_data
 
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     say = reporter.write_line if reporter else print
@@ -51,7 +51,7 @@ def _ensure_data(config: pytest.Config) -> None:
         for tmp in (SESSION_TMP, RAY_TMP):  # no test ran: nothing to keep
             shutil.rmtree(tmp, ignore_errors=True)
         raise pytest.UsageError(str(err)) from None
-    os.environ.setdefault("ASTUNE_DATA_DIR", str(folder))
+    os.environ.setdefault(ENV_DATA_DIR, str(folder))
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist starts its workers (they inherit the env)

@@ -114,8 +114,9 @@ def _pytest(repo: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
 
 
 def test_the_test_session_prepares_the_data_once_into_the_cache(mirror, data_dir, tmp_path):
-    """Two sessions at once, one with two pytest-xdist workers: the data is written once, under
-    the lock (the other session waits, then keeps it), and both read it from the cache."""
+    """Two sessions at once, one with two pytest-xdist workers: each dataset is written once,
+    under the lock (a session that comes while the other writes waits, then keeps what it
+    wrote), and both read it from the cache."""
     repo = _fake_repo(tmp_path / "clone")
     cache = tmp_path / "cache"
     env = command_env(tmp_path, ASTUNE_HUB_MIRROR=str(mirror), ASTUNE_TEST_DATA=str(cache))
