@@ -10,9 +10,6 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DATA_DIR = Path(os.environ.get("ASTUNE_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
-
 # Under pytest-xdist (``-n 2``, ``-n 3``) each worker trains on one thread: two workers of two
 # threads each on this 2-core machine took 365 s for the fast tier, two of one thread 195 s. Set
 # before torch is imported; the commands a test runs inherit it.
@@ -29,10 +26,47 @@ tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
-    """The folder of real benchmark data laid out as ``<name>/{train,validation,test}.jsonl``."""
-    if not (DATA_DIR / "sst5" / "train.jsonl").is_file():
-        raise FileNotFoundError(f"real data not found under {DATA_DIR}; set ASTUNE_DATA_DIR")
-    return DATA_DIR
+    """The folder of real benchmark data laid out as ``<name>/{train,validation,test}.jsonl``:
+    ``$ASTUNE_DATA_DIR``, ``../shared/data`` or the cache (tests/data_home.py)."""
+    from data_home import find_data
+
+    folder = find_data()
+    if folder is None:  # pytest_sessionstart / pytest_collection_finish made it or stopped
+        pytest.fail("no test data (tests/data_home.py): the session start did not prepare it")
+    return folder
+
+
+def _ensure_data(config: pytest.Config) -> None:
+    """The test data found, else prepared once into the cache (its progress shown), else the
+    session stopped with one line saying what to run; ``ASTUNE_DATA_DIR`` names the folder for
+    the commands the tests start, unless it is set."""
+    from data_home import ENV_DATA_DIR, NoTestData, ensure_data
+
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    say = reporter.write_line if reporter else print
+    try:
+        with config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
+            folder = ensure_data(say)
+    except NoTestData as err:
+        for tmp in (SESSION_TMP, RAY_TMP):  # no test ran: nothing to keep
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise pytest.UsageError(str(err)) from None
+    os.environ.setdefault(ENV_DATA_DIR, str(folder))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist starts its workers (they inherit the env)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if session.config.pluginmanager.has_plugin("dsession"):  # the controller of ``-n N``
+        _ensure_data(session.config)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Without pytest-xdist: when a collected test reads the real data."""
+    config = session.config
+    if hasattr(config, "workerinput") or config.pluginmanager.has_plugin("dsession"):
+        return
+    if not config.option.collectonly and any("data_dir" in i.fixturenames for i in session.items):
+        _ensure_data(config)
 
 
 MODULE_SECONDS = Path(__file__).with_name("module_seconds.json")
@@ -127,7 +161,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _end_session_tmp(session: pytest.Session, exitstatus: int) -> None:
-    if exitstatus == 0:
+    if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.USAGE_ERROR):
         shutil.rmtree(SESSION_TMP, ignore_errors=True)
     elif not os.environ.get("PYTEST_XDIST_WORKER"):
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")

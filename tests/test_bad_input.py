@@ -66,6 +66,8 @@ CASES: list[tuple[str, str]] = [
     ("recommend --dataset nope", "unknown dataset 'nope'; known: sst5"),
     ("report --experiment nope --tracking-uri missing.db", "no MLflow store at"),
     ("prepare sighan --train missing.json --test missing.json --out o", "cannot read missing.json"),
+    ("prepare data --datasets sst5,nope", "--datasets: cannot prepare 'nope'; accepted (comma-separated): sst5, clinc_oos"),
+    ("prepare data --out /proc/astune", "--out '/proc/astune' is not a writable folder"),
     ("datasets --bogus", "unrecognized arguments: --bogus"),
 ]  # fmt: skip
 AS_A_USER = {0, 9, 11}  # cases run as `python -m astune ...`: the entry point itself

@@ -1,17 +1,17 @@
 """Registry entries read from the hub: real ``datasets.load_dataset`` calls on snapshots written
-here in the hub's layouts (a repository of parquet files with README configs; the parquet
-export of a script repository, one folder per config and split) and found through
+in the hub's layouts by tests/hub_mirror.py (a repository of parquet files with README configs;
+the parquet export of a script repository, one folder per config and split) and found through
 ``$ASTUNE_HUB_MIRROR``; their label ids checked against the copies in ``../shared/data``. And
 the entries that are local-only."""
 
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import datasets
 import pytest
+from hub_mirror import label_names, shared_rows, write_clinc, write_conll
 
 from astune.data import load_dataset_splits
 from astune.data.errors import DataError
@@ -19,17 +19,6 @@ from astune.data.hub import HUB_MIRROR_ENV, hub_load_call, map_labels_by_name
 from astune.data.registry import get_spec
 
 ROWS = 120  # rows of each split written to a snapshot
-
-
-def shared_rows(data_dir: Path, name: str, split: str) -> list[dict]:
-    lines = (data_dir / name / f"{split}.jsonl").read_text().splitlines()[:ROWS]
-    return [json.loads(line) for line in lines]
-
-
-def write_parquet(rows: list[dict], features: datasets.Features, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    columns = {name: [row[name] for row in rows] for name in features}
-    datasets.Dataset.from_dict(columns, features=features).to_parquet(str(path))
 
 
 @pytest.fixture
@@ -46,31 +35,14 @@ def mirror(tmp_path, monkeypatch) -> Path:
 def test_clinc_from_a_parquet_repository_gets_the_shared_copys_ids(mirror, data_dir):
     """clinc/clinc_oos, config plus: parquet files named by the README's configs, intents in an
     order of the hub's own (here: shuffled); astune maps them by name to the registry's."""
-    names = list(json.loads((data_dir / "clinc_oos" / "dataset.json").read_text())["label_names"])
-    hub_order = names[:]
-    random.Random(5).shuffle(hub_order)
-    to_hub = {i: hub_order.index(name) for i, name in enumerate(names)}
-    features = datasets.Features(
-        {"text": datasets.Value("string"), "intent": datasets.ClassLabel(names=hub_order)}
-    )
-    repo = mirror / "clinc" / "clinc_oos" / "main"
-    card = ["---", "configs:"]
-    for config in ("plus", "small"):  # two configs: the right one must be asked for
-        card += [f"- config_name: {config}", "  data_files:"]
-        for split in ("train", "validation", "test"):
-            rows = shared_rows(data_dir, "clinc_oos", split)
-            if config == "small":
-                rows = rows[: ROWS // 2]
-            hub_rows = [{**row, "intent": to_hub[row["intent"]]} for row in rows]
-            write_parquet(hub_rows, features, repo / config / f"{split}-00000-of-00001.parquet")
-            card += [f"  - split: {split}", f"    path: {config}/{split}-*"]
-    (repo / "README.md").write_text("\n".join([*card, "---", ""]))
-
+    write_clinc(mirror, data_dir, ROWS)  # and a config "small" beside it: the right one is read
     loaded = load_dataset_splits("clinc_oos")
     assert loaded.source == "hub:clinc/clinc_oos[plus]"
-    assert loaded.spec.label_names == tuple(names) and loaded.spec.num_labels == 151
+    assert loaded.spec.label_names == tuple(label_names(data_dir, "clinc_oos"))
+    assert loaded.spec.num_labels == 151
     for split in ("train", "validation", "test"):
-        expected = [(r["text"], r["intent"]) for r in shared_rows(data_dir, "clinc_oos", split)]
+        rows = shared_rows(data_dir, "clinc_oos", split, ROWS)
+        expected = [(r["text"], r["intent"]) for r in rows]
         assert [(r["text"], r["label"]) for r in loaded.splits[split]] == expected, split
 
 
@@ -78,18 +50,8 @@ def test_conll_from_the_parquet_export_reads_the_revision_and_the_config_folder(
     """eriktks/conll2003 is a script repository: astune reads its parquet export, revision
     refs/convert/parquet, folder conll2003/<split>/0000.parquet; another config folder beside
     it must not be read."""
-    tags = json.loads((data_dir / "conll2003" / "dataset.json").read_text())["label_names"]
-    features = datasets.Features(
-        {
-            "tokens": datasets.Sequence(datasets.Value("string")),
-            "ner_tags": datasets.Sequence(datasets.ClassLabel(names=tags)),
-        }
-    )
+    write_conll(mirror, data_dir, ROWS)
     export = mirror / "eriktks" / "conll2003" / "refs" / "convert" / "parquet"
-    for split in ("train", "validation", "test"):
-        rows = shared_rows(data_dir, "conll2003", split)
-        write_parquet(rows, features, export / "conll2003" / split / "0000.parquet")
-        write_parquet(rows[:3], features, export / "other" / split / "0000.parquet")
     path, kwargs = hub_load_call(get_spec("conll2003"))
     assert Path(path) == export and kwargs == {"data_dir": "conll2003"}
 

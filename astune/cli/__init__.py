@@ -291,6 +291,8 @@ def _recommend(args: argparse.Namespace) -> int:
 
 
 def _prepare(args: argparse.Namespace) -> int:
+    if args.kind == "data":
+        return _prepare_data(args)
     from astune.data.errors import DataError
     from astune.data.sighan import prepare_sighan
 
@@ -309,6 +311,36 @@ def _prepare(args: argparse.Namespace) -> int:
         raise CLIError(str(err)) from None
     print(prepared.summary())
     print(f"train on it: python -m astune train --dataset {args.out} --loss as_softmax")
+    return 0
+
+
+def _prepare_data(args: argparse.Namespace) -> int:
+    from astune.data.errors import DataError
+    from astune.data.prepare import (
+        DEFAULT_DATASETS,
+        check_request,
+        default_out,
+        hub_unreachable_reason,
+        prepare_data,
+    )
+
+    try:  # the names and the folder, before the hub or datasets is imported
+        names, out = check_request(args.datasets or DEFAULT_DATASETS, args.out or default_out())
+    except DataError as err:
+        raise CLIError(str(err)) from None
+    reason = hub_unreachable_reason()
+    if reason is not None:
+        raise CLIError(
+            f"{reason}; `prepare data` reads each dataset from it (or from a local "
+            "mirror named by ASTUNE_HUB_MIRROR)"
+        )
+    try:
+        prepared = prepare_data(names, out, force=args.force)
+    except DataError as err:  # the hub unreachable, a repository changed: one line, exit 1
+        print(f"astune prepare: failed: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    print(prepared.summary())
+    print(f"use it: ASTUNE_DATA_DIR={out} (or --data-dir {out})")
     return 0
 
 

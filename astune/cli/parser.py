@@ -295,6 +295,28 @@ def _add_prepare_parser(sub: argparse._SubParsersAction) -> None:
         "--max-candidates", type=int, default=None, help="keep the N most frequent (paper: 5201)"
     )
     sighan.add_argument("--seed", type=int, default=42)
+    data = kinds.add_parser(
+        "data",
+        help="registry datasets from their hub sources, in the shared data folder's layout "
+        "(<out>/<name>/{train,validation,test}.jsonl and dataset.json)",
+    )
+    data.add_argument(
+        "--datasets",
+        default=None,
+        metavar="NAMES",
+        help="comma-separated registry names with a hub source (default: the four the tests "
+        "read: sst5,clinc_oos,conll2003,go_emotions)",
+    )
+    data.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="where to write (default: $XDG_CACHE_HOME/astune/data, else ~/.cache/astune/data, "
+        "the folder the tests fall back to)",
+    )
+    data.add_argument(
+        "--force", action="store_true", help="write again the datasets DIR holds complete already"
+    )
 
 
 def _add_confirm_parser(sub: argparse._SubParsersAction) -> None:

@@ -239,12 +239,20 @@ def _folder_spec(
     return DatasetSpec(name=folder.name, **fields)
 
 
-def _load_hub(spec: DatasetSpec, tried: list[Path]) -> LoadedData:
+def load_hub_splits(spec: DatasetSpec) -> LoadedData:
+    """``spec``'s rows from its hub source alone, no local folder looked at (``astune prepare
+    data``); DataError in one line when it cannot be read."""
+    return _load_hub(spec, None)
+
+
+def _load_hub(spec: DatasetSpec, tried: list[Path] | None) -> LoadedData:
     """Rows of ``spec``'s hub source (:mod:`astune.data.hub`), split as ``spec.split_names``,
-    label ids as the registry's; a local-only entry fails at once, naming where to get it."""
+    label ids as the registry's; a local-only entry fails at once, naming where to get it.
+    ``tried``: the local folders looked at first (None: the hub was asked for, alone)."""
     from astune.data.hub import hub_label_names, load_hub, map_labels_by_name, remap_labels
 
-    looked = ", ".join(str(p) for p in tried) or "no data dir set"
+    looked = ", ".join(str(p) for p in tried or ()) or "no data dir set"
+    no_copy = "" if tried is None else f"no local copy of {spec.name!r} (looked in: {looked}) and "
     layout = "train.jsonl, validation.jsonl, test.jsonl"
     if spec.task in MEDIA_TASKS:
         layout = f"{{train,validation,test}}/<label>/<{spec.task} file>, or {layout} naming files"
@@ -255,8 +263,8 @@ def _load_hub(spec: DatasetSpec, tried: list[Path]) -> LoadedData:
     if spec.local_only:
         where = f"; the data: {spec.data_source}" if spec.data_source else ""
         raise DataError(
-            f"no local copy of {spec.name!r} (looked in: {looked}) and no hub source known to "
-            f"load with datasets >= 4, so it is local-only{where}; {hint}"
+            f"{no_copy or f'{spec.name!r} has '}no hub source known to load with datasets >= 4, "
+            f"so it is local-only{where}; {hint}"
         )
     source = f"hub:{spec.hub_source}"
     try:
@@ -266,8 +274,7 @@ def _load_hub(spec: DatasetSpec, tried: list[Path]) -> LoadedData:
     except Exception as err:  # offline: ConnectionError; missing repo: DatasetNotFoundError
         reason = " ".join(f"{type(err).__name__}: {err}".split())[:300]
         raise DataError(
-            f"no local copy of {spec.name!r} (looked in: {looked}) and {source} "
-            f"could not be loaded ({reason}); {hint}"
+            f"{no_copy}{source} could not be loaded ({reason})" + (f"; {hint}" if no_copy else "")
         ) from err
     spec, ids = map_labels_by_name(spec, hub_label_names(spec, hub))
     raw = _hub_splits(spec, hub)
