@@ -7,6 +7,7 @@ Unset budget fields (``epochs``, ``batch_size``, ``lr``) take the paper's value 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
@@ -194,6 +195,18 @@ class TrainConfig:
         info = loss_info(self.loss)  # checks the name
         for key, value in self.loss_params.items():
             info.param(key).check(value)
+        return self
+
+    @property
+    def speed(self) -> TrainConfig:
+        """The config itself, whose speed fields are its own: scripts exported before they were
+        declared once call ``config.speed.build_speed()``."""
+        warnings.warn(
+            "TrainConfig.speed is the config itself: call config.build_speed() and read "
+            "config.as_skip and the other speed fields directly",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self
 
     def build_speed(self) -> ASSpeed | None:

@@ -57,3 +57,14 @@ def test_every_moved_entry_names_a_module_that_exists_and_no_file_at_the_old_pat
     for old, new in MOVED.items():
         assert importlib.util.find_spec(new) is not None, new
         assert importlib.util.find_spec(old).origin is None, f"{old} is a file again"
+
+
+def test_a_script_exported_before_the_speed_fields_were_declared_once_still_runs() -> None:
+    """Exports wrote ``train_config().speed.build_speed()``; ``speed`` is now the config."""
+    from astune.config import TrainConfig
+
+    config = TrainConfig("sst5", as_speed=True, lam=1.5, max_accum_steps=3)
+    with pytest.warns(DeprecationWarning, match=r"call config\.build_speed\(\)"):
+        speed = config.speed.build_speed()
+    assert (speed.lam, speed.max_steps) == (1.5, 3)
+    assert TrainConfig("sst5").build_speed() is None  # AS-Speed off

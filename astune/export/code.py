@@ -123,7 +123,7 @@ _PYTHON_BODY = '''def train_config(**overrides):
 # reduction="sum": each optimizer step divides by the rows it counted, so that the rows
 # AS-Softmax masks (zero loss) do not dilute the gradient of the others.
 loss_fn = build_loss(LOSS, reduction="sum", **LOSS_PARAMS)
-speed = train_config().speed.build_speed()  # AS-Speed: speed.update(n_active, n_masked)
+speed = train_config().build_speed()  # AS-Speed: speed.update(n_active, n_masked)
 
 
 def delta_schedule(total):
