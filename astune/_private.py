@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import subprocess
+
     import optuna
     from ray.tune import RunConfig, Tuner
     from ray.tune.search.optuna import OptunaSearch
@@ -126,6 +128,61 @@ def forget_checkpoints(trial: Any) -> None:
     _attribute(manager, "_checkpoint_results", what)
     manager._latest_checkpoint_result = None
     manager._checkpoint_results = []
+
+
+# ---------------------------------------------------------------------- Ray's local node
+@contextlib.contextmanager
+def ray_processes_in_their_own_groups() -> Iterator[None]:
+    """Within the block, each process a local ``ray.init`` starts (GCS, raylet and the rest;
+    the raylet's workers follow it) leads a process group of its own, so that a signal to the
+    driver's group (``kill -TERM -- -PGID``, GNU ``timeout``, a terminal) reaches the driver
+    alone, which then stops Ray itself. Ray starts them all through the private
+    ``ray._private.services.ConsolePopen`` (Ray 2.60), which this swaps for the block; their
+    fate-sharing with the driver (``PR_SET_PDEATHSIG``) is Ray's own and unchanged."""
+    import os
+
+    from ray._private import services
+
+    popen = _attribute(services, "ConsolePopen", "ray._private.services")
+
+    class OwnGroupPopen(popen):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, preexec_fn: Any = None, **kwargs: Any):
+            def own_group() -> None:
+                os.setpgid(0, 0)
+                if preexec_fn is not None:
+                    preexec_fn()
+
+            super().__init__(*args, preexec_fn=own_group, **kwargs)
+
+    services.ConsolePopen = OwnGroupPopen
+    try:
+        yield
+    finally:
+        services.ConsolePopen = popen
+
+
+def local_ray_processes(*, head_only: bool = False) -> list[subprocess.Popen]:
+    """The processes this process's ``ray.init`` started (``head_only``: the GCS server and the
+    raylet), as Ray's ``Popen`` objects (poll them: they are this process's children); empty when
+    it joined a cluster or Ray is not running. From the private ``ray._private.worker.
+    _global_node.all_processes`` (Ray 2.60)."""
+    import sys
+
+    if "ray" not in sys.modules:  # never imported: never started
+        return []
+    from ray._private import ray_constants, worker
+
+    node = _attribute(worker, "_global_node", "ray._private.worker")
+    if node is None or not getattr(node, "head", False):
+        return []
+    processes = _attribute(node, "all_processes", "ray._private.node.Node")
+    kinds = (ray_constants.PROCESS_TYPE_GCS_SERVER, ray_constants.PROCESS_TYPE_RAYLET)
+    return [
+        info.process
+        for kind, infos in list(processes.items())
+        if kind in kinds or not head_only
+        for info in infos
+    ]
 
 
 # ---------------------------------------------------------------------------------- torch

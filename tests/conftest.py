@@ -172,6 +172,18 @@ def _end_session_tmp(session: pytest.Session, exitstatus: int) -> None:
 # -- image and audio data, made offline once per session (tests/media_data.py) --------------
 
 
+@pytest.fixture
+def workdir(tmp_path, monkeypatch, data_dir):
+    """The working directory of a search run as a user runs it, with its default store."""
+    from stores import new_store
+
+    new_store(tmp_path / "astune-runs")  # where `search` puts it: default_tracking_uri()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ASTUNE_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return tmp_path
+
+
 @pytest.fixture(scope="session")
 def digits_dir(tmp_path_factory) -> Path:
     """scikit-learn's digits 0-3 as PNG files in train/validation/test class folders."""

@@ -9,6 +9,7 @@ import csv
 import io
 import os
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import pytest
 from mlflow import MlflowClient
 from mlflow_searches import tiny_searches
 from scipy import stats
+from search_processes import stop_command
 from stores import copy_store
 
 from astune.cli import main
@@ -301,3 +303,34 @@ def test_report_shows_the_confirm_table_of_the_parent_run(confirmed, tmp_path):
 
     assert rows(section) == rows(Path(path).read_text())
     assert len(rows(section)) == 2 and "(baseline)" in rows(section)[1]
+
+
+def test_a_confirm_stopped_with_every_process_of_its_job_ends_its_runs_and_resumes(
+    confirmed, monkeypatch
+):
+    """SIGTERM to the confirm's driver and to every Ray process it started, at once (Slurm's
+    scancel, a cgroup-wide kill): the driver does not wait on the dead GCS; the unfinished
+    runs end KILLED, one line, exit 143 within 30 s; the same command then finishes."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # its own Ray, not the module's
+    client = confirmed.client
+    args = ["confirm", "--experiment", EXPERIMENT, "--top", "1", "--seeds", "4"]
+    args += ["--storage-path", str(confirmed.root / "ray"), "--tracking-uri", confirmed.uri]
+    command = [sys.executable, "-m", "astune", *args]
+
+    def seed_4() -> list:
+        return [r for r in _children(client, "confirm") if r.data.params.get("seed") == "4"]
+
+    code, err, seconds = stop_command(command, [signal.SIGTERM], lambda: bool(seed_4()), to="job")
+    assert code == 143 and seconds < 30 and "Traceback" not in err, (code, seconds, err[-2000:])
+    assert err.strip().splitlines()[-1] == (
+        f"astune confirm: confirm of search '{EXPERIMENT}' stopped by SIGTERM (Ray's processes "
+        f"ended with it; the unfinished runs are KILLED in MLflow); {CONFIRM_AGAIN}"
+    )
+    killed = [r for r in seed_4() if r.info.status != "FINISHED"]
+    assert killed and {r.info.status for r in killed} == {"KILLED"}
+    assert {r.data.tags["astune.stopped_by"] for r in killed} == {"SIGTERM"}
+
+    code, out = _run_main(args)  # the claim was given up: the same command finishes the seeds
+    assert code == 0, out
+    finished = [r for r in seed_4() if r.info.status == "FINISHED"]
+    assert len(finished) == 2

@@ -135,11 +135,11 @@ def test_bad_pruning_settings_fail_with_one_line(overrides, message):
 
 
 def test_the_pruning_flags_reach_the_config():
-    from astune.cli import _train_config
     from astune.cli.parser import build_parser
+    from astune.cli.train import train_config
 
     parse = build_parser().parse_args
-    soft = _train_config(
+    soft = train_config(
         parse(
             ["train", "--dataset", "sst5", "--as-skip", "--skip-policy", "soft"]
             + ["--skip-prune", "0.3", "--length-window", "4", "--max-length", "64"]
@@ -147,7 +147,7 @@ def test_the_pruning_flags_reach_the_config():
     )
     assert (soft.skip_policy, soft.skip_prune, soft.length_window) == ("soft", 0.3, 4)
     assert soft.max_length == 64  # a flag train takes reaches its config
-    info = _train_config(
+    info = train_config(
         parse(
             ["train", "--dataset", "sst5", "--loss", "softmax", "--infobatch"]
             + ["--infobatch-prune", "0.4", "--infobatch-anneal", "0.2"]

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,8 +14,19 @@ import ray
 import torch
 import yaml
 from mlflow import MlflowClient
-from stores import count_rows, new_store
-from tiny import tiny_flags
+from search_processes import (
+    SPACES,
+    assert_stopped,
+    count_finished,
+    driver_claims,
+    running_trials,
+    runs,
+    search_argv,
+    search_command,
+    stop_command,
+    write_space,
+)
+from stores import new_store
 
 from astune.cli import main
 from astune.search.resume import experiment_saved
@@ -25,35 +35,6 @@ from astune.search.settings import SearchSummary
 from astune.store.conventions import LOST_TAG
 
 GPUS = torch.cuda.device_count()
-
-SPACES = Path(__file__).parent / "spaces"
-
-
-def runs(client: MlflowClient, experiment: str, role: str) -> list:
-    exp = client.get_experiment_by_name(experiment)
-    found = client.search_runs(
-        [exp.experiment_id], f"tags.`astune.role` = '{role}'", max_results=500
-    )
-    return sorted(found, key=lambda r: r.info.start_time)
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch, data_dir):
-    """The working directory of a search run as a user runs it, with its default store."""
-    new_store(tmp_path / "astune-runs")  # where `search` puts it: default_tracking_uri()
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("ASTUNE_DATA_DIR", str(data_dir))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    return tmp_path
-
-
-def write_space(folder: Path, **changes) -> Path:
-    space = yaml.safe_load((SPACES / "tiny.yaml").read_text())
-    space["extends"] = "default"
-    space.update(changes)
-    path = folder / "space.yaml"
-    path.write_text(yaml.safe_dump(space))
-    return path
 
 
 TINY_SEARCH = {
@@ -156,80 +137,6 @@ def test_search_tracks_every_trial_and_runs_the_seed_points_first(searched):
     assert summary.trial_states == {"TERMINATED": 3, "ERROR": 1}
 
 
-def search_argv(name: str, space: Path, *extra: str, samples: int = 3) -> list[str]:
-    """``astune search`` arguments of a tiny search (1-layer MiniLM, 64 training samples)."""
-    return [
-        *("search", "--dataset", "sst5", "--space", str(space), *tiny_flags()),
-        *("--num-samples", str(samples), "--name", name, *extra),
-    ]
-
-
-def search_command(name: str, space: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "astune",
-        *search_argv(name, space, "--max-concurrent", "1", *extra),
-    ]
-
-
-def count_finished(db: Path) -> int:
-    """FINISHED trial runs."""
-    return count_rows(
-        db,
-        "SELECT count(*) FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid "
-        "WHERE runs.status = 'FINISHED' AND tags.key = 'astune.role' AND tags.value = 'trial'",
-    )
-
-
-def stop_search(command: list[str], signals: list[int], ready) -> tuple[int, str, float]:
-    """Run ``command`` (a search), send it ``signals`` (to the driver's PID alone, as Kubernetes
-    does) once ``ready()``; its exit code, stderr and the seconds from the first signal to its
-    exit. Whatever the driver left is SIGKILLed by process group afterwards."""
-    driver = subprocess.Popen(
-        command,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=os.environ,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 240
-        while not ready() and driver.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert driver.poll() is None, "the search ended before it could be stopped"
-        sent = time.monotonic()
-        for sig in signals:
-            driver.send_signal(sig)
-            time.sleep(0.5)
-        _, err = driver.communicate(timeout=120)
-        return driver.returncode, err, time.monotonic() - sent
-    finally:
-        try:
-            os.killpg(driver.pid, signal.SIGKILL)  # Ray's processes, if any outlived it
-        except ProcessLookupError:
-            pass
-        driver.wait()
-
-
-def assert_stopped(db: Path, code: int, err: str, seconds: float, sig: signal.Signals) -> None:
-    """Exit 128 + the signal, within 30 s, one line saying so and how to resume, no stack
-    dump; the parent and every trial run not finished end KILLED with a note, none RUNNING."""
-    assert code == 128 + sig and seconds < 30, (code, seconds, err[-2000:])
-    assert "Traceback" not in err and "SIGABRT" not in err and "*** " not in err, err[-3000:]
-    last = err.strip().splitlines()[-1]
-    assert last.startswith(f"astune search: search 'killed' stopped by {sig.name} ("), last
-    assert last.endswith("python -m astune search --dataset sst5 --name killed --resume"), last
-    client = MlflowClient(f"sqlite:///{db}")
-    (parent,) = runs(client, "killed", "search")
-    stopped = [parent] + [r for r in runs(client, "killed", "trial") if r.info.status != "FINISHED"]
-    assert {r.info.status for r in stopped} == {"KILLED"}
-    for run in stopped:
-        assert run.data.tags["astune.stopped_by"] == sig.name
-        assert run.data.tags["mlflow.note.content"].startswith(f"Stopped by {sig.name}")
-
-
 RESTARTED = "astune.restarted_from_start"
 
 
@@ -245,22 +152,6 @@ def truncate_checkpoints(root: Path) -> list[str]:
         if files:
             cut.append(trial.name.removeprefix("trial_"))
     return cut
-
-
-def driver_claims(db: Path) -> int:
-    """Search runs whose driver claimed them (astune/store/driver_lock.py's tags)."""
-    return count_rows(db, "SELECT count(*) FROM tags WHERE key = 'astune.search_driver.pid'")
-
-
-def running_trials(db: Path, evaluations: int = 1) -> int:
-    """Trial runs RUNNING with at least ``evaluations`` steps of the objective."""
-    return count_rows(
-        db,
-        "SELECT count(*) FROM (SELECT runs.run_uuid FROM runs JOIN tags ON tags.run_uuid = "
-        "runs.run_uuid JOIN metrics ON metrics.run_uuid = runs.run_uuid WHERE runs.status = "
-        "'RUNNING' AND tags.key = 'astune.role' AND tags.value = 'trial' AND metrics.key = "
-        f"'objective' GROUP BY runs.run_uuid HAVING count(DISTINCT metrics.step) >= {evaluations})",
-    )
 
 
 @pytest.mark.ray
@@ -298,7 +189,7 @@ def test_a_multi_objective_search_stopped_by_sigterm_and_ctrl_c_resumes_to_its_f
         # (the evaluation MLflow shows may be the one whose checkpoint Ray has not yet noted)
         return bool(refused) and count_finished(db) >= 1 and running_trials(db, 2) >= 1
 
-    code, err, seconds = stop_search(command, [signal.SIGTERM], ready)
+    code, err, seconds = stop_command(command, [signal.SIGTERM], ready)
     assert "search 'killed' is running: its driver " in refused[0], refused
     assert_stopped(db, code, err, seconds, signal.SIGTERM)
     finished = count_finished(db)
@@ -307,7 +198,7 @@ def test_a_multi_objective_search_stopped_by_sigterm_and_ctrl_c_resumes_to_its_f
     cut = truncate_checkpoints(workdir)
     assert cut
     resume = search_command("killed", space, "--checkpoint-every", "eval", "--resume")
-    code, err, seconds = stop_search(
+    code, err, seconds = stop_command(
         resume, [signal.SIGINT, signal.SIGINT], lambda: running_trials(db) >= 1
     )
     assert_stopped(db, code, err, seconds, signal.SIGINT)

@@ -191,11 +191,11 @@ def test_bad_skip_settings_fail_with_one_line(overrides, message):
 
 @pytest.mark.parametrize("flag, probe", [([], True), (["--no-skip-probe"], False)])
 def test_the_skip_probe_flag_sets_how_a_run_rechecks(flag, probe):
-    from astune.cli import _train_config
     from astune.cli.parser import build_parser
+    from astune.cli.train import train_config
 
     args = build_parser().parse_args(["train", "--dataset", "sst5", "--as-skip", *flag])
-    config = _train_config(args)
+    config = train_config(args)
     assert config.as_skip and config.skip_probe is probe
 
 

@@ -5,12 +5,14 @@ whole path, with Ray, MLflow and a driver process, is test_search's SIGTERM test
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 
 import pytest
 
 from astune.search.stop import (
+    RAY_TUNE_LOGGER,
     TUNE_SIGINT_VARIABLE,
     SearchStopped,
     fit_or_stop,
@@ -18,6 +20,7 @@ from astune.search.stop import (
 )
 
 WHERE = dict(experiment="exp", dataset="sst5")
+FIT = dict(WHERE, close_killed=lambda: None)  # no Ray started here: nothing to lose
 RESUME = "python -m astune search --dataset sst5 --name exp --resume"
 
 
@@ -59,7 +62,7 @@ def test_a_signal_noted_before_fit_stops_the_search_without_fitting():
     with stop_on_signals() as stop:
         os.kill(os.getpid(), signal.SIGTERM)
         with pytest.raises(SearchStopped) as stopped:
-            fit_or_stop(tuner, stop, **WHERE, resumable=True)
+            fit_or_stop(tuner, stop, **FIT, resumable=True)
     assert not tuner.fitted and stopped.value.signal_name == "SIGTERM"
     assert stopped.value.exit_code == 143 and str(stopped.value).endswith(RESUME)
 
@@ -68,7 +71,7 @@ def test_a_signal_before_tunes_loop_runs_ends_fit_and_the_search_says_how_to_res
     tuner = SignalledTuner(signal.SIGINT)  # Tune's SIGUSR1 handler is not installed
     with stop_on_signals() as stop:
         with pytest.raises(SearchStopped) as stopped:
-            fit_or_stop(tuner, stop, **WHERE, resumable=True)
+            fit_or_stop(tuner, stop, **FIT, resumable=True)
         assert stop.deferred  # the search's end is written whole
     assert tuner.fitted
     assert str(stopped.value).startswith("search 'exp' stopped by SIGINT (0 trials finished;")
@@ -79,11 +82,11 @@ def test_a_new_search_whose_fit_ended_before_tune_saved_it_has_nothing_to_resume
     tuner = SignalledTuner(signal.SIGTERM)
     with stop_on_signals() as stop:
         with pytest.raises(SearchStopped) as stopped:
-            fit_or_stop(tuner, stop, **WHERE, resumable=False, saved=lambda: False)
+            fit_or_stop(tuner, stop, **FIT, resumable=False, saved=lambda: False)
     assert not stopped.value.resumable and "nothing ran" in str(stopped.value)
     with stop_on_signals() as stop:  # saved: the resume line, as when Tune's loop stopped it
         with pytest.raises(SearchStopped) as stopped:
-            fit_or_stop(tuner, stop, **WHERE, resumable=False, saved=lambda: True)
+            fit_or_stop(tuner, stop, **FIT, resumable=False, saved=lambda: True)
     assert stopped.value.resumable and str(stopped.value).endswith(RESUME)
 
 
@@ -94,7 +97,7 @@ def test_during_tunes_loop_the_first_signal_is_tunes_graceful_stop_and_later_one
         tuner = SignalledTuner(signal.SIGTERM, signal.SIGINT, results=[])
         with stop_on_signals() as stop:
             with pytest.raises(SearchStopped) as stopped:
-                fit_or_stop(tuner, stop, **WHERE, resumable=True)
+                fit_or_stop(tuner, stop, **FIT, resumable=True)
     finally:
         signal.signal(signal.SIGUSR1, previous)
     assert asked == [signal.SIGUSR1]
@@ -106,6 +109,24 @@ def test_a_fit_without_a_signal_hands_back_its_results_and_the_handlers_come_bac
     variable = os.environ.get(TUNE_SIGINT_VARIABLE)
     with stop_on_signals() as stop:
         assert os.environ[TUNE_SIGINT_VARIABLE] == "1"  # Tune leaves SIGINT to the handler
-        assert fit_or_stop(SignalledTuner(results=["r"]), stop, **WHERE, resumable=True) == ["r"]
+        assert fit_or_stop(SignalledTuner(results=["r"]), stop, **FIT, resumable=True) == ["r"]
     assert {sig: signal.getsignal(sig) for sig in before} == before
     assert os.environ.get(TUNE_SIGINT_VARIABLE) == variable
+
+
+def test_ray_tunes_advice_on_resuming_and_skipping_the_stop_is_kept_off_the_console(caplog):
+    """Ray Tune names Tuner.restore (not how a search resumes) and a second signal to skip the
+    graceful stop (here it waits): within the stop's block neither line is logged."""
+    tune_logger = logging.getLogger(RAY_TUNE_LOGGER)
+    with caplog.at_level(logging.WARNING, logger=RAY_TUNE_LOGGER), stop_on_signals():
+        tune_logger.warning(
+            "Experiment has been interrupted.\nResume experiment with: "
+            'Tuner.restore(path="/x", trainable=...)'
+        )
+        tune_logger.warning("Stop signal received, ending Ray Tune run. Press CTRL+C to skip.")
+        tune_logger.warning("Trials did not complete: [t1]")
+    tune_logger.warning('after the block: Tuner.restore(path="/x")')
+    assert [r.getMessage() for r in caplog.records] == [
+        "Trials did not complete: [t1]",
+        'after the block: Tuner.restore(path="/x")',
+    ]

@@ -14,8 +14,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from astune.cli import _train_config, main
+from astune.cli import main
 from astune.cli.parser import build_parser
+from astune.cli.train import train_config
 from astune.cli.train_stop import TrainingStopped, stop_after_step
 from astune.training import LoopHooks, fit
 from astune.training.state import read_checkpoint
@@ -38,15 +39,21 @@ def test_a_run_sent_sigterm_ends_after_its_step_with_one_line_and_keeps_its_reco
     command += ["--batch-size", "8", "--max-length", "32", "--checkpoint-every", "eval"]
     command += ["--device", "cpu", "--output-dir", str(out)]
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    run = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+    run = subprocess.Popen(  # a job of its own: SIGTERM goes to its whole process group, as
+        # Slurm, `timeout` and `kill -- -PGID` send it (train starts no process: the run alone)
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 120
         while not metrics(out) and run.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert run.poll() is None, "the run ended before it could be stopped"
-        run.send_signal(sig)
+        os.killpg(run.pid, sig)
         _, err = run.communicate(timeout=60)
     finally:
         run.kill()
@@ -102,7 +109,7 @@ def test_train_resume_continues_a_stopped_run_to_the_uninterrupted_runs_end(
     whole, stopped = tmp_path / "whole", tmp_path / "stopped"
     assert main([*flags, "--output-dir", str(whole)]) == 0
     # stopped mid-way through its second epoch: 4 steps an epoch, a checkpoint at each epoch's end
-    config = _train_config(build_parser().parse_args([*flags, "--output-dir", str(stopped)]))
+    config = train_config(build_parser().parse_args([*flags, "--output-dir", str(stopped)]))
     with pytest.raises(TrainingStopped):
         fit(config, hooks=[StopAt(6)])
     assert len(metrics(stopped)) == 1 and not (stopped / "final.json").exists()

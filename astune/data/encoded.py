@@ -3,10 +3,14 @@ backbone's processor decodes per batch. A search driver calls this once for all 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from astune.config import TrainConfig
-from astune.data.media_encoding import TrainData
 from astune.data.resolve import DatasetRef
 from astune.losses.catalogue import MEDIA_TASKS
+
+if TYPE_CHECKING:
+    from astune.data.media_encoding import TrainData
 
 
 def load_encoded(config: TrainConfig, *, ref: DatasetRef | None = None) -> TrainData:
@@ -14,11 +18,9 @@ def load_encoded(config: TrainConfig, *, ref: DatasetRef | None = None) -> Train
     ``ref``: ``config.dataset`` resolved already (a search resolves it once). Whether astune
     computes its metric is the caller's check, made once
     (:func:`astune.metrics.check_metric_computed`)."""
-    from astune.backbones.models import load_processor, load_tokenizer
-    from astune.data import encode_splits, load_dataset_splits
-    from astune.data.media_encoding import encode_media
+    from astune.data.loading import load_dataset_splits
 
-    loaded = load_dataset_splits(
+    loaded = load_dataset_splits(  # read and checked before torch loads: bad rows fail fast
         config.dataset if ref is None else ref,
         data_dir=config.data_dir,
         max_train_samples=config.max_train_samples,
@@ -26,6 +28,10 @@ def load_encoded(config: TrainConfig, *, ref: DatasetRef | None = None) -> Train
         seed=config.seed,
         validation_fraction=config.validation_fraction,
     )
+    from astune.backbones.models import load_processor, load_tokenizer
+    from astune.data.encoding import encode_splits
+    from astune.data.media_encoding import encode_media
+
     if loaded.spec.task in MEDIA_TASKS:
         processor = load_processor(config.backbone, loaded.spec.task)
         return encode_media(loaded, processor, max_audio_seconds=config.max_audio_seconds)

@@ -44,6 +44,8 @@ def infer_label_space(
     values = []
     for rows in splits.values():
         for row in rows:
+            if is_missing(row[column]):
+                continue  # normalize_rows names the row; it is no class
             value = _as_list(row[column]) if task in _LIST_LABELS else row[column]
             values.extend(value if isinstance(value, list) else [value])
     if any(isinstance(v, str) for v in values):
@@ -68,6 +70,7 @@ def normalize_rows(
     out = []
     for number, row in enumerate(rows, 1):
         at = f"{where} (row {number})"
+        _check_present(row, spec, at)
         label = row[spec.label_column]
         if spec.task == "token":
             tokens = _tokens(row[spec.tokens_column], spec.tokens_column, at)
@@ -96,6 +99,22 @@ def normalize_rows(
             item["label"] = _label_id(label, names, spec.num_labels, at)
         out.append(item)
     return out
+
+
+def _check_present(row: dict[str, Any], spec: DatasetSpec, at: str) -> None:
+    """DataError when a cell the task reads (label, text, tokens, file) holds no value."""
+    for column in spec.required_columns():
+        if is_missing(row[column]):
+            raise DataError(
+                f"{at}: {column!r} is missing (an empty cell, a null); every row needs a value "
+                f"in {column!r}"
+            )
+
+
+def is_missing(value: Any) -> bool:
+    """A cell without a value: JSON null or Parquet's empty value (None), an empty CSV cell
+    (pandas' NaN, or its NA / NaT in typed columns)."""
+    return value is None or _is_nan(value) or type(value).__name__ in ("NAType", "NaTType")
 
 
 def _label_id(value: Any, names: dict[str, int], num_labels: int, at: str) -> int:

@@ -284,14 +284,27 @@ def _fit(prepared: PreparedConfirm, points: list[dict[str, Any]], stop: StopSign
         # Every key of every point must exist in the space for Ray to take the points as given.
         param_space={key: None for point in points for key in point},
     )
+    experiment = prepared.plan.experiment
+
+    def end_without_ray() -> str:
+        tracker.finish(stopped_by=stop.name or None)
+        prepared.lock.release()
+        by = f"stopped by {stop.name}" if stop.name else "stopped"
+        return (
+            f"confirm of search {experiment!r} {by} (Ray's processes ended with it; the "
+            f"unfinished runs are KILLED in MLflow); {CONFIRM_AGAIN}"
+        )
+
     try:
-        results = fit_unless_stopped(tuner, stop)
+        results = fit_unless_stopped(
+            tuner, stop, command="confirm", end_without_ray=end_without_ray
+        )
     finally:
         tracker.finish(stopped_by=stop.name or None)
         clean_stale_scratch()
     if stop.received:
         raise SearchStopped(
-            f"confirm of search {prepared.plan.experiment!r} stopped by {stop.name} "
+            f"confirm of search {experiment!r} stopped by {stop.name} "
             f"({finished_trials(results)} of {len(points)} runs finished, the others KILLED in "
             f"MLflow); {CONFIRM_AGAIN}",
             signal_name=stop.name,

@@ -41,7 +41,12 @@ def init_ray(settings: SearchSettings) -> bool:
     )
     if settings.address:
         ray.init(address=settings.address, **kwargs)
-    else:
+        return True
+    from astune._private import ray_processes_in_their_own_groups
+
+    # A signal to the driver's process group (kill -TERM -- -PGID, timeout) then reaches the
+    # driver alone, which stops its trials gracefully and shuts Ray down itself.
+    with ray_processes_in_their_own_groups():
         ray.init(**kwargs)
     return True
 
@@ -206,7 +211,15 @@ def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> S
         with fast_failing_http():
             stop.check(**where)
             tuner = _tuner(prepared, tracker, max_t)
-            results = fit_or_stop(tuner, stop, **where, saved=lambda: experiment_saved(settings))
+            results = fit_or_stop(
+                tuner,
+                stop,
+                **where,
+                close_killed=lambda: end.close(
+                    "KILLED", stopped_by=stop.name or None, failing=True
+                ),
+                saved=lambda: experiment_saved(settings),
+            )
             end.check_caught_up()
             with end.behind_if_unreachable():
                 summary = _summarize(settings, space, base, results, tracker)

@@ -63,12 +63,14 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     space = load_space(settings.space, dataset=None if settings.space else ref.registry_name)
     base = base_config(settings, ref)
     train_base = TrainConfig.from_dict(base).validate()
+    if ref.spec is not None:  # a registry dataset's task is known: --losses checked before torch
+        space = _apply_settings(space, settings, ref.spec.task)
     from astune.data.encoded import load_encoded  # torch: only once the input is known good
 
     data = load_encoded(train_base, ref=ref)
-    if ref.spec is None:  # a user folder: its own metric, known once it is read
+    if ref.spec is None:  # a user folder: its own metric and task, known once it is read
         check_metric_computed(data.spec.name, data.spec.metric)
-    space = _apply_settings(space, settings, data.spec.task)
+        space = _apply_settings(space, settings, data.spec.task)
     check_unchanged(settings, space, before)
     return PreparedSearch(
         settings=settings,

@@ -18,6 +18,7 @@ the driver installs these handlers again once it returns.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from collections.abc import Callable, Iterator
@@ -101,6 +102,30 @@ def finished_trials(results: Any) -> int:
     return sum(1 for r in results or () if r.metrics and r.metrics.get("done"))
 
 
+RAY_TUNE_LOGGER = "ray.tune.tune"  # the module whose lines advise on stopping and resuming
+RAY_ADVICE = ("Tuner.restore(", "Press CTRL+C")
+
+
+class _RayStopAdvice(logging.Filter):
+    """Drops Ray Tune's lines that contradict astune's: how to resume (``Tuner.restore``, which
+    is not how a search resumes) and how to skip the graceful stop (a second signal waits)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(advice in message for advice in RAY_ADVICE)
+
+
+@contextmanager
+def ray_stop_advice_off() -> Iterator[None]:
+    """Ray Tune's advice on stopping and resuming kept off the console for the block."""
+    logger, advice = logging.getLogger(RAY_TUNE_LOGGER), _RayStopAdvice()
+    logger.addFilter(advice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(advice)
+
+
 @contextmanager
 def stop_on_signals() -> Iterator[StopSignals]:
     """Within the block, SIGTERM and SIGINT stop the search as described above; the handlers
@@ -113,7 +138,7 @@ def stop_on_signals() -> Iterator[StopSignals]:
     tune_sigint = os.environ.get(TUNE_SIGINT_VARIABLE)
     os.environ[TUNE_SIGINT_VARIABLE] = "1"  # Tune would take SIGINT from this handler
     try:
-        with stop_signals_to(stop.handle):
+        with stop_signals_to(stop.handle), ray_stop_advice_off():
             yield stop
     finally:
         if tune_sigint is None:
@@ -122,15 +147,23 @@ def stop_on_signals() -> Iterator[StopSignals]:
             os.environ[TUNE_SIGINT_VARIABLE] = tune_sigint
 
 
-def fit_unless_stopped(tuner: Any, stop: StopSignals) -> Any:
+def fit_unless_stopped(
+    tuner: Any, stop: StopSignals, *, command: str, end_without_ray: Callable[[], str]
+) -> Any:
     """``tuner.fit()`` (its ``ResultGrid``) with ``stop``'s signals turned into Tune's graceful
     stop; ``stop.received`` tells whether one came. None when one came during the start-up
-    (``fit`` is not called) or ended ``fit`` before Tune's loop ran."""
+    (``fit`` is not called) or ended ``fit`` before Tune's loop ran. When the Ray this driver
+    started dies meanwhile (a job-wide SIGTERM), ``end_without_ray`` closes the runs and gives
+    the one line, and the process exits (:mod:`astune.search.ray_watch`, ``command`` names it).
+    """
+    from astune.search.ray_watch import watching_ray
+
     results = None
     try:
         stop.deferred = False  # from here a signal is Tune's stop, or ends fit() at once
         if stop.received is None:
-            results = tuner.fit()
+            with watching_ray(stop, command=command, end_without_ray=end_without_ray):
+                results = tuner.fit()
     except (KeyboardInterrupt, Exception):  # Ray may wrap the interrupt in a TuneError
         if not stop.received:
             raise
@@ -146,22 +179,36 @@ def fit_or_stop(
     experiment: str,
     dataset: str,
     resumable: bool,
+    close_killed: Callable[[], None],
     saved: Callable[[], bool] | None = None,
 ) -> Any:
     """A search's :func:`fit_unless_stopped`; SearchStopped once a stop signal has ended it, or
     came during the start-up (then ``resumable`` as :meth:`StopSignals.check` takes it). A
     signal that ends ``fit`` before Tune's loop runs leaves a new search resumable only if
-    ``saved()`` (None: it is)."""
+    ``saved()`` (None: it is). ``close_killed`` ends the runs KILLED when Ray's processes died
+    under the driver (then the process exits here)."""
     stop.check(experiment=experiment, dataset=dataset, resumable=resumable)
-    results = fit_unless_stopped(tuner, stop)
+
+    def end_without_ray() -> str:
+        close_killed()
+        what = "Ray's processes ended with it"
+        return stopped_line(experiment, dataset, stop.name, f"{what}; the unfinished trials")
+
+    results = fit_unless_stopped(tuner, stop, command="search", end_without_ray=end_without_ray)
     if not stop.received:
         return results
     if results is None and not resumable and saved is not None and not saved():
         stop.check(experiment=experiment, dataset=dataset, resumable=False)  # nothing ran
-    message = (
-        f"search {experiment!r} stopped by {stop.name} ({finished_trials(results)} trials "
-        f"finished; the others "
-        f"are KILLED in MLflow and resume from their last checkpoint); resume it with: "
-        f"{resume_command(experiment, dataset)}"
-    )
+    what = f"{finished_trials(results)} trials finished; the others"
+    message = stopped_line(experiment, dataset, stop.name, what)
     raise SearchStopped(message, signal_name=stop.name, exit_code=stop.exit_code)
+
+
+def stopped_line(experiment: str, dataset: str, signal_name: str, what: str) -> str:
+    """The one line of a stopped search: by ``signal_name`` ("": Ray's processes ended by
+    themselves), ``what`` ended how, and the command that resumes it."""
+    by = f"stopped by {signal_name}" if signal_name else "stopped"
+    return (
+        f"search {experiment!r} {by} ({what} are KILLED in MLflow and resume from their last "
+        f"checkpoint); resume it with: {resume_command(experiment, dataset)}"
+    )

@@ -1,0 +1,125 @@
+"""The commands that run trials with Ray or read past searches from MLflow: `search`,
+`confirm`, `export`, `recommend` and `report`. Each checks its request before importing MLflow,
+torch or Ray, so that bad input is refused in one line within a second."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from astune.cli.errors import CLIError
+
+
+def search(args: argparse.Namespace) -> int:
+    from astune.search.ending import TrackingBehind
+    from astune.search.runner import execute_search, prepare_search
+    from astune.search.settings import SearchError, settings_from_args
+    from astune.search.stop import SearchStopped
+
+    try:
+        prepared = prepare_search(settings_from_args(args))
+    except (ValueError, OSError) as err:  # bad input found before Ray starts
+        raise CLIError(str(err).splitlines()[0]) from None
+    try:
+        summary = execute_search(prepared)  # a failure from here on is a failed search (exit 1)
+    except SearchStopped as stopped:  # SIGTERM or Ctrl-C: the trials ended, resumable
+        print(f"astune search: {stopped}", file=sys.stderr)
+        return stopped.exit_code
+    except TrackingBehind as behind:  # the trials ended; --resume writes what MLflow lacks
+        print(f"astune search: {behind}", file=sys.stderr)
+        return behind.exit_code
+    except SearchError as err:  # refused once Ray runs: resources, another driver
+        raise CLIError(str(err).splitlines()[0]) from None
+    from astune.search.console import format_summary
+    from astune.store.uri import mlflow_ui_command
+
+    print(format_summary(summary, mlflow_ui_command(summary.tracking_uri)))
+    return 0 if summary.best_objective is not None else 1
+
+
+def confirm(args: argparse.Namespace) -> int:
+    from mlflow.exceptions import MlflowException
+
+    from astune.search.confirm import ConfirmSettings, execute_confirm, prepare_confirm
+    from astune.search.stop import SearchStopped
+
+    names = ("experiment", "top", "seeds", "baseline", "front", "within", "tracking_uri")
+    names += ("max_concurrent",)
+    names += ("cpus_per_trial", "gpus_per_trial", "address", "storage_path", "storage_timeout")
+    try:
+        given = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
+        prepared = prepare_confirm(ConfirmSettings(**given))
+    except (ValueError, OSError, MlflowException) as err:  # bad input found before Ray starts
+        raise CLIError(str(err).splitlines()[0]) from None
+    try:
+        summary = execute_confirm(prepared)  # a failure from here on is a failed confirm (exit 1)
+    except SearchStopped as stopped:  # SIGTERM or Ctrl-C: the runs ended, the rest run anew
+        print(f"astune confirm: {stopped}", file=sys.stderr)
+        return stopped.exit_code
+    print(summary.format())
+    return 0 if summary.rows else 1
+
+
+def export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mlflow.exceptions import MlflowException
+
+    from astune.export import find_best_trial, render
+    from astune.export.pick import Pick
+
+    try:
+        pick = Pick(kind=args.pick or "best", within=args.within)
+        best = find_best_trial(args.experiment, args.tracking_uri, pick=pick)
+        text = render(best, args.format)
+        if args.output is not None:
+            Path(args.output).write_text(text)
+    except (ValueError, OSError, MlflowException) as err:  # unknown experiment, no trial, bad store
+        raise CLIError(str(err).splitlines()[0]) from None
+    if args.output is None:
+        print(text, end="")
+    else:
+        print(f"wrote {args.output} ({args.format}) from {best.describe()}")
+    return 0
+
+
+def recommend(args: argparse.Namespace) -> int:
+    from mlflow.exceptions import MlflowException
+
+    from astune.recommend import format_recommendation, recommend, write_space
+
+    try:
+        carve = args.validation_fraction
+        options = {} if carve is None else {"validation_fraction": carve}
+        if args.probe_backbone is not None:
+            options["backbone"] = args.probe_backbone
+        rec = recommend(
+            args.dataset,
+            tracking_uri=args.tracking_uri,
+            data_dir=args.data_dir,
+            probe_options=options or None,
+        )
+        space = write_space(rec, args.dataset, args.write_space) if args.write_space else None
+    except (ValueError, OSError, MlflowException) as err:  # unknown dataset, bad data or store
+        raise CLIError(str(err).splitlines()[0]) from None
+    print(format_recommendation(rec))
+    if space is not None:
+        print(
+            f"search space: {space} (delta in [{rec.low:.2f}, {rec.high:.2f}]); run it with: "
+            f"python -m astune search --dataset {args.dataset} --space {space}"
+        )
+    return 0
+
+
+def report(args: argparse.Namespace) -> int:
+    from astune.analysis.entry import summary
+    from astune.analysis.report import write_report
+
+    try:
+        report = write_report(
+            args.experiment, output_dir=args.output_dir, tracking_uri=args.tracking_uri
+        )
+    except (ValueError, OSError) as err:  # an unknown store or experiment, an unwritable folder
+        raise CLIError(str(err).splitlines()[0]) from None
+    print(summary(report))
+    return 0
