@@ -48,7 +48,7 @@ def _store_grad(grad_base, cols, ok, keep, is_t, e, inv_kept, row_scale):
     tl.store(grad_base + cols[None, :], grad.to(grad_base.dtype.element_ty), mask=ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])  # one compile for every batch size
 def as_softmax_forward(
     logits_ptr,
     grad_ptr,
@@ -150,7 +150,7 @@ def as_softmax_forward(
                 _store_grad(grad_base, cols, ok, keep, is_t, e, inv_kept, row_scale)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])
 def scale_rows(
     grad_ptr,
     scale_ptr,
