@@ -73,9 +73,9 @@ def run_triton(logits, labels, *, reduction="sum", **kwargs):
     return out, leaf.grad
 
 
-def reference_grad(logits, labels, reduce: Callable = torch.sum):
+def reference_grad(logits, labels, reduce: Callable = torch.sum, delta: float = DELTA):
     leaf = logits.detach().double().cpu().requires_grad_()
-    rows, keep, margin, near = reference(leaf, labels.cpu(), DELTA)
+    rows, keep, margin, near = reference(leaf, labels.cpu(), delta)
     reduce(rows).backward()
     return rows.detach(), leaf.grad, keep, margin, near
 
@@ -127,6 +127,31 @@ def check_values_gradients_and_masks(device, dtype):
         assert torch.all(flat_grad.cpu()[far.unsqueeze(1) & ~keep] == 0), "masked: exactly 0"
         torch.testing.assert_close(out.margin.cpu()[active].double(), margin[active],
                                    rtol=0, atol=1e-6)  # fmt: skip
+
+
+def check_small_losses_keep_their_digits(device, dtype):
+    """Rows that keep only a little mass besides the target (loss 1e-6 to 1e-4, delta near 1):
+    the loss and the target's gradient are that small mass, not a difference of two numbers
+    near 1 (which would be off by float32's 6e-8: beyond one fp16 ulp)."""
+    from astune.losses.as_softmax_triton import as_softmax_rows_triton
+
+    gen = torch.Generator().manual_seed(6)
+    logits = -11 - 6 * torch.rand(256, 5, generator=gen, dtype=torch.float64)
+    labels = torch.randint(0, 5, (256,), generator=gen)
+    logits[torch.arange(256), labels] = 0.0
+    logits, labels = logits.to(dtype).to(device), labels.to(device)
+    leaf = logits.clone().requires_grad_()
+    out = as_softmax_rows_triton(leaf, labels, 0.99999, reduction="none")
+    out.loss.sum().backward()
+    rows, expected_grad, _, _, near = reference_grad(logits, labels, delta=0.99999)
+    live = ~near & (rows > 1e-7)
+    assert live.sum() > 100 and rows[live].max() < 1e-4, "the batch has small losses"
+    if dtype == torch.float32:  # relative: an absolute 1e-6 would hide the lost digits
+        for ours, expected in ((out.loss, rows), (leaf.grad, expected_grad)):
+            torch.testing.assert_close(ours.cpu()[live].double(), expected[live], rtol=1e-5, atol=0)
+    else:
+        assert_matches(out.loss, rows, dtype, live)
+        assert_matches(leaf.grad, expected_grad, dtype, live)
 
 
 def check_reductions(device, dtype):
@@ -204,6 +229,7 @@ def check_retained_graph_gives_the_same_gradient_twice(device, dtype):
 
 CHECKS = [
     check_values_gradients_and_masks,
+    check_small_losses_keep_their_digits,
     check_reductions,
     check_row_weights_scale_the_gradient,
     check_stats_equal_the_torch_path,

@@ -41,11 +41,24 @@ def _load_tile(base, cols, n_cols, row_ok):
 
 
 @triton.jit
-def _store_grad(grad_base, cols, ok, keep, is_t, e, inv_kept, row_scale):
-    """``z_i p_i / K - [i = t]``, each row times ``row_scale`` (0 for dead rows), stored in the
-    gradient buffer's dtype."""
-    grad = tl.where(keep, e * inv_kept[:, None], 0.0) - tl.where(is_t, row_scale[:, None], 0.0)
+def _store_grad(grad_base, cols, ok, keep, is_t, e, rest, inv_kept):
+    """``z_i p_i / K - [i = t]`` times ``inv_kept = row_scale / K`` (0 for dead rows), stored in
+    the gradient buffer's dtype; at the target ``-rest / K``, the same without the cancellation
+    of ``p_t / K - 1`` when little mass besides the target is kept."""
+    grad = tl.where(keep, e * inv_kept[:, None], 0.0)
+    grad = tl.where(is_t, -rest[:, None] * inv_kept[:, None], grad)
     tl.store(grad_base + cols[None, :], grad.to(grad_base.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _row_loss(kept, rest, e_t, x_t, m):
+    """``log(K / e_t)``: ``log1p(rest / e_t)`` while that ratio is at most 1 (Goldberg's log1p:
+    exact for a small ratio, where ``log(K) - log(e_t)`` would lose float32's 6e-8), else the
+    plain difference (also when ``e_t`` underflowed)."""
+    ratio = rest / e_t
+    u = 1.0 + ratio
+    small = tl.where(u == 1.0, ratio, tl.log(u) * (ratio / (u - 1.0)))
+    return tl.maximum(tl.where(ratio <= 1.0, small, tl.log(kept) - (x_t - m)), 0.0)
 
 
 @triton.jit(do_not_specialize=["n_rows"])  # one compile for every batch size
@@ -88,10 +101,11 @@ def as_softmax_forward(
         s = tl.sum(e, axis=1)
         is_t = cols[None, :] == labels[:, None]
         x_t = tl.sum(tl.where(is_t, x, 0.0), axis=1)
-        p_t = tl.sum(tl.where(is_t, e, 0.0), axis=1) / s
         p = e / s[:, None]
+        p_t = tl.sum(tl.where(is_t, p, 0.0), axis=1)
         keep = ((p >= _threshold(p_t, delta)[:, None]) & col_ok) | is_t
-        kept = tl.sum(tl.where(keep, e, 0.0), axis=1)
+        e_t = tl.sum(tl.where(is_t, e, 0.0), axis=1)
+        rest = tl.sum(tl.where(keep & ~is_t, e, 0.0), axis=1)
         others = tl.sum(tl.where(keep & ~is_t, 1, 0), axis=1)
         p_rest = tl.max(tl.where(is_t | ~col_ok, float("-inf"), p), axis=1)
     else:
@@ -105,9 +119,10 @@ def as_softmax_forward(
         t_ok = row_ok & valid
         x_t = tl.load(base + tl.where(t_ok, labels, 0)[:, None], mask=t_ok[:, None], other=0.0)
         x_t = tl.sum(x_t.to(tl.float32), axis=1)
-        p_t = tl.exp(x_t - m) / s
+        e_t = tl.where(t_ok, tl.exp(x_t - m), 0.0)
+        p_t = e_t / s
         c = _threshold(p_t, delta)
-        kept = tl.zeros([BLOCK_M], tl.float32)
+        rest = tl.zeros([BLOCK_M], tl.float32)
         others = tl.zeros([BLOCK_M], tl.int32)
         p_rest = tl.full([BLOCK_M], float("-inf"), tl.float32)
         for start in range(0, n_cols, BLOCK_C):
@@ -118,12 +133,13 @@ def as_softmax_forward(
             p = e / s[:, None]
             is_t = cols[None, :] == labels[:, None]
             keep = ((p >= c[:, None]) & col_ok) | is_t
-            kept += tl.sum(tl.where(keep, e, 0.0), axis=1)
+            rest += tl.sum(tl.where(keep & ~is_t, e, 0.0), axis=1)
             others += tl.sum(tl.where(keep & ~is_t, 1, 0), axis=1)
             p_rest = tl.maximum(p_rest, tl.max(tl.where(is_t | ~col_ok, float("-inf"), p), axis=1))
     fully = others == 0
     dead = fully | ~active
-    loss = tl.maximum(tl.log(kept) - (x_t - m), 0.0)
+    kept = e_t + rest
+    loss = _row_loss(kept, rest, e_t, x_t, m)
     loss = tl.where(dead, 0.0, tl.where(valid, loss, float("nan")))
     tl.store(loss_ptr + rows, loss, mask=row_ok)
     tl.store(masked_ptr + rows, fully.to(tl.int8), mask=row_ok)
@@ -135,9 +151,7 @@ def as_softmax_forward(
         row_scale = tl.where(dead, 0.0, row_scale)  # dead rows: exactly 0, even over 0 rows
         inv_kept = tl.where(dead, 0.0, row_scale / kept)
         if SINGLE:
-            _store_grad(
-                grad_base, cols, row_ok[:, None] & col_ok, keep, is_t, e, inv_kept, row_scale
-            )
+            _store_grad(grad_base, cols, row_ok[:, None] & col_ok, keep, is_t, e, rest, inv_kept)
         else:
             for start in range(0, n_cols, BLOCK_C):
                 cols = start + tl.arange(0, BLOCK_C)
@@ -147,7 +161,7 @@ def as_softmax_forward(
                 is_t = cols[None, :] == labels[:, None]
                 keep = ((e / s[:, None] >= c[:, None]) & col_ok) | is_t
                 ok = row_ok[:, None] & col_ok
-                _store_grad(grad_base, cols, ok, keep, is_t, e, inv_kept, row_scale)
+                _store_grad(grad_base, cols, ok, keep, is_t, e, rest, inv_kept)
 
 
 @triton.jit(do_not_specialize=["n_rows"])
