@@ -7,8 +7,8 @@
 #   4. the loss benchmark, bf16 then float32 (loss_overhead.py: torch AS, triton AS,
 #      torch.compile, cross-entropy, the memory floor).
 # Usage: benchmarks/gpu_kernel_suite.sh OUT_DIR [SECONDS]
-#   OUT_DIR gets log.txt, versions.txt, pytest_gpu.xml and the JSON reports; SECONDS (default 360)
-#   bounds the whole run, its last 20 s kept for the end: give the device call a minute more.
+#   OUT_DIR gets log.txt, versions.txt, pytest_gpu.xml and the JSON reports; SECONDS (default 370)
+#   bounds the whole run, its last 15 s kept for the end: give the device call a minute more.
 #   Needs no data, backbone or network: torch and triton (the GPU image's) and this checkout.
 #   GPU_SUITE_SCALE=tiny runs every step on the CPU at toy sizes (triton under its interpreter,
 #   the CUDA-only parts skipped with a line), to check this script without a GPU.
@@ -18,12 +18,12 @@ if (($# < 1)) || { (($# > 1)) && ! [[ $2 =~ ^[0-9]+$ ]]; }; then
     echo "usage: $0 OUT_DIR [SECONDS] (SECONDS a whole number; got: $*)" >&2
     exit 2
 fi
-out=$1 budget=${2:-360}
+out=$1 budget=${2:-370}
 mkdir -p "$out"
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-log="$out/log.txt" start=$SECONDS reserve=20
+log="$out/log.txt" start=$SECONDS reserve=15
 say() { echo "[$((SECONDS - start)) s] $*" | tee -a "$log"; }
 left() { echo $((budget - (SECONDS - start))); }
 
@@ -64,14 +64,14 @@ step() {  # step SECONDS NAME COMMAND...: run under a limit (never past the budg
 } >"$out/versions.txt"
 tee -a "$log" <"$out/versions.txt"
 
-step 150 "pytest -m $marks" "$py" -m pytest -q -p no:cacheprovider -m "$marks" \
+step 120 "pytest -m $marks" "$py" -m pytest -q -p no:cacheprovider -m "$marks" \
     --junitxml "$out/pytest_gpu.xml" "${tests[@]}"
 for dtype in "${dtypes[@]}"; do
-    step 30 "profile $dtype" "${bench[@]}" "$here/profile_loss.py" --device "$device" --dtype "$dtype" \
+    step 25 "profile $dtype" "${bench[@]}" "$here/profile_loss.py" --device "$device" --dtype "$dtype" \
         --sizes "$sizes" --steps "$steps" --json "$out/profile_loss_${dtype}.json"
 done
 for dtype in "${dtypes[@]}"; do
-    step 80 "loss $dtype" "${bench[@]}" "$here/loss_overhead.py" --device "$device" --dtype "$dtype" \
+    step 90 "loss $dtype" "${bench[@]}" "$here/loss_overhead.py" --device "$device" --dtype "$dtype" \
         --sizes "$sizes" "${loss_extra[@]}" --json "$out/loss_overhead_${dtype}.json"
 done
 say "done"

@@ -287,6 +287,53 @@ def test_bad_input_is_refused_before_the_kernel(kwargs, message):
         as_softmax_loss_triton(args.pop("logits"), args.pop("labels"), args.pop("delta"), **args)
 
 
+FORWARD_TYPES = dict(
+    labels_ptr="*i64", loss_ptr="*fp32", masked_ptr="*i8", margin_ptr="*fp32", count_ptr="*i64",
+    n_rows="i32", n_cols="i32", logits_stride="i32", grad_stride="i32", delta="fp32",
+    ignore_index="i32",
+)  # fmt: skip
+
+
+def compile_for_h100(kernel, types: dict[str, str], constants: dict, num_warps: int) -> None:
+    """Compile ``kernel`` to an sm_90 binary here, with triton's own ptxas: no GPU needed."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    signature = types | {name: "constexpr" for name in constants}
+    position = {name: (index,) for index, name in enumerate(signature)}
+    source = ASTSource(
+        fn=kernel,
+        signature=signature,
+        constexprs={position[name]: value for name, value in constants.items()},
+    )
+    binary = triton.compile(
+        source, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps}
+    )
+    assert binary.asm["cubin"], "ptxas gave no binary"
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("num_classes", [5, 5201, 20000], ids=["many-rows", "one-block", "loop"])
+def test_kernels_compile_for_an_h100_without_one(dtype, num_classes):
+    """What the interpreter does not check: the kernels lower to PTX and assemble (triton's
+    type rules, its static ``if``, the dynamic ``if`` on a loaded scale)."""
+    from astune.losses import _as_softmax_kernels as kernels
+    from astune.losses.as_softmax_triton import launch_shape
+
+    shape = launch_shape(num_classes)
+    warps = shape.pop("num_warps")
+    types = dict(logits_ptr=f"*{dtype}", grad_ptr=f"*{dtype}") | FORWARD_TYPES
+    constants = shape | dict(STORE_GRAD=True, MEAN=True)
+    compile_for_h100(kernels.as_softmax_forward, types, constants, warps)
+    shape.pop("SINGLE")
+    types = dict(grad_ptr=f"*{dtype}", scale_ptr="*fp32", scale_stride="i32", n_rows="i32",
+                 n_cols="i32", grad_stride="i32")  # fmt: skip
+    compile_for_h100(
+        kernels.scale_rows, types, shape | {"BLOCK_C": min(shape["BLOCK_C"], 4096)}, warps
+    )
+
+
 # ---------------------------------------------------------------------------- GPU tests
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])

@@ -57,7 +57,7 @@ def _row_loss(kept, rest, e_t, x_t, m):
     plain difference (also when ``e_t`` underflowed)."""
     ratio = rest / e_t
     u = 1.0 + ratio
-    small = tl.where(u == 1.0, ratio, tl.log(u) * (ratio / (u - 1.0)))
+    small = tl.where(u == 1.0, ratio, tl.log(u) * (ratio / tl.where(u == 1.0, 1.0, u - 1.0)))
     return tl.maximum(tl.where(ratio <= 1.0, small, tl.log(kept) - (x_t - m)), 0.0)
 
 
