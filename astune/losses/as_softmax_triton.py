@@ -19,10 +19,11 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from astune._checks import REDUCTIONS, check_choice
+from astune._checks import REDUCTIONS, check_choice, check_int
 from astune._private import autograd_graph_is_kept
-from astune.losses.as_softmax import MaskStats, _flatten, past_threshold
+from astune.losses.as_base import MaskStats, past_threshold
 from astune.losses.catalogue import DELTA
+from astune.losses.rows import flatten_rows
 
 MAX_SINGLE_BLOCK = 8192  # widest row a program holds in registers; wider rows loop over blocks
 LOOP_BLOCK = 4096  # columns per step of that loop
@@ -158,9 +159,8 @@ def as_softmax_rows_triton(
     the looped kernel (tests). A label outside ``[0, C)`` gives a NaN loss on its row."""
     delta = DELTA.check(delta)
     check_choice("reduction", reduction, REDUCTIONS)
-    flat_logits, flat_labels = _flatten(logits, labels)
-    if flat_labels.is_floating_point():
-        raise ValueError(f"labels must be integer class indices, but got dtype {labels.dtype}.")
+    check_int("ignore_index", ignore_index)
+    flat_logits, flat_labels = flatten_rows(logits, labels)
     loss, fully_masked, margin = _TritonASFunction.apply(
         flat_logits, flat_labels.contiguous(), delta, ignore_index, reduction,
         overwrite_logits, max_single_block,
