@@ -227,6 +227,22 @@ def check_retained_graph_gives_the_same_gradient_twice(device, dtype):
     assert torch.equal(first, second) and first.abs().sum() > 0
 
 
+def check_public_functions_take_kernel_triton(device, dtype):
+    """``kernel="triton"`` of as_softmax_loss and ASSoftmaxLoss is the fused kernel's result."""
+    from astune.losses import ASSoftmaxLoss, as_softmax_loss
+    from astune.losses.as_softmax_triton import as_softmax_loss_triton
+
+    logits, labels = make_batch((4, 6), 9, dtype, device, seed=7)
+    fused = as_softmax_loss_triton(logits, labels, DELTA, reduction="none")
+    assert torch.equal(
+        as_softmax_loss(logits, labels, DELTA, reduction="none", kernel="triton"), fused
+    )
+    module = ASSoftmaxLoss(DELTA, kernel="triton")
+    assert torch.equal(module(logits, labels), fused.sum() / (labels != -100).sum())
+    _, torch_stats = as_softmax_with_stats(logits, labels, DELTA)
+    assert module.last_stats.n_masked == torch_stats.n_masked > 0
+
+
 CHECKS = [
     check_values_gradients_and_masks,
     check_small_losses_keep_their_digits,
@@ -235,6 +251,7 @@ CHECKS = [
     check_stats_equal_the_torch_path,
     check_logits_kept_unless_overwrite_asked,
     check_retained_graph_gives_the_same_gradient_twice,
+    check_public_functions_take_kernel_triton,
 ]
 
 
@@ -268,6 +285,25 @@ def test_cpu_tensors_without_the_interpreter_are_refused_in_one_line():
     with pytest.raises(ValueError, match=r"^kernel='triton' needs CUDA tensors[^\n]*cpu") as err:
         as_softmax_loss_triton(logits, labels, DELTA)
     assert "\n" not in str(err.value)
+
+
+def test_kernel_auto_is_torch_until_the_gpu_tests_pass_and_a_bad_kernel_is_refused():
+    from astune.losses import ASSoftmaxLoss, as_softmax_loss
+
+    logits, labels = make_batch((5, 7), 6, torch.float32, "cpu", seed=8)
+    assert torch.equal(
+        as_softmax_loss(logits, labels, DELTA),
+        as_softmax_loss(logits, labels, DELTA, kernel="torch"),
+    )
+    assert ASSoftmaxLoss(DELTA).kernel == "auto"
+    with pytest.raises(
+        ValueError, match=r"^kernel must be one of 'auto', 'triton', 'torch', but got 'cuda'"
+    ):
+        as_softmax_loss(logits, labels, DELTA, kernel="cuda")
+    with pytest.raises(ValueError, match=r"kernel.*'cuda'"):
+        ASSoftmaxLoss(DELTA, kernel="cuda")
+    with pytest.raises(ValueError, match=r"^kernel='triton' needs CUDA tensors"):
+        ASSoftmaxLoss(DELTA, kernel="triton")(logits, labels)
 
 
 @pytest.mark.parametrize(
