@@ -8,6 +8,10 @@ it) and ``DEST/data/<name>/`` for each dataset. On that machine:
   PYTHONPATH=DEST:. ASTUNE_DATA_DIR=DEST/data HF_HUB_OFFLINE=1 \\
       benchmarks/gpu_suite.sh OUT_DIR SECONDS
 
+The fused kernel's suite (``benchmarks/gpu_kernel_suite.sh``) needs none of this: it reads no
+data and no backbone, and triton comes with the image's torch (3.6 on the last one; astune's
+kernels are checked with 3.6 and 3.9), so triton is not packed.
+
 Usage: python benchmarks/pack_offline.py DEST [--data-dir ../shared/data]
        [--datasets sst5,clinc_oos]
 """

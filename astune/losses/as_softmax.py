@@ -23,7 +23,7 @@ from torch.autograd.function import once_differentiable
 from astune._checks import REDUCTIONS, check_choice, check_int
 from astune._private import autograd_graph_is_kept
 from astune.losses.as_base import ASLossModule, MaskStats, past_threshold
-from astune.losses.catalogue import DELTA
+from astune.losses.catalogue import DELTA, LOSS_KERNELS
 from astune.losses.rows import flatten_rows
 
 # Below this kept-mass threshold a row masks nothing: the classes it would mask carry p < 1e-30,
@@ -143,8 +143,15 @@ def as_softmax_with_stats(
     *,
     ignore_index: int = -100,
     reduction: str = "mean",
+    kernel: str = "auto",
 ) -> tuple[Tensor, MaskStats]:
     """:func:`as_softmax_loss` that also returns the :class:`MaskStats` AS-Speed needs."""
+    if check_choice("kernel", kernel, LOSS_KERNELS) == "triton":
+        from astune.losses.as_softmax_triton import as_softmax_with_stats_triton
+
+        return as_softmax_with_stats_triton(
+            logits, labels, delta, ignore_index=ignore_index, reduction=reduction
+        )
     delta = DELTA.check(delta)
     check_choice("reduction", reduction, REDUCTIONS)
     check_int("ignore_index", ignore_index)
@@ -175,6 +182,7 @@ def as_softmax_loss(
     *,
     ignore_index: int = -100,
     reduction: str = "mean",
+    kernel: str = "auto",
 ) -> Tensor:
     """AS-Softmax cross-entropy.
 
@@ -187,6 +195,10 @@ def as_softmax_loss(
         ignore_index: label of rows that contribute nothing (padding, sub-tokens).
         reduction: ``"mean"`` over rows that are not ignored (masked rows count, with loss 0),
             ``"sum"``, or ``"none"`` (shape of ``labels``, 0 at ignored rows).
+        kernel: ``"torch"`` (this module's autograd function), ``"triton"`` (the fused kernel
+            of :mod:`astune.losses.as_softmax_triton`: CUDA, or the CPU under
+            ``TRITON_INTERPRET=1``; float32/16 and bf16), or ``"auto"``, which is ``"torch"``
+            until the kernel's GPU tests have passed on a real GPU.
 
     Returns:
         The loss, a scalar or shaped like ``labels``, in the dtype of ``logits``.
@@ -196,7 +208,7 @@ def as_softmax_loss(
             label outside ``[0, C)``.
     """
     loss, _ = as_softmax_with_stats(
-        logits, labels, delta, ignore_index=ignore_index, reduction=reduction
+        logits, labels, delta, ignore_index=ignore_index, reduction=reduction, kernel=kernel
     )
     return loss
 
@@ -209,16 +221,30 @@ class ASSoftmaxLoss(ASLossModule):
     """
 
     def __init__(
-        self, delta: float = DELTA.default, *, ignore_index: int = -100, reduction: str = "mean"
+        self,
+        delta: float = DELTA.default,
+        *,
+        ignore_index: int = -100,
+        reduction: str = "mean",
+        kernel: str = "auto",
     ):
         super().__init__(delta, reduction=reduction)
         self.ignore_index = check_int("ignore_index", ignore_index)
+        self.kernel = check_choice("kernel", kernel, LOSS_KERNELS)
 
     def forward(self, logits: Tensor, labels: Tensor) -> Tensor:
         loss, self.last_stats = as_softmax_with_stats(
-            logits, labels, self.delta, ignore_index=self.ignore_index, reduction=self.reduction
+            logits,
+            labels,
+            self.delta,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            kernel=self.kernel,
         )
         return loss
 
     def extra_repr(self) -> str:
-        return f"delta={self.delta}, ignore_index={self.ignore_index}, reduction={self.reduction!r}"
+        return (
+            f"delta={self.delta}, ignore_index={self.ignore_index}, "
+            f"reduction={self.reduction!r}, kernel={self.kernel!r}"
+        )

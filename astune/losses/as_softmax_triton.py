@@ -1,0 +1,214 @@
+"""Single-label AS-Softmax as one fused Triton kernel (the same loss as
+:mod:`astune.losses.as_softmax`, rows ``(M, C)`` of ``(N, C)`` or token-level ``(N, T, C)``).
+
+The design is the one Liger-Kernel published for cross-entropy, written here from its
+description: the forward reads each row once and writes the loss, the fully-masked flag, the
+p-margin and the gradient of the loss; the backward only scales each row's gradient by its
+incoming gradient (and skips the blocks whose scale is 1). AS-Softmax adds one per-row
+threshold ``p_t - delta`` to that pass. Small class counts put many rows in one program.
+
+``kernel="triton"`` on CPU tensors runs under triton's interpreter, which needs
+``TRITON_INTERPRET=1`` set before triton is imported (tests do it in a subprocess).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from astune._checks import REDUCTIONS, check_choice, check_int
+from astune._private import autograd_graph_is_kept
+from astune.losses.as_base import MaskStats, past_threshold
+from astune.losses.catalogue import DELTA
+from astune.losses.rows import flatten_rows
+
+MAX_SINGLE_BLOCK = 8192  # widest row a program holds in registers; wider rows loop over blocks
+LOOP_BLOCK = 4096  # columns per step of that loop
+TILE_ELEMENTS = 2048  # rows per program for small C: about this many elements a program
+MAX_ROWS_PER_PROGRAM = 128
+KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+class ASRows(NamedTuple):
+    """One call's results: ``loss`` (reduced, or per row ``(M,)``), and per row ``(M,)``: the
+    ``fully_masked`` flags (bool) and the p-margin ``p_t - max_{i != t} p_i`` (float32)."""
+
+    loss: Tensor
+    fully_masked: Tensor
+    margin: Tensor
+
+
+def _kernels(logits: Tensor) -> Any:
+    """The kernel module, once ``logits`` is known to be where triton can run."""
+    try:
+        from astune.losses import _as_softmax_kernels as kernels
+    except ImportError as err:
+        raise RuntimeError(
+            f"kernel='triton' needs triton (pip install 'astune[gpu]'): {err}"
+        ) from None
+    if logits.device.type != "cuda" and not kernels.INTERPRETED:
+        raise ValueError(
+            f"kernel='triton' needs CUDA tensors (or TRITON_INTERPRET=1 set before triton is "
+            f"imported), but the logits are on {logits.device}; use kernel='torch' there."
+        )
+    if logits.dtype not in KERNEL_DTYPES:
+        raise ValueError(
+            f"kernel='triton' takes float32, float16 or bfloat16 logits, but got {logits.dtype}; "
+            "use kernel='torch' for it."
+        )
+    return kernels
+
+
+def launch_shape(n_cols: int, max_single: int = MAX_SINGLE_BLOCK) -> dict[str, Any]:
+    """Block sizes and warps for rows of ``n_cols`` classes: one block a row when it fits
+    ``max_single`` columns (then as many rows as make about TILE_ELEMENTS), else a loop."""
+    width = 1 << max(0, n_cols - 1).bit_length()
+    if width <= max_single:
+        rows = max(1, min(MAX_ROWS_PER_PROGRAM, TILE_ELEMENTS // width))
+        shape = dict(BLOCK_M=rows, BLOCK_C=width, SINGLE=True)
+    else:
+        shape = dict(BLOCK_M=1, BLOCK_C=min(LOOP_BLOCK, max_single), SINGLE=False)
+    elements = shape["BLOCK_M"] * shape["BLOCK_C"]
+    shape["num_warps"] = min(16, max(4, elements // 512))
+    return shape
+
+
+class _TritonASFunction(torch.autograd.Function):
+    """Rows ``(M, C)`` and labels ``(M,)`` -> (loss, fully_masked ``(M,)``, margin ``(M,)``)."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx,
+        logits: Tensor,
+        labels: Tensor,
+        delta: float,
+        ignore_index: int,
+        reduction: str,
+        overwrite: bool,
+        max_single: int,
+    ):
+        kernels = _kernels(logits)
+        if logits.stride(1) != 1:
+            logits = logits.contiguous()
+        n_rows, n_cols = logits.shape
+        store_grad = ctx.needs_input_grad[0]
+        grad = logits if overwrite or not store_grad else torch.empty_like(logits)
+        rows = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
+        masked = torch.empty(n_rows, dtype=torch.int8, device=logits.device)
+        margin = torch.empty_like(rows)
+        count = (labels != ignore_index).sum() if reduction == "mean" else rows
+        shape = launch_shape(n_cols, max_single)
+        if n_rows:
+            kernels.as_softmax_forward[(triton_cdiv(n_rows, shape["BLOCK_M"]),)](
+                logits, grad, labels, rows, masked, margin, count, n_rows, n_cols,
+                logits.stride(0), grad.stride(0), float(delta), ignore_index,
+                STORE_GRAD=store_grad, MEAN=reduction == "mean", **shape,
+            )  # fmt: skip
+        if reduction == "none":
+            loss = rows
+        else:
+            loss = rows.sum() if reduction == "sum" else rows.sum() / count
+        ctx.shape = shape
+        if store_grad:
+            ctx.save_for_backward(grad)
+        fully_masked = masked.view(torch.bool)
+        ctx.mark_non_differentiable(fully_masked, margin)
+        return loss, fully_masked, margin
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_loss: Tensor, _grad_masked: Tensor, _grad_margin: Tensor):  # type: ignore[override]
+        (grad,) = ctx.saved_tensors
+        per_row = grad_loss.float().reshape(-1)
+        if autograd_graph_is_kept():  # a second backward will read the saved gradient again
+            scaled = grad.float() * per_row.reshape(-1, 1)
+            return scaled.to(grad.dtype), None, None, None, None, None, None
+        kernels = _kernels(grad)
+        n_rows, n_cols = grad.shape
+        shape = dict(ctx.shape, BLOCK_C=min(ctx.shape["BLOCK_C"], LOOP_BLOCK))
+        shape.pop("SINGLE")
+        if n_rows:
+            kernels.scale_rows[(triton_cdiv(n_rows, shape["BLOCK_M"]),)](
+                grad, per_row, per_row.stride(0) if per_row.numel() == n_rows else 0,
+                n_rows, n_cols, grad.stride(0), **shape,
+            )  # fmt: skip
+        return grad, None, None, None, None, None, None
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def as_softmax_rows_triton(
+    logits: Tensor,
+    labels: Tensor,
+    delta: float,
+    *,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    overwrite_logits: bool = False,
+    max_single_block: int = MAX_SINGLE_BLOCK,
+) -> ASRows:
+    """The fused kernel's loss (shaped as :func:`as_softmax_loss` returns it, in the dtype of
+    ``logits``) with the per-row flags and p-margins (flat ``(M,)``). ``overwrite_logits``
+    writes the gradient over the logits' buffer (when their rows are contiguous): only for a
+    caller that reads the logits nowhere after this call. ``max_single_block`` below C forces
+    the looped kernel (tests). A label outside ``[0, C)`` gives a NaN loss on its row."""
+    delta = DELTA.check(delta)
+    check_choice("reduction", reduction, REDUCTIONS)
+    check_int("ignore_index", ignore_index)
+    flat_logits, flat_labels = flatten_rows(logits, labels)
+    loss, fully_masked, margin = _TritonASFunction.apply(
+        flat_logits, flat_labels.contiguous(), delta, ignore_index, reduction,
+        overwrite_logits, max_single_block,
+    )  # fmt: skip
+    loss = loss.to(logits.dtype)
+    if reduction == "none":
+        loss = loss.reshape(labels.shape)
+    return ASRows(loss, fully_masked, margin)
+
+
+def as_softmax_with_stats_triton(
+    logits: Tensor,
+    labels: Tensor,
+    delta: float,
+    *,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    overwrite_logits: bool = False,
+) -> tuple[Tensor, MaskStats]:
+    """:func:`as_softmax_loss_triton` with the :class:`MaskStats` of the torch path (its
+    headroom read from the kernel's p-margins: nothing more is computed when it is asked for)."""
+    loss, fully_masked, margin = as_softmax_rows_triton(
+        logits, labels, delta, ignore_index=ignore_index, reduction=reduction,
+        overwrite_logits=overwrite_logits,
+    )  # fmt: skip
+    inactive = (labels.reshape(-1) == ignore_index).unsqueeze(1)
+    masked = lambda: fully_masked & ~inactive.reshape(-1)  # noqa: E731
+    stats = MaskStats(inactive, masked, lambda: past_threshold(margin, delta, masked()))
+    return loss, stats
+
+
+def as_softmax_loss_triton(
+    logits: Tensor,
+    labels: Tensor,
+    delta: float,
+    *,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    overwrite_logits: bool = False,
+) -> Tensor:
+    """:func:`astune.losses.as_softmax.as_softmax_loss` (same arguments, same result) computed
+    by the fused kernel; ``overwrite_logits`` as :func:`as_softmax_rows_triton` says.
+
+    Raises:
+        ValueError: as ``as_softmax_loss``; also CPU logits without ``TRITON_INTERPRET=1`` and
+            float64 logits. RuntimeError: triton is not installed.
+    """
+    return as_softmax_rows_triton(
+        logits, labels, delta, ignore_index=ignore_index, reduction=reduction,
+        overwrite_logits=overwrite_logits,
+    ).loss  # fmt: skip
