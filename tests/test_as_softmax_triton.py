@@ -388,3 +388,24 @@ if __name__ == "__main__":  # the interpreter run: TRITON_INTERPRET=1 python thi
     problems = run_checks("cpu", [torch.float32, torch.float16])
     print("\n".join(problems) or f"{2 * len(CHECKS)} checks passed")
     sys.exit(1 if problems else 0)
+
+
+def test_auto_is_the_torch_function_off_cuda() -> None:
+    from astune.losses.as_softmax import chosen_kernel
+
+    cpu = torch.zeros(2, 5)
+    assert chosen_kernel("auto", cpu, 0.3) == "torch"
+    assert chosen_kernel("triton", cpu, 0.3) == "triton"  # asked for: the interpreter, or refused
+    with pytest.raises(ValueError, match=r"kernel must be one of 'auto', 'triton', 'torch'"):
+        chosen_kernel("cuda", cpu, 0.3)
+
+
+@pytest.mark.gpu
+def test_auto_takes_the_fused_kernel_for_cuda_logits_it_computes() -> None:
+    from astune.losses.as_softmax import chosen_kernel
+
+    logits = torch.zeros(2, 5, device="cuda")
+    assert chosen_kernel("auto", logits, 0.3) == "triton"
+    assert chosen_kernel("auto", logits.half(), 0.3) == "triton"
+    assert chosen_kernel("auto", logits.double(), 0.3) == "torch"  # the kernel takes no float64
+    assert chosen_kernel("auto", logits, 1.0) == "torch"  # exactly F.cross_entropy

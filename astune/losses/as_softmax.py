@@ -15,6 +15,9 @@ log-probabilities) and otherwise only per-row scalars.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -136,6 +139,25 @@ def _reduce(loss: Tensor, inactive: Tensor, reduction: str) -> Tensor:
     return loss
 
 
+FUSED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def chosen_kernel(kernel: str, logits: Tensor, delta: float) -> str:
+    """``"triton"`` or ``"torch"`` for ``kernel``: ``"auto"`` takes the fused kernel for CUDA
+    logits in float32/16 or bf16 when triton is installed (its ``-m gpu`` tests pass on an H100,
+    where it is faster than this module's function at every size measured: RESULTS.md), and this
+    module's function otherwise, and for ``delta = 1``, which is exactly ``F.cross_entropy``."""
+    if check_choice("kernel", kernel, LOSS_KERNELS) != "auto":
+        return kernel
+    fused = logits.is_cuda and logits.dtype in FUSED_DTYPES and delta != 1.0
+    return "triton" if fused and _triton_installed() else "torch"
+
+
+@functools.cache
+def _triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
 def as_softmax_with_stats(
     logits: Tensor,
     labels: Tensor,
@@ -146,7 +168,7 @@ def as_softmax_with_stats(
     kernel: str = "auto",
 ) -> tuple[Tensor, MaskStats]:
     """:func:`as_softmax_loss` that also returns the :class:`MaskStats` AS-Speed needs."""
-    if check_choice("kernel", kernel, LOSS_KERNELS) == "triton":
+    if chosen_kernel(kernel, logits, delta) == "triton":
         from astune.losses.as_softmax_triton import as_softmax_with_stats_triton
 
         return as_softmax_with_stats_triton(
@@ -197,8 +219,8 @@ def as_softmax_loss(
             ``"sum"``, or ``"none"`` (shape of ``labels``, 0 at ignored rows).
         kernel: ``"torch"`` (this module's autograd function), ``"triton"`` (the fused kernel
             of :mod:`astune.losses.as_softmax_triton`: CUDA, or the CPU under
-            ``TRITON_INTERPRET=1``; float32/16 and bf16), or ``"auto"``, which is ``"torch"``
-            until the kernel's GPU tests have passed on a real GPU.
+            ``TRITON_INTERPRET=1``; float32/16 and bf16), or ``"auto"``: the fused kernel on
+            CUDA when triton is installed, else ``"torch"`` (:func:`chosen_kernel`).
 
     Returns:
         The loss, a scalar or shaped like ``labels``, in the dtype of ``logits``.

@@ -90,8 +90,8 @@ DELTA = ParamSpec("delta", float, 0.3, 0.0, 1.0, low_open=True)
 WARMUP_RATIO = ParamSpec("warmup_ratio", float, 0.0, 0.0, 1.0)
 """The fraction ``r`` of training kept at ``delta = 1``: a training-loop key of the AS losses."""
 DELTA_SCHEDULES = ("fixed", "target-mask", "ema")
-# Which implementation computes single-label AS-Softmax: "auto" is "torch" until the fused
-# kernel's `-m gpu` tests have passed on a real GPU and benchmarks/RESULTS.md records it.
+# Which implementation computes single-label AS-Softmax: "auto" is the fused Triton kernel on
+# CUDA (its `-m gpu` tests passed on an H100, benchmarks/RESULTS.md), "torch" elsewhere.
 LOSS_KERNELS = ("auto", "triton", "torch")
 """How delta moves after the warm-up (astune/losses/delta.py): ``fixed`` (the paper's),
 ``target-mask`` (the masked ratio follows a target curve), ``ema`` (an average of the margin)."""
