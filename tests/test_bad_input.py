@@ -49,6 +49,7 @@ CASES: list[tuple[str, str]] = [
     ("search --dataset broken_parquet", "broken_parquet"),
     ("search --dataset broken_csv", "broken_csv/train.csv is not a readable CSV file"),
     ("search --dataset float_labels", "0.5"),
+    ("search --dataset missing_label", "missing_label/train.csv (row 2): 'label' is missing (an empty cell, a null)"),
     ("search --dataset broken_image", "broken_image/train/a/2.png' in"),
     ("train --dataset sst5 --delta 1.5", "delta must be in (0.0, 1.0], but got 1.5"),
     ("train --dataset sst5 --lr -1", "lr must be in (0.0, 1.0], but got -1.0"),
@@ -60,7 +61,8 @@ CASES: list[tuple[str, str]] = [
     ("train --dataset sst5 --lam 0", "lam must be in (0.0, inf), but got 0.0"),
     ("train --dataset sst5 --loss softmax --as-skip", "as_skip needs an AS loss (as_softmax, multilabel_as_softmax), but loss is 'softmax'"),
     ("train --config other_tool.yaml", "unknown config key(s) 'foo'; accepted: as_skip"),
-    ("export --experiment nope", "no experiment 'nope' in"),
+    ("export --experiment nope", "no MLflow store at"),
+    ("export --experiment x --tracking-uri missing.db", "no MLflow store at"),
     ("export --experiment x --format xml", "invalid choice: 'xml' (choose from 'yaml', 'json', 'python', 'hf')"),
     ("confirm --experiment nope --seeds 1", "seeds must be an integer in [2, inf), but got 1"),
     ("recommend --dataset nope", "unknown dataset 'nope'; known: sst5"),
@@ -99,6 +101,13 @@ def write_inputs(folder: Path) -> None:
             (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         (data / broken).write_bytes(content)
     write_broken_image_folder(folder / "broken_image")
+    names = folder / "missing_label"  # class names, one empty cell (raw BANKING77 has 13)
+    names.mkdir()
+    (names / "dataset.json").write_text(json.dumps(meta))
+    for split in ("train", "validation", "test"):
+        cells = ["pos", "", "neg", "pos"] if split == "train" else ["pos", "neg", "pos", "neg"]
+        lines = ["text,label", *(f"t{i},{label}" for i, label in enumerate(cells))]
+        (names / f"{split}.csv").write_text("\n".join(lines) + "\n")
     floats = folder / "float_labels"
     floats.mkdir()
     (floats / "dataset.json").write_text(json.dumps(meta))
@@ -122,14 +131,16 @@ def write_broken_image_folder(folder: Path) -> None:
     (folder / "dataset.json").write_text(json.dumps({"task": "image"}))
 
 
+HEAVY = ("torch", "transformers", "mlflow", "ray", "datasets")
+"""What no refusal may import: seconds each (torch alone 2-3 s here); bad input is refused first."""
+
 ZYGOTE = textwrap.dedent(
-    """
+    f"""
     import json, os, sys, tempfile
-    import torch, transformers, mlflow  # imported once, shared by every forked case
-    import astune.cli, astune.data.encoded, astune.search.runner
+    import astune.cli  # light: every forked case starts from it, as `python -m astune` does
     results = []
     for argv in json.loads(sys.stdin.read()):
-        with tempfile.TemporaryFile() as err:
+        with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as heavy:
             pid = os.fork()
             if pid == 0:
                 os.dup2(err.fileno(), 2)
@@ -139,18 +150,23 @@ ZYGOTE = textwrap.dedent(
                 except SystemExit as done:
                     code = done.code if isinstance(done.code, int) else 1
                 sys.stderr.flush()
+                loaded = [m for m in {HEAVY!r} if m in sys.modules]
+                os.write(heavy.fileno(), json.dumps(loaded).encode())
                 os._exit(code)
             _, status = os.waitpid(pid, 0)
             err.seek(0)
-            results.append([os.waitstatus_to_exitcode(status), err.read().decode()])
+            heavy.seek(0)
+            loaded = json.loads(heavy.read() or b"null")
+            results.append([os.waitstatus_to_exitcode(status), err.read().decode(), loaded])
     print(json.dumps(results))
     """
 )
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory) -> list[tuple[int, str]]:
-    """Each case's exit code and stderr, in the order of CASES."""
+def outcomes(tmp_path_factory) -> list[tuple[int, str, list[str] | None]]:
+    """Each case's exit code, stderr and the heavy packages it imported (None: run as a user),
+    in the order of CASES."""
     folder = tmp_path_factory.mktemp("bad-input")
     write_inputs(folder)
     argvs = [argv.split() for argv, _ in CASES]
@@ -175,7 +191,7 @@ def outcomes(tmp_path_factory) -> list[tuple[int, str]]:
                 cwd=folder,
                 timeout=120,
             )
-            out.append((user.returncode, user.stderr))
+            out.append((user.returncode, user.stderr, None))
         else:
             out.append(tuple(next(results)))
     return out
@@ -188,7 +204,7 @@ def test_the_table_has_at_least_forty_cases():
 @pytest.mark.parametrize("case", range(len(CASES)), ids=[argv for argv, _ in CASES])
 def test_bad_input_exits_2_with_one_line_naming_it(outcomes, case):
     argv, fragment = CASES[case]
-    code, err = outcomes[case]
+    code, err, _ = outcomes[case]
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1, (code, err[-2000:])
     assert "Traceback" not in err
@@ -196,3 +212,10 @@ def test_bad_input_exits_2_with_one_line_naming_it(outcomes, case):
         f"astune{'' if 'unrecognized' in fragment else ' ' + argv.split()[0]}"
     )
     assert fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=[argv for argv, _ in CASES])
+def test_bad_input_is_refused_before_the_heavy_imports(outcomes, case):
+    """No refusal waits for torch, transformers, MLflow, Ray or datasets to import."""
+    _, err, loaded = outcomes[case]
+    assert loaded in ([], None), (CASES[case][0], loaded, err[-500:])

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from astune.cli.errors import CLIError
+from astune.cli.errors import CLIError, refused_as_bad_input
+from astune.store.reader import existing_store
 
 
 def search(args: argparse.Namespace) -> int:
@@ -38,17 +39,23 @@ def search(args: argparse.Namespace) -> int:
 
 
 def confirm(args: argparse.Namespace) -> int:
-    from mlflow.exceptions import MlflowException
-
-    from astune.search.confirm import ConfirmSettings, execute_confirm, prepare_confirm
-    from astune.search.stop import SearchStopped
+    from astune.search.confirm import ConfirmSettings
 
     names = ("experiment", "top", "seeds", "baseline", "front", "within", "tracking_uri")
     names += ("max_concurrent",)
     names += ("cpus_per_trial", "gpus_per_trial", "address", "storage_path", "storage_timeout")
+    given = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
+    settings = ConfirmSettings(**given)
+    with refused_as_bad_input():  # the flags and the store, before MLflow is imported
+        settings.validate()
+        existing_store(settings.tracking_uri)
+    from mlflow.exceptions import MlflowException
+
+    from astune.search.confirm import execute_confirm, prepare_confirm
+    from astune.search.stop import SearchStopped
+
     try:
-        given = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
-        prepared = prepare_confirm(ConfirmSettings(**given))
+        prepared = prepare_confirm(settings)
     except (ValueError, OSError, MlflowException) as err:  # bad input found before Ray starts
         raise CLIError(str(err).splitlines()[0]) from None
     try:
@@ -63,6 +70,8 @@ def confirm(args: argparse.Namespace) -> int:
 def export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    with refused_as_bad_input():  # before MLflow is imported
+        existing_store(args.tracking_uri)
     from mlflow.exceptions import MlflowException
 
     from astune.export import find_best_trial, render
@@ -84,6 +93,10 @@ def export(args: argparse.Namespace) -> int:
 
 
 def recommend(args: argparse.Namespace) -> int:
+    from astune.data.resolve import resolve_dataset
+
+    with refused_as_bad_input():  # an unknown dataset, before torch and MLflow are imported
+        resolve_dataset(args.dataset)
     from mlflow.exceptions import MlflowException
 
     from astune.recommend import format_recommendation, recommend, write_space
@@ -112,6 +125,8 @@ def recommend(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
+    with refused_as_bad_input():  # before pandas and MLflow are imported
+        existing_store(args.tracking_uri)
     from astune.analysis.entry import summary
     from astune.analysis.report import write_report
 

@@ -20,12 +20,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from subprocess import Popen
 
-    from astune.search.stop import StopSignals
+class StopState(Protocol):
+    """What the watch reads of :class:`astune.search.stop.StopSignals` (which imports this)."""
+
+    received: int | None
+
+    @property
+    def exit_code(self) -> int: ...
+
 
 POLL_SECONDS = 0.25
 SIGNAL_GRACE_SECONDS = 3.0  # a stop signal and Ray's death come together; wait for its note
@@ -36,7 +43,7 @@ class RayWatch:
 
     def __init__(
         self,
-        stop: StopSignals,
+        stop: StopState,
         *,
         command: str,
         end_without_ray: Callable[[], str],
@@ -78,7 +85,7 @@ class RayWatch:
 
 @contextmanager
 def watching_ray(
-    stop: StopSignals, *, command: str, end_without_ray: Callable[[], str]
+    stop: StopState, *, command: str, end_without_ray: Callable[[], str]
 ) -> Iterator[None]:
     """The block (a fit) under a :class:`RayWatch`, when this driver started Ray; on the way
     out the watch ends, or, when it has begun ending the search, the block's thread waits for

@@ -28,7 +28,7 @@ from astune.store.conventions import (
     STOPPED_EARLY_TAG,
     TASK_TAG,
 )
-from astune.store.reader import Store, no_progress_bar
+from astune.store.reader import existing_store, no_progress_bar
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -131,14 +131,8 @@ def load_runs(experiment: str, tracking_uri: str | None = None) -> ExperimentRun
 
 
 def _existing_store(tracking_uri: str | None) -> str:
-    """The resolved URI; a local SQLite file must already exist (MLflow would create it)."""
-    store = Store(tracking_uri)
-    if store.uri.startswith("sqlite:///") and not store.exists:
-        path = store.uri[len("sqlite:///") :].partition("?")[0]
-        raise ValueError(
-            f"no MLflow store at {path} (tracking URI {store.uri}); pass --tracking-uri"
-        )
-    return store.uri
+    """The resolved URI; a local store must already exist (MLflow would create it)."""
+    return existing_store(tracking_uri).uri
 
 
 def _experiment_list(client: "MlflowClient") -> str:

@@ -151,6 +151,19 @@ class Store:
         return sorted(self.client.get_experiment(i).name for i in ids)
 
 
+def existing_store(tracking_uri: str | None) -> Store:
+    """The store at ``tracking_uri`` (None: ``./astune-runs/mlflow.db``), read without importing
+    MLflow; ValueError (one line) when it is a local SQLite or file store that is not there
+    (MLflow would create an empty one)."""
+    store = Store(tracking_uri)
+    if store.uri.startswith(("sqlite:///", "file:")) and not store.exists:
+        path = store.uri.removeprefix("sqlite:///").partition("?")[0]
+        raise ValueError(
+            f"no MLflow store at {path} (tracking URI {store.uri}); pass --tracking-uri"
+        )
+    return store
+
+
 def param(run: "Run", key: str) -> Any:
     """A run's param as a Python value (``"0.3"`` -> 0.3, ``"True"`` -> True); None when the
     run lacks it or logged ``"None"`` (not applicable)."""
