@@ -24,8 +24,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 log="$out/log.txt" start=$SECONDS reserve=15
-say() { echo "[$((SECONDS - start)) s] $*" | tee -a "$log"; }
-left() { echo $((budget - (SECONDS - start))); }
+# shellcheck source=benchmarks/_steps.sh
+source "$here/_steps.sh"  # say, left, step
 
 if [[ ${GPU_SUITE_SCALE:-full} == tiny ]]; then
     bench=(env TRITON_INTERPRET=1 "$py")  # the pytest step's CPU test must run without it
@@ -39,19 +39,6 @@ else
     tests=("$root/tests/test_as_softmax_triton.py" "$root/tests/test_as_softmax.py")
 fi
 
-step() {  # step SECONDS NAME COMMAND...: run under a limit (never past the budget's reserve)
-    local limit=$1 name=$2
-    shift 2
-    ((limit > $(left) - reserve)) && limit=$(($(left) - reserve))
-    if ((limit < 10)); then
-        say "$name: not run (no time left)"
-        return
-    fi
-    say "$name: start (limit ${limit} s)"
-    # into the log, not through a pipe: a killed step can leave nothing holding the script up
-    timeout --signal=INT --kill-after=5 "$limit" "$@" >>"$log" 2>&1
-    say "$name: exit $?"
-}
 
 {
     date -u

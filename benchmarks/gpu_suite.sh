@@ -29,8 +29,8 @@ work=$(mktemp -d)
 start=$SECONDS
 here=$(cd "$(dirname "$0")" && pwd)
 log="$out/log.txt" reserve=45
-say() { echo "[$((SECONDS - start)) s] $*" | tee -a "$log"; }
-left() { echo $((budget - (SECONDS - start))); }
+# shellcheck source=benchmarks/_steps.sh
+source "$here/_steps.sh"  # say, left, step
 
 if [[ ${GPU_SUITE_SCALE:-paper} == tiny ]]; then
     device=(--device cpu --threads 2) scale=(--max-train-samples 256 --max-eval-samples 64
@@ -46,19 +46,6 @@ fi
 common=(--data-dir "$ASTUNE_DATA_DIR" --backbone "$backbone" "${scale[@]}" "${device[@]}"
     --lr 2e-5 --delta 0.3 --seed 42 --output-dir "$work/runs")
 
-step() {  # step SECONDS NAME COMMAND...: run under a limit (never past the budget's reserve)
-    local limit=$1 name=$2
-    shift 2
-    ((limit > $(left) - reserve)) && limit=$(($(left) - reserve))
-    if ((limit < 10)); then
-        say "$name: not run (no time left)"
-        return
-    fi
-    say "$name: start (limit ${limit} s)"
-    # into the log, not through a pipe: a killed step can leave nothing holding the script up
-    timeout --signal=INT --kill-after=5 "$limit" "$@" >>"$log" 2>&1
-    say "$name: exit $?"
-}
 
 say "$("$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available(),
     torch.cuda.get_device_name() if torch.cuda.is_available() else "")')"

@@ -118,14 +118,15 @@ def test_ray_tunes_advice_on_resuming_and_skipping_the_stop_is_kept_off_the_cons
     """Ray Tune names Tuner.restore (not how a search resumes) and a second signal to skip the
     graceful stop (here it waits): within the stop's block neither line is logged."""
     tune_logger = logging.getLogger(RAY_TUNE_LOGGER)
-    with caplog.at_level(logging.WARNING, logger=RAY_TUNE_LOGGER), stop_on_signals():
-        tune_logger.warning(
-            "Experiment has been interrupted.\nResume experiment with: "
-            'Tuner.restore(path="/x", trainable=...)'
-        )
-        tune_logger.warning("Stop signal received, ending Ray Tune run. Press CTRL+C to skip.")
-        tune_logger.warning("Trials did not complete: [t1]")
-    tune_logger.warning('after the block: Tuner.restore(path="/x")')
+    with caplog.at_level(logging.WARNING, logger=RAY_TUNE_LOGGER):  # whatever Ray set it to
+        with stop_on_signals():
+            tune_logger.warning(
+                "Experiment has been interrupted.\nResume experiment with: "
+                'Tuner.restore(path="/x", trainable=...)'
+            )
+            tune_logger.warning("Stop signal received, ending Ray Tune run. Press CTRL+C to skip.")
+            tune_logger.warning("Trials did not complete: [t1]")
+        tune_logger.warning('after the block: Tuner.restore(path="/x")')
     assert [r.getMessage() for r in caplog.records] == [
         "Trials did not complete: [t1]",
         'after the block: Tuner.restore(path="/x")',
