@@ -131,30 +131,43 @@ def forget_checkpoints(trial: Any) -> None:
 
 
 # ---------------------------------------------------------------------- Ray's local node
+RAY_HEAD_PROGRAMS = ("gcs_server", "raylet")
+"""The processes a local Ray cannot lose while its driver stops: the GCS and the raylet (which
+holds the object store; a driver whose store connection breaks is ended by Ray's core worker)."""
+
+
 @contextlib.contextmanager
-def ray_processes_in_their_own_groups() -> Iterator[None]:
-    """Within the block, each process a local ``ray.init`` starts (GCS, raylet and the rest;
-    the raylet's workers follow it) leads a process group of its own, so that a signal to the
-    driver's group (``kill -TERM -- -PGID``, GNU ``timeout``, a terminal) reaches the driver
-    alone, which then stops Ray itself. Ray starts them all through the private
-    ``ray._private.services.ConsolePopen`` (Ray 2.60), which this swaps for the block; their
+def ray_processes_apart_from_job_signals() -> Iterator[None]:
+    """Within the block, each process a local ``ray.init`` starts leads a process group of its
+    own, so that a signal to the driver's group (``kill -TERM -- -PGID``, GNU ``timeout``, a
+    terminal) reaches the driver alone; and the GCS and the raylet (with the workers and agents
+    the raylet starts, which inherit its signal mask) start with SIGTERM blocked, so that a
+    SIGTERM to every process of the job (Slurm's ``scancel``, a cgroup-wide stop) leaves them
+    to the driver, which stops its trials through Tune and shuts Ray down (``ray.shutdown``
+    sends SIGKILL a second after an unanswered SIGTERM). Ray starts them all through the
+    private ``ray._private.services.ConsolePopen`` (Ray 2.60), swapped for the block; their
     fate-sharing with the driver (``PR_SET_PDEATHSIG``) is Ray's own and unchanged."""
     import os
+    import signal
 
     from ray._private import services
 
     popen = _attribute(services, "ConsolePopen", "ray._private.services")
 
-    class OwnGroupPopen(popen):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, preexec_fn: Any = None, **kwargs: Any):
-            def own_group() -> None:
+    class ApartPopen(popen):  # type: ignore[misc, valid-type]
+        def __init__(self, args: Any, *rest: Any, preexec_fn: Any = None, **kwargs: Any):
+            program = os.path.basename(str(args[0] if isinstance(args, (list, tuple)) else args))
+
+            def apart() -> None:
                 os.setpgid(0, 0)
+                if program in RAY_HEAD_PROGRAMS:
+                    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
                 if preexec_fn is not None:
                     preexec_fn()
 
-            super().__init__(*args, preexec_fn=own_group, **kwargs)
+            super().__init__(args, *rest, preexec_fn=apart, **kwargs)
 
-    services.ConsolePopen = OwnGroupPopen
+    services.ConsolePopen = ApartPopen
     try:
         yield
     finally:

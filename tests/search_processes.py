@@ -45,12 +45,13 @@ def search_argv(name: str, space: Path, *extra: str, samples: int = 3) -> list[s
     ]
 
 
-def search_command(name: str, space: Path, *extra: str) -> list[str]:
+def search_command(name: str, space: Path, *extra: str, samples: int = 3) -> list[str]:
+    """``python -m astune search ...`` of a tiny search, one trial at a time."""
     return [
         sys.executable,
         "-m",
         "astune",
-        *search_argv(name, space, "--max-concurrent", "1", *extra),
+        *search_argv(name, space, "--max-concurrent", "1", *extra, samples=samples),
     ]
 
 

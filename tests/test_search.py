@@ -157,11 +157,12 @@ def truncate_checkpoints(root: Path) -> list[str]:
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_multi_objective_search_stopped_by_sigterm_and_ctrl_c_resumes_to_its_front(workdir):
-    """A second driver of the running search's --name is refused; SIGTERM (Slurm, Kubernetes)
-    once a trial finished and the next evaluated; that trial's checkpoints cut short; Ctrl-C
-    twice on the resumed search once a trial trains again. Each signal stops the search
-    gracefully, the trial with the cut checkpoint restarts from its start, and the last resume
-    loses no trial and ends with the Pareto front of the trials that finished."""
+    """A second driver of the running search's --name is refused; SIGTERM to the driver's
+    process group (`timeout`, `kill -- -PGID`) once a trial finished and the next evaluated;
+    that trial's checkpoints cut short; Ctrl-C twice (a terminal's, to the group) on the
+    resumed search once a trial trains again. Each signal stops the search gracefully, the
+    trial with the cut checkpoint restarts from its start, and the last resume loses no trial
+    and ends with the Pareto front of the trials that finished."""
     space = write_space(
         workdir,
         seed_points=[],
@@ -189,7 +190,9 @@ def test_a_multi_objective_search_stopped_by_sigterm_and_ctrl_c_resumes_to_its_f
         # (the evaluation MLflow shows may be the one whose checkpoint Ray has not yet noted)
         return bool(refused) and count_finished(db) >= 1 and running_trials(db, 2) >= 1
 
-    code, err, seconds = stop_command(command, [signal.SIGTERM], ready)
+    # to the driver's process group, as `kill -TERM -- -PGID` and `timeout` send it: Ray's
+    # processes lead groups of their own, so the driver alone gets it and stops gracefully
+    code, err, seconds = stop_command(command, [signal.SIGTERM], ready, to="group")
     assert "search 'killed' is running: its driver " in refused[0], refused
     assert_stopped(db, code, err, seconds, signal.SIGTERM)
     finished = count_finished(db)
@@ -198,8 +201,8 @@ def test_a_multi_objective_search_stopped_by_sigterm_and_ctrl_c_resumes_to_its_f
     cut = truncate_checkpoints(workdir)
     assert cut
     resume = search_command("killed", space, "--checkpoint-every", "eval", "--resume")
-    code, err, seconds = stop_command(
-        resume, [signal.SIGINT, signal.SIGINT], lambda: running_trials(db) >= 1
+    code, err, seconds = stop_command(  # Ctrl-C twice in a terminal: to the foreground group
+        resume, [signal.SIGINT, signal.SIGINT], lambda: running_trials(db) >= 1, to="group"
     )
     assert_stopped(db, code, err, seconds, signal.SIGINT)
     assert count_finished(db) >= finished

@@ -42,11 +42,11 @@ def init_ray(settings: SearchSettings) -> bool:
     if settings.address:
         ray.init(address=settings.address, **kwargs)
         return True
-    from astune._private import ray_processes_in_their_own_groups
+    from astune._private import ray_processes_apart_from_job_signals
 
-    # A signal to the driver's process group (kill -TERM -- -PGID, timeout) then reaches the
-    # driver alone, which stops its trials gracefully and shuts Ray down itself.
-    with ray_processes_in_their_own_groups():
+    # A signal to the driver's process group, or SIGTERM to every process of the job, then
+    # stops the driver alone, which stops its trials gracefully and shuts Ray down itself.
+    with ray_processes_apart_from_job_signals():
         ray.init(**kwargs)
     return True
 
