@@ -12,9 +12,12 @@ import random
 
 import pytest
 from ray.tune.experiment import Trial
+from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
 from astune.metrics.objectives import crowding_distances, nondominated_fronts, nsga2_keys
+from astune.search.algorithms import scheduler_for
 from astune.search.mo_halving import MOHalvingScheduler, rung_levels
+from astune.space.space import load_space
 
 CONTINUE, STOP = "CONTINUE", "STOP"
 
@@ -236,3 +239,18 @@ def test_bad_arguments_fail_in_one_line(kwargs, message):
     with pytest.raises(ValueError, match=message) as err:
         MOHalvingScheduler(args.pop("metrics"), args.pop("modes"), **args)
     assert "\n" not in str(err.value)
+
+
+# -- which scheduler a search gets -----------------------------------------------------------
+def test_auto_and_asha_mean_this_scheduler_with_several_objectives_and_none_turns_it_off():
+    single = load_space("default")
+    multi = single.with_settings(objectives=("objective", "train_seconds"))
+    assert single.scheduler_type == multi.scheduler_type == "asha"
+    assert isinstance(scheduler_for(single, 5), ASHAScheduler)
+    chosen = scheduler_for(multi, 5)
+    assert isinstance(chosen, MOHalvingScheduler) and list(chosen.rungs) == [1, 3]
+    assert "objective, train_seconds" in chosen.debug_string()
+    asked = multi.with_settings(scheduler="asha")
+    assert isinstance(scheduler_for(asked, 5), MOHalvingScheduler)
+    off = multi.with_settings(scheduler="none")
+    assert off.scheduler_type == "none" and type(scheduler_for(off, 5)) is FIFOScheduler
