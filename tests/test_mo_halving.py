@@ -216,6 +216,30 @@ def test_the_scheduler_survives_pickling_and_save_restore(tmp_path):
     assert fresh.decide("late", 1, (0.3, 30.0)) == STOP  # the restored rung still counts
 
 
+def test_replayed_results_rebuild_the_rungs_in_any_order_and_decide_nothing():
+    """What a resumed search does with the trials' recorded results: the restored scheduler
+    gets back the rungs each trial reached, whatever order the trials are replayed in."""
+    rng = random.Random(5)
+    live = scheduler(max_t=8)  # rungs 1, 2 and 4
+    reported: dict[str, list[dict]] = {}
+    for i in range(12):
+        trial_id = f"t{i}"
+        reported[trial_id] = []
+        for k in range(1, rng.randint(2, 9)):
+            result = {"training_iteration": k, "objective": rng.random(), "train_seconds": k + i}
+            reported[trial_id].append(result)
+            if live.decide(trial_id, k, (result["objective"], result["train_seconds"])) == STOP:
+                break  # a stopped trial reports nothing more
+    assert any(len(seen) >= 3 for seen in live.rungs.values())
+    assert "num_stopped=0" in live.debug_string()  # decide() counts nothing; Tune's hook does
+    for order in (list(reported), list(reversed(reported))):
+        replayed = scheduler(max_t=8)
+        for trial_id in order:
+            replayed.replay(trial_id, reported[trial_id])
+        assert replayed.rungs == live.rungs
+        assert "num_stopped=0" in replayed.debug_string()
+
+
 def test_tune_config_metrics_are_refused_as_asha_refuses_them():
     sched = scheduler()
     assert sched.set_search_properties(None, None)

@@ -242,8 +242,22 @@ def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
     restored = _restored_trials(filesystem, path)
     forget_lost_trials(tracker, set(restored))
     finish_completed_trials(tracker, {t for t, s in restored.items() if s == "TERMINATED"})
-    _backfill(tracker, trial_records(tuner, restored))
+    records = trial_records(tuner, restored)
+    _backfill(tracker, records)
+    _replay_rungs(tuner, records)
     return tuner
+
+
+def _replay_rungs(tuner: Any, records: list[TrialRecord]) -> None:
+    """Give the restored multi-objective scheduler back the rungs the trials reached before
+    the search stopped: it is unpickled as it was when the search started."""
+    from astune._private import restored_scheduler
+    from astune.search.mo_halving import MOHalvingScheduler
+
+    scheduler = restored_scheduler(tuner)
+    if isinstance(scheduler, MOHalvingScheduler):
+        for record in records:
+            scheduler.replay(record.trial_id, record.results)
 
 
 def _backfill(tracker: SearchTracker, records: list[TrialRecord]) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import pickle
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
@@ -141,6 +141,17 @@ class MOHalvingScheduler(FIFOScheduler):
         seen = self._rungs[level]
         seen[trial_id] = tuple(_number(v) for v in values)
         return TrialScheduler.CONTINUE if self.promotes(seen, trial_id) else TrialScheduler.STOP
+
+    def replay(self, trial_id: str, results: Iterable[Mapping[str, Any]]) -> None:
+        """Record where ``trial_id`` stood at each rung it reached, from its ``results`` in the
+        order reported (a resumed search's history, which ``Tuner.restore`` does not bring
+        back): no decision is made or counted. The rungs do not depend on the order of trials."""
+        for result in results:
+            if self._time_attr not in result or any(m not in result for m in self._metrics):
+                continue
+            level = self._rung_reached(trial_id, result[self._time_attr])
+            if level is not None and result[self._time_attr] < self._max_t:
+                self._rungs[level][trial_id] = tuple(_number(result[m]) for m in self._metrics)
 
     def promotes(self, seen: Mapping[str, Sequence[float]], trial_id: str) -> bool:
         """Whether ``trial_id`` is among the best ``1 / reduction_factor`` of the trials
