@@ -63,6 +63,16 @@ def restored_run_config(tuner: Tuner) -> RunConfig | None:
     return None if local is None else local.get_run_config()
 
 
+def restored_scheduler(tuner: Tuner) -> Any:
+    """The trial scheduler a restored ``Tuner`` unpickled, the one its ``fit`` runs with
+    (``Tuner._local_tuner._tune_config.scheduler``); None under Ray Client. ``Tuner.restore``
+    brings it back as it was pickled when the search started: nothing it learned since."""
+    local = getattr(tuner, "_local_tuner", None)
+    if local is None:
+        return None
+    return _attribute(_attribute(local, "_tune_config", "TunerInternal"), "scheduler", "TuneConfig")
+
+
 def trial_storage() -> tuple[Any, str]:
     """The running trial's folder on the search's storage: ``(pyarrow filesystem, path)``.
 

@@ -41,6 +41,22 @@ def test_tuner_local_run_config(tmp_path) -> None:
     assert run_config is not None and run_config.name == "x"
 
 
+def test_tuner_local_scheduler(tmp_path) -> None:
+    from ray import tune
+    from ray.tune.schedulers import FIFOScheduler
+
+    def trainable(config):  # never run: a Tuner is only built
+        return None
+
+    scheduler = FIFOScheduler()
+    tuner = tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(scheduler=scheduler),
+        run_config=tune.RunConfig(name="x", storage_path=str(tmp_path)),
+    )
+    assert _private.restored_scheduler(tuner) is scheduler
+
+
 @pytest.mark.ray
 def test_trial_storage_is_the_trial_folder_on_the_storage_path(tmp_path) -> None:
     """Seen from the trial (``trial_storage``) and from the driver (``trial_folder``)."""

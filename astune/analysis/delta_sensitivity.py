@@ -19,7 +19,7 @@ TITLE = "Impact of delta"
 
 def delta_data(runs: ExperimentRuns) -> dict[str, Any]:
     """Per dataset: ``points`` [(delta, best objective)] of the finished AS-Softmax trials
-    (``early``: whether ASHA stopped each), ``means`` [(delta, mean)] and ``baseline`` (the
+    (``early``: whether the scheduler stopped each), ``means`` [(delta, mean)] and ``baseline`` (the
     best softmax objective; absent when the dataset has no finished softmax trial)."""
     as_trials = runs.finished(AS_LOSSES)
     as_trials = as_trials[as_trials["delta"].notna()].sort_values("delta", kind="stable")

@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--scheduler",
         choices=["asha", "none"],
         default=None,
-        help="default: the space's (ASHA for one objective, none for several)",
+        help="default: the space's (asha: successive halving; with several objectives it "
+        "ranks trials by non-dominated sorting); none: no early stopping",
     )
     search.add_argument(
         "--objectives",

@@ -10,12 +10,15 @@ of the run that every evaluation and the final report carry:
 - ``optimizer_steps``: optimizer updates (AS-Speed's accumulation makes fewer).
 
 A trial is on the front when no other trial is at least as good on every objective and better
-on one (Optuna's ``study.best_trials`` by the same rule: equal trials are both on it).
+on one (Optuna's ``study.best_trials`` by the same rule: equal trials are both on it). NSGA-II's
+order of points (non-dominated sorting, then crowding distance within a front) ranks the trials
+at a rung of the multi-objective successive halving (``astune/search/mo_halving.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 PRIMARY = "objective"
 COSTS: dict[str, str] = {
@@ -75,3 +78,73 @@ def front(points: Sequence[Sequence[float]], directions: Sequence[str]) -> list[
         for i, p in enumerate(points)
         if not any(dominates(q, p, directions) for j, q in enumerate(points) if j != i)
     ]
+
+
+# ------------------------------------------------------------------ NSGA-II's order of points
+def _larger_is_better(points: Sequence[Sequence[float]], directions: Sequence[str]) -> Any:
+    """``points`` as an ``(n, m)`` float array in which larger is better on every objective
+    (``min`` objectives negated); a NaN is the worst value there is."""
+    import numpy as np
+
+    table = np.asarray(points, dtype=float).reshape(len(points), len(directions))
+    signs = np.array([1.0 if d == "max" else -1.0 for d in directions])
+    return np.nan_to_num(table * signs, nan=-np.inf)
+
+
+def nondominated_fronts(
+    points: Sequence[Sequence[float]], directions: Sequence[str]
+) -> list[list[int]]:
+    """Non-dominated sorting (NSGA-II's): the indices of ``points`` (each one value per
+    objective; ``directions`` ``"max"`` or ``"min"`` per objective) by front, best first. The
+    first front is :func:`front`; each next one holds the points dominated only by points of
+    earlier fronts. Indices ascend within a front. ``O(n^2 m)`` time and ``O(n^2)`` memory."""
+    import numpy as np
+
+    better = _larger_is_better(points, directions)
+    no_worse = (better[:, None, :] >= better[None, :, :]).all(axis=-1)
+    strictly = (better[:, None, :] > better[None, :, :]).any(axis=-1)
+    beats = no_worse & strictly  # beats[i, j]: point i dominates point j
+    left = np.ones(len(better), dtype=bool)
+    fronts = []
+    while left.any():
+        beaten = beats[np.ix_(left, left)].any(axis=0)
+        chosen = np.flatnonzero(left)[~beaten]
+        fronts.append(chosen.tolist())
+        left[chosen] = False
+    return fronts
+
+
+def crowding_distances(points: Sequence[Sequence[float]]) -> list[float]:
+    """NSGA-II's crowding distance of each of ``points`` (one front): the sum over objectives
+    of the gap between a point's two neighbours along that objective, divided by the front's
+    range on it; the first and last point along an objective get infinity. An objective on
+    which the front has no finite range adds nothing but the infinities. Points with equal
+    values are ordered by index, so the result depends on nothing else."""
+    import numpy as np
+
+    if not points:
+        return []
+    table = np.asarray(points, dtype=float).reshape(len(points), -1)
+    distance = np.zeros(len(table))
+    for values in table.T:
+        order = np.argsort(values, kind="stable")
+        distance[order[[0, -1]]] = np.inf
+        span = values[order[-1]] - values[order[0]]
+        if len(table) < 3 or not np.isfinite(span) or span == 0:
+            continue
+        gaps = (values[order[2:]] - values[order[:-2]]) / span
+        distance[order[1:-1]] += gaps
+    return distance.tolist()
+
+
+def nsga2_keys(
+    points: Sequence[Sequence[float]], directions: Sequence[str]
+) -> list[tuple[int, float]]:
+    """Each point's place in NSGA-II's order, as ``(front number, -crowding distance)``:
+    a smaller key is the better point (an earlier front, then a less crowded point of it)."""
+    keys: list[tuple[int, float]] = [(0, 0.0)] * len(points)
+    for number, members in enumerate(nondominated_fronts(points, directions)):
+        crowding = crowding_distances([points[i] for i in members])
+        for i, distance in zip(members, crowding):
+            keys[i] = (number, -distance)
+    return keys

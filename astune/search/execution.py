@@ -126,35 +126,6 @@ def check_resources(settings: SearchSettings) -> None:
             )
 
 
-def _searcher(space: SearchSpace, settings: SearchSettings) -> Any:
-    """Optuna behind Ray Tune: the metric alone, or the metric and costs (one mode each)."""
-    import optuna
-    from ray.tune.search import ConcurrencyLimiter
-
-    from astune.search.searcher import PruneAwareOptunaSearch
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    multi = space.multi_objective
-    search = PruneAwareOptunaSearch(
-        space=space.define_by_run,
-        metric=list(space.objectives) if multi else space.metric,
-        mode=space.modes if multi else space.mode,
-        points_to_evaluate=space.seed_points or None,
-        sampler=_sampler(settings),
-    )
-    limit = settings.max_concurrent or fitting_trials(settings)
-    return ConcurrencyLimiter(search, max_concurrent=limit)
-
-
-def _sampler(settings: SearchSettings) -> Any:
-    """``--sampler``: Optuna's TPE (one or several objectives), NSGA-II or random search."""
-    import optuna
-
-    from astune.search.settings import SAMPLERS
-
-    return getattr(optuna.samplers, SAMPLERS[settings.sampler])(seed=settings.seed)
-
-
 def fitting_trials(settings: SearchSettings) -> int:
     import ray
 
@@ -163,22 +134,6 @@ def fitting_trials(settings: SearchSettings) -> int:
     if settings.gpus_per_trial:
         fits = min(fits, int(total.get("GPU", 0) // settings.gpus_per_trial))
     return max(1, fits)
-
-
-def _scheduler(space: SearchSpace, max_t: int) -> Any:
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
-
-    options = space.scheduler
-    if space.scheduler_type == "none":
-        return FIFOScheduler()
-    return ASHAScheduler(
-        metric=space.metric,
-        mode=space.mode,
-        time_attr="training_iteration",
-        max_t=options.get("max_t") or max_t,
-        grace_period=options["grace_period"],
-        reduction_factor=options["reduction_factor"],
-    )
 
 
 def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> SearchSummary:
@@ -260,6 +215,7 @@ def claim_search(tracker: SearchTracker, *, resume: bool) -> DriverLock:
 def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
     """A new Tuner, or with ``--resume`` the restored one, its callbacks pointed at ``tracker``
     and the child runs settled with the trials Ray restored."""
+    from astune.search.algorithms import scheduler_for, searcher_for
     from astune.search.backfill import trial_records
     from astune.search.callbacks import attach_tracker
     from astune.search.trainable import train_trial
@@ -269,13 +225,14 @@ def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
     settings, space = prepared.settings, prepared.space
     function = trainable(train_trial, settings, base=prepared.train_base, data=prepared.data)
     if not settings.resume:
+        limit = settings.max_concurrent or fitting_trials(settings)
         return build_tuner(
             settings,
             function,
             name=settings.experiment_name,
             tracker=tracker,
-            search_alg=_searcher(space, settings),
-            scheduler=_scheduler(space, max_t),
+            search_alg=searcher_for(space, settings, max_concurrent=limit),
+            scheduler=scheduler_for(space, max_t),
             num_samples=space.num_samples,
             metric=space.metric,
         )
@@ -285,8 +242,22 @@ def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
     restored = _restored_trials(filesystem, path)
     forget_lost_trials(tracker, set(restored))
     finish_completed_trials(tracker, {t for t, s in restored.items() if s == "TERMINATED"})
-    _backfill(tracker, trial_records(tuner, restored))
+    records = trial_records(tuner, restored)
+    _backfill(tracker, records)
+    _replay_rungs(tuner, records)
     return tuner
+
+
+def _replay_rungs(tuner: Any, records: list[TrialRecord]) -> None:
+    """Give the restored multi-objective scheduler back the rungs the trials reached before
+    the search stopped: it is unpickled as it was when the search started."""
+    from astune._private import restored_scheduler
+    from astune.search.mo_halving import MOHalvingScheduler
+
+    scheduler = restored_scheduler(tuner)
+    if isinstance(scheduler, MOHalvingScheduler):
+        for record in records:
+            scheduler.replay(record.trial_id, record.results)
 
 
 def _backfill(tracker: SearchTracker, records: list[TrialRecord]) -> None:

@@ -1,4 +1,4 @@
-"""`astune search`: a Ray Tune search over a YAML space with Optuna, ASHA and MLflow.
+"""`astune search`: a Ray Tune search over a YAML space with Optuna, successive halving and MLflow.
 
 The flow is docs/architecture.md's: validate everything (before Ray starts), tokenize the data
 once on the driver, open the MLflow experiment and parent run, run the trials (or resume them),
@@ -166,8 +166,9 @@ def _numbers(space: SearchSpace, name: str) -> list[float]:
 def max_reports(
     space: SearchSpace, base: dict[str, Any], *, spec: DatasetSpec, n_train: int
 ) -> int:
-    """How many results a trial reports at most (ASHA's ``max_t``): its evaluations (one per
-    epoch, or every ``eval_every`` optimizer steps and at each epoch's end), plus the final one.
+    """How many results a trial reports at most (the scheduler's ``max_t``): its evaluations
+    (one per epoch, or every ``eval_every`` optimizer steps and at each epoch's end), plus the
+    final one.
     Epochs are the space's largest, else ``--epochs``, else the dataset's paper value."""
     epochs = max(_numbers(space, "epochs") or [base.get("epochs") or spec.epochs or 1])
     per_epoch = 1

@@ -28,7 +28,7 @@ from astune.space.params import (
 )
 
 _SCHEDULER_KEYS = ("type", "grace_period", "reduction_factor", "max_t")
-SCHEDULER_TYPES = ("auto", "asha", "none")  # auto: asha with one objective, none with several
+SCHEDULER_TYPES = ("auto", "asha", "none")  # auto: asha (with several objectives, by NSGA-II)
 
 
 # ---------------------------------------------------------------------------------- sections

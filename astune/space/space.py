@@ -135,11 +135,10 @@ class SearchSpace:
 
     @property
     def scheduler_type(self) -> str:
-        """``asha`` or ``none``; ``auto`` is ASHA for one objective, none for several."""
+        """``asha`` or ``none``; ``auto`` is ``asha``: successive halving, ASHA on the metric
+        for one objective, by non-dominated sorting of the metric and costs for several."""
         kind = self.scheduler["type"]
-        if kind == "auto":
-            return "none" if self.multi_objective else "asha"
-        return kind
+        return "asha" if kind == "auto" else kind
 
     def _error(self, where: str, problem: str) -> SpaceError:
         return SpaceError(self.source, where, problem)
