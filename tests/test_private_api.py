@@ -137,3 +137,51 @@ def test_s3_filesystem_options() -> None:
     assert options["endpoint_override"] == "http://127.0.0.1:9" and options["region"] == "x"
     again = fs.S3FileSystem(**{**options, "background_writes": False})
     assert _private.s3_options(again)["background_writes"] is False
+
+
+LOCAL_RAY = """
+import json, os, signal
+import ray
+from astune import _private
+from astune.search.execution import init_ray
+from astune.search.settings import SearchSettings
+
+init_ray(SearchSettings(dataset="sst5"))
+head = _private.local_ray_processes(head_only=True)
+every = _private.local_ray_processes()
+
+
+def blocked(pid):
+    with open(f"/proc/{pid}/status") as status:
+        mask = next(int(line.split()[1], 16) for line in status if line.startswith("SigBlk"))
+    return bool(mask & (1 << (signal.SIGTERM - 1)))
+
+
+print(json.dumps({
+    "driver_group": os.getpgid(0),
+    "head": [[os.path.basename(p.args[0]), os.getpgid(p.pid), blocked(p.pid)] for p in head],
+    "groups": sorted({os.getpgid(p.pid) == p.pid for p in every if p.poll() is None}),
+}))
+ray.shutdown()
+"""
+
+
+@pytest.mark.ray
+def test_a_local_rays_processes_lead_their_own_groups_and_its_head_holds_sigterm_off() -> None:
+    """``ray_processes_apart_from_job_signals`` (Ray's private ``ConsolePopen`` swapped during
+    ``ray.init``) and ``local_ray_processes`` (its ``_global_node.all_processes``), read from
+    /proc in a real driver process: a signal to the driver's group or job stops the driver alone."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", LOCAL_RAY], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    names = sorted(name for name, _, _ in seen["head"])
+    assert names == ["gcs_server", "raylet"]
+    assert all(group != seen["driver_group"] for _, group, _ in seen["head"])
+    assert all(sigterm_blocked for _, _, sigterm_blocked in seen["head"])
+    assert seen["groups"] == [True]  # every live process Ray started leads its own group
