@@ -1,0 +1,188 @@
+"""The search-efficiency benchmark's machinery (issue 44): the replay of the real Ray Tune
+searchers and ASHA on a synthetic table (a plain function of config and epoch), its time
+accounting and targets, and the recorder's resume on a tiny real recording."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from benchmarks import efficiency_arms as arms
+from benchmarks import efficiency_record as recorder
+from benchmarks import efficiency_replay as replay
+from benchmarks import efficiency_settings as settings
+from benchmarks import search_efficiency
+
+STARTUP, TAIL = 2.0, 1.0
+"""Synthetic seconds: a trial's start-up before its first epoch, and its final test."""
+
+
+def epoch_seconds(config: dict[str, Any]) -> float:
+    return 3.0 if config["batch_size"] == 16 else 2.0
+
+
+def quality(config: dict[str, Any], seed: int) -> float:
+    """The synthetic final score: best at lr 1e-4, batch 16, an AS loss; seeds differ a little."""
+    score = 0.3 + 100 * config["lr"] + 0.05 * (config["batch_size"] == 16)
+    return score + 0.02 * (config["loss"] != "softmax") + 0.02 * config["epochs"] + 0.001 * seed
+
+
+def synthetic_rows(configs: list[dict[str, Any]], seeds=settings.SEEDS) -> list[dict]:
+    """One row per evaluation (epoch) of every config and seed, rising to :func:`quality`."""
+    rows = []
+    for config, seed in itertools.product(configs, seeds):
+        config, last = settings.normalized(config), config["epochs"]
+        for epoch in range(1, last + 1):
+            elapsed = STARTUP + epoch * epoch_seconds(config)
+            rows.append(
+                {
+                    "key": settings.config_key(config),
+                    "seed": seed,
+                    **config,
+                    "metric": "accuracy",
+                    "evaluation": epoch,
+                    "epoch": float(epoch),
+                    "last": epoch == last,
+                    "val": quality(config, seed) * (1 - 0.5**epoch),
+                    "test": 0.9 * quality(config, seed),
+                    "elapsed_seconds": elapsed,
+                    "trial_seconds": STARTUP + last * epoch_seconds(config) + TAIL,
+                }
+            )
+    return rows
+
+
+@pytest.fixture(scope="module")
+def table() -> replay.Table:
+    return replay.Table(pd.DataFrame(synthetic_rows(settings.grid("sst5"))))
+
+
+def one_config_arm(epochs: int) -> arms.Arm:
+    """An arm whose space is one softmax config (lr 2e-5, batch 16, ``epochs``), no ASHA cut."""
+    values = {
+        "loss": ("softmax",),
+        "lr": (2e-5,),
+        "batch_size": (16,),
+        "lr_warmup_ratio": (0.0,),
+        "epochs": (epochs,),
+    }
+    return arms.Arm("one", values, (), prune_aware=True, grace_period=epochs, reduction_factor=2)
+
+
+def overlapping(trials: list[replay.TrialLog], now: float) -> int:
+    return sum(t.start <= now < (t.end if t.end is not None else float("inf")) for t in trials)
+
+
+def test_two_workers_and_summed_trial_seconds(table):
+    """By-hand on the synthetic table: never more than 2 trials at once, a freed worker starts
+    the next trial at once, an ended trial ran its recorded seconds, ASHA's stops cost less than
+    the whole run, and the trial-seconds of the curve never pass the budget."""
+    arm = arms.build_arm("by-hand", "sst5")
+    run = replay.Replay(table, arm, seed=0, budget=400.0).run()
+    starts = sorted(t.start for t in run.trials)
+    assert starts[:2] == [0.0, 0.0]
+    ends = {t.end for t in run.trials if t.end is not None}
+    assert all(s in ends for s in starts[2:])  # each later trial starts when one ends
+    assert max(overlapping(run.trials, t.start) for t in run.trials) == 2
+    stopped = [t for t in run.trials if t.stopped]
+    assert stopped, "ASHA stopped no trial on the synthetic table"
+    for t in (t for t in run.trials if t.end is not None):
+        config = table.configs[t.key]
+        full = table.trial_seconds[t.key, t.seed]
+        if t.stopped:
+            assert t.end - t.start == STARTUP + t.evaluations * epoch_seconds(config) < full
+        else:
+            assert t.end - t.start == full
+    seconds = [p.seconds for p in run.curve]
+    assert seconds == sorted(seconds) and seconds[-1] <= 400.0
+    ended = sum(t.end - t.start for t in run.trials if t.end is not None)
+    assert ended <= seconds[-1] + 2 * max(table.trial_seconds.values())
+
+
+def test_seconds_to_target_by_hand(table):
+    """One 2-epoch config on both workers: both report epoch 1 at 2 + 3 = 5 s and epoch 2 at
+    8 s, so at the second report trial-seconds are 2 x 8 = 16 on both workers' clocks."""
+    run = replay.Replay(table, one_config_arm(2), seed=0, budget=100.0).run()
+    config = settings.normalized({"loss": "softmax", "lr": 2e-5, "batch_size": 16, "epochs": 2})
+    first = sum(quality(config, s) for s in settings.SEEDS) / 3 * 0.5
+    second = sum(quality(config, s) for s in settings.SEEDS) / 3 * 0.75
+    target = (first + second) / 2
+    assert replay.seconds_to_target(run.curve, target, 100.0) == (16.0, True)
+    assert replay.seconds_to_target(run.curve, first - 1e-9, 100.0) == (10.0, True)
+    # a trial takes 2 + 6 + 1 = 9 s (the final test included): the next pair starts at 9
+    assert [t.start for t in run.trials[:4]] == [0.0, 0.0, 9.0, 9.0]
+
+
+def test_never_reached_counts_as_the_budget_flagged(table):
+    run = replay.Replay(table, one_config_arm(1), seed=0, budget=50.0).run()
+    assert replay.seconds_to_target(run.curve, 2.0, 50.0) == (50.0, False)
+    stats = search_efficiency.time_stats([(50.0, False), (20.0, True), (30.0, True)])
+    assert stats["median"] == 30.0 and stats["reached"] == [False, True, True]
+    assert stats["per_repetition"] == [50.0, 20.0, 30.0]
+    assert stats["low"] <= 30.0 <= stats["high"]
+
+
+def test_hand_made_curve():
+    curve = [
+        replay.Point(5.0, 2, 0.4, 0.40, 0.3),
+        replay.Point(12.0, 3, 0.5, 0.49, 0.4),
+        replay.Point(20.0, 4, 0.6, 0.58, 0.5),
+    ]
+    assert replay.seconds_to_target(curve, 0.49, 30.0) == (12.0, True)
+    assert replay.seconds_to_target(curve, 0.585, 30.0) == (30.0, False)
+
+
+def test_same_seed_same_curve(table):
+    arm = arms.build_arm("astune", "sst5")
+    one = replay.Replay(table, arm, seed=3, budget=300.0).run()
+    two = replay.Replay(table, arm, seed=3, budget=300.0).run()
+    assert one.curve == two.curve and len(one.curve) > 5
+    assert [dataclasses.astuple(t) for t in one.trials] == [
+        dataclasses.astuple(t) for t in two.trials
+    ]
+
+
+def test_arms_lie_in_the_grid_and_targets(table):
+    """Every arm's cells are grid configs; T_common (softmax only) sits below T_all."""
+    keys = {settings.config_key(c) for c in settings.grid("sst5")}
+    for name in arms.ARMS:
+        arm = arms.build_arm(name, "sst5")
+        assert all(settings.config_key(p) in keys for p in arm.seed_points)
+        assert sum(arm.contains(c) for c in settings.grid("sst5")) > 1
+    goal = search_efficiency.targets(table, "sst5")
+    assert goal["T_common"] < goal["T_all"] == pytest.approx(goal["best"] - 0.005)
+    with pytest.raises(SystemExit, match="astune-warm"):
+        arms.build_arm("astune-warm", "sst5")
+
+
+@pytest.mark.slow
+def test_recorder_resumes(tmp_path, monkeypatch):
+    """A real recording of 1, then 2 configs x 1 epoch on 32 SST-5 rows (1-layer MiniLM): the
+    second piece records only the new config; the digest counts both runs."""
+    monkeypatch.setitem(settings.DATASETS, "sst5", settings.DatasetSlice("sst5", 32, 16))
+    configs = [
+        {"loss": "softmax", "lr": 1e-4, "batch_size": 16, "epochs": 1, "lr_warmup_ratio": 0.0},
+        {
+            "loss": "as_softmax",
+            "lr": 1e-4,
+            "batch_size": 16,
+            "epochs": 1,
+            "delta": 0.3,
+            "warmup_ratio": 0.0,
+        },
+    ]
+    logged: list[str] = []
+    kwargs = {"hours": 1.0, "root": tmp_path, "seeds": (0,), "log": logged.append}
+    assert recorder.record("sst5", configs=configs[:1], **kwargs) == 1
+    assert recorder.record("sst5", configs=configs, **kwargs) == 1
+    assert recorder.record("sst5", configs=configs, **kwargs) == 0
+    folder = recorder.table_dir("sst5", tmp_path)
+    frame = recorder.read_table(folder)
+    assert sorted(frame["key"]) == sorted(settings.config_key(c) for c in configs)
+    assert (frame["elapsed_seconds"] <= frame["trial_seconds"]).all()
+    digest = recorder.write_digest(folder)
+    assert digest["runs"] == 2 and len(digest["shards"]) == 2
