@@ -163,10 +163,11 @@ def astune_arm(dataset: str, *, fast: bool = False) -> Arm:
         "delta": keep("delta", settings.DELTAS),
         "warmup_ratio": keep("warmup_ratio", settings.DELTA_WARMUPS),
     }
+    plain = settings.DATASETS[dataset].loss_name("softmax")
     points = tuple(
-        _snapped_point(p, values, dataset)
+        _snapped_point(p, values, grid_loss)
         for p in space.points
-        if p["loss"] == as_loss and not p.get("as_speed")
+        if (grid_loss := _grid_loss(p, as_loss, plain)) in values["loss"]
     )
     return Arm(
         "astune-fast-cold" if fast else "astune",
@@ -184,16 +185,30 @@ def _mid(param: Any) -> float:
     return (param.choices or (param.value,))[0]
 
 
-def _snapped_point(point: dict[str, Any], values: dict[str, tuple], dataset: str) -> dict:
-    """A shipped AS seed point as a grid cell of the arm, at the grid's most epochs."""
-    return {
-        "loss": "as_softmax",
+def _grid_loss(point: dict[str, Any], as_loss: str, plain: str) -> str | None:
+    """The grid loss of a shipped seed point (None: a loss the grid lacks)."""
+    if point["loss"] == plain:
+        return "softmax"
+    if point["loss"] == as_loss:
+        return "as_speed" if point.get("as_speed") else "as_softmax"
+    return None
+
+
+def _snapped_point(point: dict[str, Any], values: dict[str, tuple], loss: str) -> dict:
+    """A shipped seed point as a grid cell of the arm (``loss`` a grid loss), at the grid's
+    most epochs: each value the grid's nearest."""
+    cell = {
+        "loss": loss,
         "lr": _snap(point["lr"], values["lr"]),
         "batch_size": _snap(point["batch_size"], values["batch_size"]),
-        "delta": _snap(point["delta"], values["delta"]),
-        "warmup_ratio": _snap(point.get("warmup_ratio", 0.0), values["warmup_ratio"]),
         "epochs": max(settings.EPOCHS),
     }
+    if loss == "softmax":
+        return {**cell, "lr_warmup_ratio": 0.0}
+    cell["warmup_ratio"] = _snap(point.get("warmup_ratio", 0.0), values["warmup_ratio"])
+    if loss == "as_softmax":  # the variants take the grid's one delta (define_by_run)
+        cell["delta"] = _snap(point["delta"], values["delta"])
+    return cell
 
 
 def build_arm(name: str, dataset: str) -> Arm:

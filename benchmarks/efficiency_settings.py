@@ -130,13 +130,15 @@ CONFIG_KEYS = ("loss", "lr", "batch_size", "lr_warmup_ratio", "delta", "warmup_r
 
 def normalized(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` with every :data:`CONFIG_KEYS` key: an AS loss has no lr warm-up (0), softmax
-    no delta nor r (None)."""
+    no delta nor r (None), the AS-Speed / AS-Skip variants :data:`FAST_DELTA` when unset."""
     out = {key: config.get(key) for key in CONFIG_KEYS}
     if out["loss"] == "softmax":
         out["delta"] = out["warmup_ratio"] = None
         out["lr_warmup_ratio"] = float(out["lr_warmup_ratio"] or 0.0)
     else:
         out["lr_warmup_ratio"] = 0.0
+    if out["loss"] in ("as_speed", "as_skip") and out["delta"] is None:
+        out["delta"] = FAST_DELTA  # the variants' one delta
     out["batch_size"], out["epochs"] = int(out["batch_size"]), int(out["epochs"])
     return out
 

@@ -186,3 +186,23 @@ def test_recorder_resumes(tmp_path, monkeypatch):
     assert (frame["elapsed_seconds"] <= frame["trial_seconds"]).all()
     digest = recorder.write_digest(folder)
     assert digest["runs"] == 2 and len(digest["shards"]) == 2
+
+
+def test_seed_points_first_and_pruned_told_as_pruned(table):
+    """The real searchers evaluate the arm's seed points first; astune's searcher tells Optuna an
+    ASHA-stopped trial as PRUNED, by-hand's plain OptunaSearch as COMPLETE (as Ray does)."""
+    for name, stopped_state in (("astune-fast-cold", "PRUNED"), ("by-hand", "COMPLETE")):
+        arm = arms.build_arm(name, "sst5")
+        run = replay.Replay(table, arm, seed=1, budget=250.0).run()
+        first = [t.key for t in run.trials[: len(arm.seed_points)]]
+        assert first == [settings.config_key(p) for p in arm.seed_points]
+        study = search_efficiency_study(run.searcher)
+        states = [t.state.name for t in study.get_trials(deepcopy=False)]
+        stopped = [i for i, t in enumerate(run.trials) if t.stopped and t.end is not None]
+        assert stopped and {states[i] for i in stopped} == {stopped_state}
+
+
+def search_efficiency_study(searcher: Any) -> Any:
+    from astune._private import optuna_study
+
+    return optuna_study(searcher)
