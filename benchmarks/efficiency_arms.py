@@ -107,12 +107,12 @@ def by_hand(dataset: str) -> Arm:
     from astune.space import load_space
 
     default = load_space("default")
-    lrs = tuple(v for v in settings.LRS if _in_param(default.param("lr"), v))
+    lrs = tuple(v for v in settings.LRS if _in_param(default.param("lr"), v / settings.LR_SCALE))
     batches = tuple(v for v in settings.BATCH_SIZES if _in_param(default.param("batch_size"), v))
     paper = _paper_point(dataset)
     seed = {
         "loss": "softmax",
-        "lr": _snap(paper["lr"], lrs),
+        "lr": _snap(paper["lr"] * settings.LR_SCALE, lrs),
         "lr_warmup_ratio": 0.0,
         "batch_size": _snap(paper["batch_size"], batches),
         "epochs": max(settings.EPOCHS),
@@ -151,8 +151,9 @@ def astune_arm(dataset: str, *, fast: bool = False) -> Arm:
     as_loss = settings.DATASETS[dataset].loss_name("as_softmax")
 
     def keep(name: str, grid: tuple[Any, ...], loss: str = as_loss) -> tuple[Any, ...]:
-        inside = tuple(v for v in grid if _in_param(space.param(name, loss), v))
-        return inside or (_snap(_mid(space.param(name, loss)), grid),)
+        scale = settings.LR_SCALE if name == "lr" else 1.0
+        inside = tuple(v for v in grid if _in_param(space.param(name, loss), v / scale))
+        return inside or (_snap(_mid(space.param(name, loss)) * scale, grid),)
 
     values = {
         "loss": ("softmax", "as_softmax", *(("as_speed", "as_skip") if fast else ())),
@@ -199,7 +200,7 @@ def _snapped_point(point: dict[str, Any], values: dict[str, tuple], loss: str) -
     most epochs: each value the grid's nearest."""
     cell = {
         "loss": loss,
-        "lr": _snap(point["lr"], values["lr"]),
+        "lr": _snap(point["lr"] * settings.LR_SCALE, values["lr"]),
         "batch_size": _snap(point["batch_size"], values["batch_size"]),
         "epochs": max(settings.EPOCHS),
     }

@@ -274,7 +274,13 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if not args.hours > 0:
         raise SystemExit(f"--hours must be > 0, got {args.hours}")
-    record(settings.check_dataset(args.dataset), hours=args.hours)
+    dataset = settings.check_dataset(args.dataset)
+    if not settings.DATASETS[dataset].probed:
+        raise SystemExit(
+            f"{dataset}'s slice is provisional: probe that it learns and mark it probed=True "
+            "in benchmarks/efficiency_settings.py before recording its table"
+        )
+    record(dataset, hours=args.hours)
 
 
 if __name__ == "__main__":
