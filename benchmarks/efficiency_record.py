@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -72,14 +73,27 @@ def pending_runs(
     *,
     configs: list[dict[str, Any]] | None = None,
     seeds: tuple[int, ...] = settings.SEEDS,
+    part: tuple[int, int] = (0, 1),
 ) -> list[tuple[dict[str, Any], int]]:
     """The (config, seed) runs of the grid not yet in the table, seed by seed (so a partial
-    table holds whole seeds first), the longest runs last within a seed."""
+    table holds whole seeds first), in grid order; ``part`` (i, n): every n-th of them from
+    the i-th, so that n recorders on n cores share the runs without overlap."""
     done = recorded_runs(folder)
     configs = settings.grid(dataset) if configs is None else configs
-    return [
-        (c, seed) for seed in seeds for c in configs if (settings.config_key(c), seed) not in done
-    ]
+    runs = [(c, seed) for seed in seeds for c in configs]
+    index, count = part
+    return [run for run in runs[index::count] if (settings.config_key(run[0]), run[1]) not in done]
+
+
+def parse_part(text: str) -> tuple[int, int]:
+    """``"I/N"`` as (I, N) with 0 <= I < N; one clear error otherwise."""
+    try:
+        index, count = (int(x) for x in text.split("/"))
+    except ValueError:
+        index, count = -1, 0
+    if not 0 <= index < count:
+        raise SystemExit(f"--part must be I/N with 0 <= I < N (e.g. 0/2), got {text!r}")
+    return index, count
 
 
 class _TestEachEvaluation(LoopHooks):
@@ -188,9 +202,10 @@ def write_shard(folder: Path, rows: list[dict]) -> Path:
 
     folder.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    n = len(list(folder.glob("part-*.parquet")))
-    path = folder / f"part-{n:04d}-{stamp}.parquet"
-    pd.DataFrame(rows).to_parquet(path, index=False)
+    path = folder / f"part-{stamp}-{os.getpid()}.parquet"
+    scratch = folder / f".writing-{path.name}"  # a reader never sees half a shard
+    pd.DataFrame(rows).to_parquet(scratch, index=False)
+    os.replace(scratch, path)
     write_digest(folder)
     return path
 
@@ -213,7 +228,9 @@ def write_digest(folder: Path) -> dict[str, Any]:
         "rows": len(table),
         "runs": 0 if table.empty else int(table.groupby(["key", "seed"]).ngroups),
     }
-    (folder / DIGEST_FILE).write_text(json.dumps(digest, indent=2) + "\n")
+    scratch = folder / f".writing-{DIGEST_FILE}-{os.getpid()}"
+    scratch.write_text(json.dumps(digest, indent=2) + "\n")
+    os.replace(scratch, folder / DIGEST_FILE)
     return digest
 
 
@@ -224,6 +241,7 @@ def record(
     root: Path | None = None,
     configs: list[dict[str, Any]] | None = None,
     seeds: tuple[int, ...] = settings.SEEDS,
+    part: tuple[int, int] = (0, 1),
     flush_every: int = 20,
     log: Callable[[str], None] = print,
 ) -> int:
@@ -233,7 +251,7 @@ def record(
 
     torch.set_num_threads(settings.THREADS)
     folder = table_dir(dataset, root)
-    todo = pending_runs(dataset, folder, configs=configs, seeds=seeds)
+    todo = pending_runs(dataset, folder, configs=configs, seeds=seeds, part=part)
     log(f"{dataset}: {len(todo)} runs pending in {folder}")
     if not todo:
         return 0
@@ -271,6 +289,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="record a search-efficiency table (resumes)")
     p.add_argument("--dataset", required=True, help=", ".join(settings.DATASETS))
     p.add_argument("--hours", type=float, required=True, help="wall-clock limit of this piece")
+    p.add_argument("--part", default="0/1", help="I/N: this recorder's share, one per core")
     args = p.parse_args(argv)
     if not args.hours > 0:
         raise SystemExit(f"--hours must be > 0, got {args.hours}")
@@ -280,7 +299,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{dataset}'s slice is provisional: probe that it learns and mark it probed=True "
             "in benchmarks/efficiency_settings.py before recording its table"
         )
-    record(dataset, hours=args.hours)
+    record(dataset, hours=args.hours, part=parse_part(args.part))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Time to a good config (issue 44): what a search buys, per arm, on recorded tables.
 
     python benchmarks/search_efficiency.py settings                 # the header and CPU-hours
-    python benchmarks/search_efficiency.py record --dataset sst5 --hours 2   # resumes
+    python benchmarks/search_efficiency.py record --dataset sst5 --hours 2 [--part 0/2]
     python benchmarks/search_efficiency.py replay --datasets sst5 [--arms by-hand,astune]
 
 ``replay`` writes ``benchmarks/results/search_efficiency.json``: per held-out dataset and arm,
@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     rec = sub.add_parser("record", help="record a piece of a dataset's table (resumes)")
     rec.add_argument("--dataset", required=True)
     rec.add_argument("--hours", type=float, required=True)
+    rec.add_argument("--part", default="0/1", help="I/N: this recorder's share, one per core")
     rep = sub.add_parser("replay", help="replay the arms on recorded tables")
     rep.add_argument("--datasets", default="sst5")
     rep.add_argument("--arms", default=",".join(arms.ARMS))
@@ -147,7 +148,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "settings":
         return settings.main([])
     if args.command == "record":
-        return recorder.main(["--dataset", args.dataset, "--hours", str(args.hours)])
+        return recorder.main(
+            ["--dataset", args.dataset, "--hours", str(args.hours), "--part", args.part]
+        )
     if args.repetitions < 1:
         raise SystemExit(f"--repetitions must be >= 1, got {args.repetitions}")
     names = [n for n in args.arms.split(",") if n]

@@ -211,3 +211,14 @@ def search_efficiency_study(searcher: Any) -> Any:
     from astune._private import optuna_study
 
     return optuna_study(searcher)
+
+
+def test_parts_share_the_runs_without_overlap(tmp_path):
+    every = recorder.pending_runs("sst5", tmp_path)
+    halves = [recorder.pending_runs("sst5", tmp_path, part=(i, 2)) for i in (0, 1)]
+    keys = [{(settings.config_key(c), s) for c, s in half} for half in halves]
+    assert not keys[0] & keys[1]
+    assert keys[0] | keys[1] == {(settings.config_key(c), s) for c, s in every}
+    assert len(every) == len(settings.grid("sst5")) * len(settings.SEEDS)
+    with pytest.raises(SystemExit, match="--part must be I/N"):
+        recorder.parse_part("2/2")
