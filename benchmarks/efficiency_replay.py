@@ -234,10 +234,10 @@ def median_interval(
     return {"median": float(np.median(data)), "low": float(low), "high": float(high)}
 
 
-def anytime(curve: list[Point], at: np.ndarray, field: str) -> np.ndarray:
-    """The curve's ``field`` (val, mean, test) at trial-seconds ``at`` (NaN before the first
-    report)."""
-    seconds = np.array([p.seconds for p in curve])
+def anytime(curve: list[Point], at: np.ndarray, field: str, *, axis: str = "seconds") -> np.ndarray:
+    """The curve's ``field`` (val, mean, test) at ``at`` on ``axis`` (``seconds``: trial-seconds;
+    ``trials``: trials started); NaN before the first report."""
+    seconds = np.array([getattr(p, axis) for p in curve])
     values = np.array([getattr(p, field) for p in curve])
     index = np.searchsorted(seconds, at, side="right") - 1
     return np.where(index >= 0, values[np.maximum(index, 0)], np.nan)

@@ -7,8 +7,9 @@
 ``replay`` writes ``benchmarks/results/search_efficiency.json``: per held-out dataset and arm,
 ``seconds_to_target`` (``T_common``) and ``seconds_to_target_all`` (``T_all``) as
 ``{median, low, high, per_repetition, reached}``, ``final_regret`` as ``{median, low, high}``
-(percentage points), ``repetitions``, ``budget_seconds`` and the anytime curve (medians over
-repetitions of the incumbent's seed-mean validation and test scores at 50 budget fractions);
+(percentage points), ``repetitions``, ``budget_seconds`` and the anytime curves (medians over
+repetitions of the incumbent's seed-mean validation and test scores at 50 budget fractions,
+and after each number of trials started);
 per dataset the targets, the metric, the workers and the slice; and the machine, the commit,
 the tables' digests, how intervals are computed and the replay-against-real check. The
 settings are fixed in :mod:`benchmarks.efficiency_settings`.
@@ -58,15 +59,24 @@ def time_stats(per_rep: list[tuple[float, bool]]) -> dict[str, Any]:
     }
 
 
+def column_medians(rows: list[np.ndarray]) -> list[float | None]:
+    """The median of each column over ``rows``, NaN left out; None where a column is all NaN
+    (no report yet: JSON has no NaN)."""
+    table = np.asarray(rows, dtype=float)
+    return [None if np.isnan(col).all() else float(np.nanmedian(col)) for col in table.T]
+
+
 def replay_arm(
     table: replay.Table, arm: Any, *, goal: dict[str, float], budget: float, repetitions: int
 ) -> dict[str, Any]:
     """Replay ``arm`` ``repetitions`` times (repetition i seeded i) and summarise it."""
     runs = [replay.Replay(table, arm, seed=i, budget=budget).run() for i in range(repetitions)]
     at = np.linspace(0, budget, CURVE_POINTS + 1)[1:]
+    counts = np.arange(1, int(np.median([len(r.trials) for r in runs])) + 1)
     curves = {
-        f: np.nanmedian([replay.anytime(r.curve, at, f) for r in runs], axis=0)
+        (f, axis): column_medians([replay.anytime(r.curve, grid, f, axis=axis) for r in runs])
         for f in ("mean", "test")
+        for axis, grid in (("seconds", at), ("trials", counts))
     }
     regret = [100 * (goal["best"] - r.curve[-1].mean) for r in runs]
     return {
@@ -85,15 +95,23 @@ def replay_arm(
         },
         "curve": {
             "trial_seconds": at.tolist(),
-            "val_seed_mean": curves["mean"].tolist(),
-            "test": curves["test"].tolist(),
+            "val_seed_mean": curves["mean", "seconds"],
+            "test": curves["test", "seconds"],
+        },
+        "curve_by_trials": {
+            "trials": counts.tolist(),
+            "val_seed_mean": curves["mean", "trials"],
+            "test": curves["test", "trials"],
         },
     }
 
 
-def replay_dataset(dataset: str, names: list[str], *, repetitions: int) -> dict[str, Any]:
-    """Every arm of ``names`` on ``dataset``'s recorded table."""
-    folder = recorder.table_dir(dataset)
+def replay_dataset(
+    dataset: str, names: list[str], *, repetitions: int, root: Path | None = None
+) -> dict[str, Any]:
+    """Every arm of ``names`` on ``dataset``'s recorded table (under ``root``, default
+    benchmarks/results/tables)."""
+    folder = recorder.table_dir(dataset, root)
     table = replay.Table(recorder.read_table(folder))
     goal = targets(table, dataset)
     length = table.trial_length()
@@ -144,6 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     rep.add_argument("--arms", default=",".join(arms.ARMS))
     rep.add_argument("--repetitions", type=int, default=settings.REPETITIONS)
     rep.add_argument("--output", type=Path, default=OUTPUT)
+    rep.add_argument("--tables", type=Path, default=recorder.TABLES, help="the tables' folder")
     args = p.parse_args(argv)
     if args.command == "settings":
         return settings.main([])
@@ -161,7 +180,10 @@ def main(argv: list[str] | None = None) -> None:
         "commit": commit(),
         "intervals": settings.INTERVAL,
         "replay_check": "not yet run (issue 44 item 3: 3 real searches per arm on one dataset)",
-        "datasets": {d: replay_dataset(d, names, repetitions=args.repetitions) for d in datasets},
+        "datasets": {
+            d: replay_dataset(d, names, repetitions=args.repetitions, root=args.tables)
+            for d in datasets
+        },
     }
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.output}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from typing import Any
 
 import pandas as pd
@@ -222,3 +223,30 @@ def test_parts_share_the_runs_without_overlap(tmp_path):
     assert len(every) == len(settings.grid("sst5")) * len(settings.SEEDS)
     with pytest.raises(SystemExit, match="--part must be I/N"):
         recorder.parse_part("2/2")
+
+
+def test_the_json_of_item_7(tmp_path):
+    """``replay`` on a synthetic table written as a recorded one: the shape issue 44 item 7
+    asks for, the budget in trial-lengths and the table's digest."""
+    folder = recorder.table_dir("sst5", tmp_path)
+    recorder.write_shard(folder, synthetic_rows(settings.grid("sst5")))
+    out = tmp_path / "search_efficiency.json"
+    argv = ["replay", "--arms", "by-hand", "--repetitions", "2", "--output", str(out)]
+    search_efficiency.main([*argv, "--tables", str(tmp_path)])
+    result = json.loads(out.read_text())
+    assert {"machine", "commit", "intervals", "replay_check"} <= result.keys()
+    sst5 = result["datasets"]["sst5"]
+    assert sst5["table"] == recorder.table_digest(folder)["sha256"]
+    assert sst5["metric"] == "accuracy" and sst5["workers"] == 2
+    assert set(sst5["targets"]) == {"T_common", "T_all", "best"}
+    hand = sst5["arms"]["by-hand"]
+    assert hand["budget_seconds"] == settings.BUDGET_TRIAL_LENGTHS * sst5["trial_length_seconds"]
+    for name in ("seconds_to_target", "seconds_to_target_all"):
+        stats = hand[name]
+        assert set(stats) == {"median", "low", "high", "per_repetition", "reached"}
+        assert len(stats["per_repetition"]) == len(stats["reached"]) == 2
+        assert stats["low"] <= stats["median"] <= stats["high"] <= hand["budget_seconds"]
+    assert set(hand["final_regret"]) == {"median", "low", "high"}
+    assert hand["final_regret"]["low"] >= 0.0
+    curve = hand["curve_by_trials"]["val_seed_mean"]
+    assert curve[0] is None and None not in curve[1:]  # 2 trials start before any report
