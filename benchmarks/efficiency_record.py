@@ -17,12 +17,16 @@ digest of them all). One row per evaluation:
   torch and astune's imports, the model's first load), timed once per piece in a fresh
   process; the replay adds it to every time of the run (Ray's actor start is not in it);
 - costs: ``train_seconds``, ``samples_computed``, ``optimizer_steps``.
+
+A run whose loss diverges (``FloatingPointError``) ends with one more row whose ``val`` and
+``test`` are NaN, at the second it failed: the replay tells the searcher it errored.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -158,11 +162,18 @@ def record_run(dataset: str, config: dict[str, Any], seed: int, data: Any) -> li
             records.append((record, time.perf_counter() - start - hook.extra))
 
         run = Run(train.validate(), data=data, hooks=[hook])
-        run.train(keep)
+        try:
+            run.train(keep)
+        except FloatingPointError:  # the loss diverged: a search records an errored trial
+            records.append(({"objective": math.nan, "epoch": math.nan}, math.nan))
+            hook.tests.append(math.nan)
         trial_seconds = time.perf_counter() - start - hook.extra
         metric = run.spec.metric
     finally:
         shutil.rmtree(out, ignore_errors=True)
+    if math.isnan(records[-1][1]):  # it failed at the end of what it ran
+        last = records[-1][0] | {"train_seconds": trial_seconds}
+        records[-1] = (last | {"samples_computed": -1, "optimizer_steps": -1}, trial_seconds)
     return [
         {
             "key": settings.config_key(config),

@@ -79,9 +79,12 @@ class Table:
 
     def best_mean(self, keep: Any = None) -> float:
         """The best seed-mean validation score over every (config, evaluation) cell whose
-        config ``keep`` accepts (a predicate on the config; None: all)."""
+        config ``keep`` accepts (a predicate on the config; None: all); cells where every
+        seed diverged (NaN) are left out."""
         return max(
-            v for (k, _), v in self.seed_mean.items() if keep is None or keep(self.configs[k])
+            v
+            for (k, _), v in self.seed_mean.items()
+            if not np.isnan(v) and (keep is None or keep(self.configs[k]))
         )
 
 
@@ -187,6 +190,8 @@ class Replay:
 
         act = self.active[tid]
         row = act.curve[act.log.evaluations]
+        if np.isnan(row.val):  # the recorded run diverged here: an errored trial
+            return self._end(now, tid, error=True)
         act.log.evaluations += 1
         act.result = {"objective": row.val, "training_iteration": row.evaluation, "final": row.last}
         self.searcher.on_trial_result(tid, act.result)
@@ -204,12 +209,16 @@ class Replay:
         else:
             self._push(act.log.start + act.curve[act.log.evaluations].elapsed, "report", tid)
 
-    def _end(self, now: float, tid: str) -> None:
+    def _end(self, now: float, tid: str, *, error: bool = False) -> None:
         act = self.active.pop(tid)
         act.log.end = now
         self.spent += now - act.log.start
-        self.scheduler.on_trial_complete(None, act.trial, act.result)
-        self.searcher.on_trial_complete(tid, act.result)
+        if error:
+            self.scheduler.on_trial_remove(None, act.trial)
+            self.searcher.on_trial_complete(tid, None, error=True)
+        else:
+            self.scheduler.on_trial_complete(None, act.trial, act.result)
+            self.searcher.on_trial_complete(tid, act.result)
         if self.busy(now) < self.budget:
             self._launch(now)
 

@@ -9,6 +9,7 @@ import itertools
 import json
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -250,3 +251,19 @@ def test_the_json_of_item_7(tmp_path):
     assert hand["final_regret"]["low"] >= 0.0
     curve = hand["curve_by_trials"]["val_seed_mean"]
     assert curve[0] is None and None not in curve[1:]  # 2 trials start before any report
+
+
+def test_a_diverged_run_is_an_errored_trial():
+    """A recorded run that diverged at its second evaluation (NaN): the replayed trial ends
+    there, counts its seconds, never becomes the incumbent, and Optuna is told FAIL."""
+    config = {"loss": "softmax", "lr": settings.LRS[0], "batch_size": 16, "epochs": 2}
+    rows = synthetic_rows([settings.normalized(config)])
+    for row in rows[1::2]:
+        row.update(val=float("nan"), test=float("nan"))
+    table = replay.Table(pd.DataFrame(rows))
+    run = replay.Replay(table, one_config_arm(2), seed=0, budget=40.0).run()
+    ended = [t for t in run.trials if t.end is not None]
+    assert ended and all(t.end - t.start == STARTUP + 2 * 3.0 for t in ended)
+    assert not any(np.isnan(p.val) for p in run.curve)
+    states = {t.state.name for t in search_efficiency_study(run.searcher).get_trials()}
+    assert "FAIL" in states and "COMPLETE" not in states
