@@ -13,6 +13,9 @@ Choices, and why:
   it was dropped before any table was kept. CLINC150, CoNLL-2003 and GoEmotions are
   provisional until probed (``probed=False``): the recorder refuses them until then.
 - Learning rates: the spaces' ranges times ``LR_SCALE`` (10), for every arm alike.
+- Cost: 648 runs, 1,512 config-epochs a dataset; measured 2026-11-27 on this 2-CPU machine
+  (``settings``), about 24 CPU-hours for the four tables (SST-5 7.3 h), an upper bound at the
+  load of the day; benchmarks/RESULTS.md has the table.
 - Grid, per dataset (the union of every arm's space, discretised): the loss (``softmax``,
   ``as_softmax``, and the astune-fast arm's ``as_speed`` and ``as_skip`` variants of
   AS-Softmax; the multi-label pair for GoEmotions), the learning rate, the batch size, the
