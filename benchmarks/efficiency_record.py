@@ -142,7 +142,7 @@ def measure_startup(dataset: str) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def record_run(dataset: str, config: dict[str, Any], seed: int, data: Any) -> list[dict]:
+def record_run(dataset: str, config: dict[str, Any], *, seed: int, data: Any) -> list[dict]:
     """Train one grid ``config`` with ``seed`` on ``data`` (the dataset's encoded slice) and
     return its rows (one per evaluation, see the module docstring)."""
     from astune.checkpoint_policy import SEARCH_DEFAULT
@@ -275,7 +275,8 @@ def record(
             break
         run_start = time.perf_counter()
         new = [
-            {**row, "startup_seconds": startup} for row in record_run(dataset, config, seed, data)
+            {**row, "startup_seconds": startup}
+            for row in record_run(dataset, config, seed=seed, data=data)
         ]
         last = time.perf_counter() - run_start
         rows += new

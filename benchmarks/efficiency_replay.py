@@ -223,7 +223,7 @@ class Replay:
             self._launch(now)
 
 
-def seconds_to_target(curve: list[Point], target: float, budget: float) -> tuple[float, bool]:
+def seconds_to_target(curve: list[Point], target: float, *, budget: float) -> tuple[float, bool]:
     """The trial-seconds at which the incumbent's seed-mean score first reaches ``target``, and
     True; ``(budget, False)`` when it never does within the budget."""
     for point in curve:

@@ -229,7 +229,7 @@ def time_one_run(dataset: str) -> float:
     with tempfile.TemporaryDirectory() as out:  # the first model load, paid once per piece
         Run(TrainConfig(**train_fields(dataset, config, 0), output_dir=out), data=data)
     start = time.perf_counter()
-    recorder.record_run(dataset, config, 0, data)
+    recorder.record_run(dataset, config, seed=0, data=data)
     return time.perf_counter() - start
 
 

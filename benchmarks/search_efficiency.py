@@ -81,10 +81,10 @@ def replay_arm(
     regret = [100 * (goal["best"] - r.curve[-1].mean) for r in runs]
     return {
         "seconds_to_target": time_stats(
-            [replay.seconds_to_target(r.curve, goal["T_common"], budget) for r in runs]
+            [replay.seconds_to_target(r.curve, goal["T_common"], budget=budget) for r in runs]
         ),
         "seconds_to_target_all": time_stats(
-            [replay.seconds_to_target(r.curve, goal["T_all"], budget) for r in runs]
+            [replay.seconds_to_target(r.curve, goal["T_all"], budget=budget) for r in runs]
         ),
         "final_regret": replay.median_interval(regret),
         "repetitions": repetitions,

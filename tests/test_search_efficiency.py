@@ -116,15 +116,15 @@ def test_seconds_to_target_by_hand(table):
     first = sum(quality(config, s) for s in settings.SEEDS) / 3 * 0.5
     second = sum(quality(config, s) for s in settings.SEEDS) / 3 * 0.75
     target = (first + second) / 2
-    assert replay.seconds_to_target(run.curve, target, 100.0) == (16.0, True)
-    assert replay.seconds_to_target(run.curve, first - 1e-9, 100.0) == (10.0, True)
+    assert replay.seconds_to_target(run.curve, target, budget=100.0) == (16.0, True)
+    assert replay.seconds_to_target(run.curve, first - 1e-9, budget=100.0) == (10.0, True)
     # a trial takes 2 + 6 + 1 = 9 s (the final test included): the next pair starts at 9
     assert [t.start for t in run.trials[:4]] == [0.0, 0.0, 9.0, 9.0]
 
 
 def test_never_reached_counts_as_the_budget_flagged(table):
     run = replay.Replay(table, one_config_arm(1), seed=0, budget=50.0).run()
-    assert replay.seconds_to_target(run.curve, 2.0, 50.0) == (50.0, False)
+    assert replay.seconds_to_target(run.curve, 2.0, budget=50.0) == (50.0, False)
     stats = search_efficiency.time_stats([(50.0, False), (20.0, True), (30.0, True)])
     assert stats["median"] == 30.0 and stats["reached"] == [False, True, True]
     assert stats["per_repetition"] == [50.0, 20.0, 30.0]
@@ -137,8 +137,8 @@ def test_hand_made_curve():
         replay.Point(12.0, 3, 0.5, 0.49, 0.4),
         replay.Point(20.0, 4, 0.6, 0.58, 0.5),
     ]
-    assert replay.seconds_to_target(curve, 0.49, 30.0) == (12.0, True)
-    assert replay.seconds_to_target(curve, 0.585, 30.0) == (30.0, False)
+    assert replay.seconds_to_target(curve, 0.49, budget=30.0) == (12.0, True)
+    assert replay.seconds_to_target(curve, 0.585, budget=30.0) == (30.0, False)
 
 
 def test_same_seed_same_curve(table):
