@@ -1,0 +1,226 @@
+"""The arms of the search-efficiency benchmark (issue 44 item 1) as subsets of a table's grid,
+each with the real Ray Tune searcher and scheduler a search of that arm builds.
+
+- ``by-hand``: softmax over default.yaml's ranges (lr, batch, lr warm-up) and the grid's
+  epochs; Ray's plain ``OptunaSearch`` (TPE, seeded), which tells Optuna an ASHA-stopped trial
+  as COMPLETE with its truncated score, as a user's script does; ``ASHAScheduler`` with grace
+  period 1 and reduction factor 2; the paper's settings first.
+- ``astune``: the dataset's shipped space (losses and ranges) plus softmax and the epochs;
+  astune's ``PruneAwareOptunaSearch``; ASHA with the space's grace period and reduction factor;
+  the shipped seed points snapped to the grid.
+- ``astune-fast-cold``: ``astune`` plus the AS-Speed and AS-Skip variants (a diagnostic until
+  ``recommend`` gives the warm arms their seed points and narrowed ranges).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks import efficiency_settings as settings
+
+ARMS = ("by-hand", "astune", "astune-fast-cold")
+WARM_ARMS = ("astune-warm", "astune-fast")
+"""Arms that need ``recommend``'s transfer (issue 44 item 4): not replayable yet."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """One arm: the grid values it searches, its seed points, its searcher and scheduler."""
+
+    name: str
+    values: dict[str, tuple[Any, ...]]
+    """Per config key, the values searched (loss names are grid loss names)."""
+    seed_points: tuple[dict[str, Any], ...]
+    prune_aware: bool
+    grace_period: int
+    reduction_factor: int
+
+    def define_by_run(self, trial: Any) -> dict[str, Any]:
+        """Ray's define-by-run space over this arm's grid cells (conditional on the loss); the
+        AS-Speed and AS-Skip variants take the grid's one delta, returned as a constant."""
+        loss = trial.suggest_categorical("loss", list(self.values["loss"]))
+        names = ["lr", "batch_size", "epochs"]
+        names += ["lr_warmup_ratio"] if loss == "softmax" else ["warmup_ratio"]
+        names += ["delta"] if loss == "as_softmax" else []
+        for name in names:
+            trial.suggest_categorical(name, list(self.values[name]))
+        return {"delta": settings.FAST_DELTA} if loss in ("as_speed", "as_skip") else {}
+
+    def contains(self, config: dict[str, Any]) -> bool:
+        """Whether a grid config lies in this arm's space."""
+        config = settings.normalized(config)
+        if config["loss"] not in self.values["loss"]:
+            return False
+        keys = ["lr", "batch_size", "epochs"]
+        keys += ["lr_warmup_ratio"] if config["loss"] == "softmax" else ["warmup_ratio"]
+        if config["loss"] == "as_softmax":
+            keys.append("delta")
+        return all(config[k] in self.values[k] for k in keys)
+
+    def searcher(self, seed: int) -> Any:
+        """A fresh Ray Tune searcher of this arm, its TPE sampler seeded by ``seed``."""
+        import optuna
+        from ray.tune.search.optuna import OptunaSearch
+
+        from astune.search.searcher import PruneAwareOptunaSearch
+
+        kind = PruneAwareOptunaSearch if self.prune_aware else OptunaSearch
+        return kind(
+            space=self.define_by_run,
+            metric="objective",
+            mode="max",
+            points_to_evaluate=[dict(p) for p in self.seed_points],
+            sampler=optuna.samplers.TPESampler(seed=seed),
+        )
+
+    def scheduler(self) -> Any:
+        """A fresh ``ASHAScheduler`` over evaluations (``training_iteration``)."""
+        from ray.tune.schedulers import ASHAScheduler
+
+        return ASHAScheduler(
+            time_attr="training_iteration",
+            metric="objective",
+            mode="max",
+            max_t=max(settings.EPOCHS),
+            grace_period=self.grace_period,
+            reduction_factor=self.reduction_factor,
+        )
+
+
+def _in_param(param: Any, value: Any) -> bool:
+    if param.kind in ("float", "int"):
+        return param.low - 1e-12 <= value <= param.high + 1e-12
+    return value in (param.choices if param.kind == "categorical" else (param.value,))
+
+
+def _snap(value: float, grid: tuple[float, ...]) -> float:
+    """The grid value nearest ``value`` (in log space for learning rates)."""
+    scale: Callable[[float], float] = math.log if all(v > 0 for v in grid) and value > 0 else float
+    return min(grid, key=lambda g: abs(scale(g) - scale(value)))
+
+
+def by_hand(dataset: str) -> Arm:
+    """The user's Ray Tune + OptunaSearch + ASHA over softmax (default.yaml's ranges)."""
+    from astune.space import load_space
+
+    default = load_space("default")
+    lrs = tuple(v for v in settings.LRS if _in_param(default.param("lr"), v / settings.LR_SCALE))
+    batches = tuple(v for v in settings.BATCH_SIZES if _in_param(default.param("batch_size"), v))
+    paper = _paper_point(dataset)
+    seed = {
+        "loss": "softmax",
+        "lr": _snap(paper["lr"] * settings.LR_SCALE, lrs),
+        "lr_warmup_ratio": 0.0,
+        "batch_size": _snap(paper["batch_size"], batches),
+        "epochs": max(settings.EPOCHS),
+    }
+    return Arm(
+        "by-hand",
+        {
+            "loss": ("softmax",),
+            "lr": lrs,
+            "batch_size": batches,
+            "lr_warmup_ratio": settings.LR_WARMUPS,
+            "epochs": settings.EPOCHS,
+        },
+        (seed,),
+        prune_aware=False,
+        grace_period=1,
+        reduction_factor=2,
+    )
+
+
+def _paper_point(dataset: str) -> dict[str, Any]:
+    """The shipped space's first softmax seed point (the paper's lr and batch size)."""
+    from astune.space import load_space
+
+    space = load_space(dataset=dataset)
+    plain = settings.DATASETS[dataset].loss_name("softmax")
+    return next(p for p in space.points if p["loss"] == plain)
+
+
+def astune_arm(dataset: str, *, fast: bool = False) -> Arm:
+    """The shipped space of ``dataset`` plus softmax and the epochs (``fast``: plus the
+    AS-Speed and AS-Skip variants), on the grid."""
+    from astune.space import load_space
+
+    space = load_space(dataset=dataset)
+    as_loss = settings.DATASETS[dataset].loss_name("as_softmax")
+
+    def keep(name: str, grid: tuple[Any, ...], loss: str = as_loss) -> tuple[Any, ...]:
+        scale = settings.LR_SCALE if name == "lr" else 1.0
+        inside = tuple(v for v in grid if _in_param(space.param(name, loss), v / scale))
+        return inside or (_snap(_mid(space.param(name, loss)) * scale, grid),)
+
+    values = {
+        "loss": ("softmax", "as_softmax", *(("as_speed", "as_skip") if fast else ())),
+        "lr": keep("lr", settings.LRS),
+        "batch_size": keep("batch_size", settings.BATCH_SIZES),
+        "lr_warmup_ratio": (0.0,),
+        "epochs": settings.EPOCHS,
+        "delta": keep("delta", settings.DELTAS),
+        "warmup_ratio": keep("warmup_ratio", settings.DELTA_WARMUPS),
+    }
+    plain = settings.DATASETS[dataset].loss_name("softmax")
+    points = tuple(
+        _snapped_point(p, values, grid_loss)
+        for p in space.points
+        if (grid_loss := _grid_loss(p, as_loss, plain)) in values["loss"]
+    )
+    return Arm(
+        "astune-fast-cold" if fast else "astune",
+        values,
+        points,
+        prune_aware=True,
+        grace_period=int(space.scheduler["grace_period"]),
+        reduction_factor=int(space.scheduler["reduction_factor"]),
+    )
+
+
+def _mid(param: Any) -> float:
+    if param.kind in ("float", "int"):
+        return (param.low + param.high) / 2
+    return (param.choices or (param.value,))[0]
+
+
+def _grid_loss(point: dict[str, Any], as_loss: str, plain: str) -> str | None:
+    """The grid loss of a shipped seed point (None: a loss the grid lacks)."""
+    if point["loss"] == plain:
+        return "softmax"
+    if point["loss"] == as_loss:
+        return "as_speed" if point.get("as_speed") else "as_softmax"
+    return None
+
+
+def _snapped_point(point: dict[str, Any], values: dict[str, tuple], loss: str) -> dict:
+    """A shipped seed point as a grid cell of the arm (``loss`` a grid loss), at the grid's
+    most epochs: each value the grid's nearest."""
+    cell = {
+        "loss": loss,
+        "lr": _snap(point["lr"] * settings.LR_SCALE, values["lr"]),
+        "batch_size": _snap(point["batch_size"], values["batch_size"]),
+        "epochs": max(settings.EPOCHS),
+    }
+    if loss == "softmax":
+        return {**cell, "lr_warmup_ratio": 0.0}
+    cell["warmup_ratio"] = _snap(point.get("warmup_ratio", 0.0), values["warmup_ratio"])
+    if loss == "as_softmax":  # the variants take the grid's one delta (define_by_run)
+        cell["delta"] = _snap(point["delta"], values["delta"])
+    return cell
+
+
+def build_arm(name: str, dataset: str) -> Arm:
+    """The arm ``name`` on ``dataset``; one clear error for an unknown or not-yet-built arm."""
+    if name in WARM_ARMS:
+        raise SystemExit(
+            f"arm {name!r} needs recommend's transfer (issue 44 item 4), not built "
+            f"yet; replayable arms: {', '.join(ARMS)}"
+        )
+    if name not in ARMS:
+        raise SystemExit(f"unknown arm {name!r}: use one of {', '.join(ARMS)}")
+    if name == "by-hand":
+        return by_hand(dataset)
+    return astune_arm(dataset, fast=name == "astune-fast-cold")

@@ -1,0 +1,193 @@
+"""Time to a good config (issue 44): what a search buys, per arm, on recorded tables.
+
+    python benchmarks/search_efficiency.py settings                 # the header and CPU-hours
+    python benchmarks/search_efficiency.py record --dataset sst5 --hours 2 [--part 0/2]
+    python benchmarks/search_efficiency.py replay --datasets sst5 [--arms by-hand,astune]
+
+``replay`` writes ``benchmarks/results/search_efficiency.json``: per held-out dataset and arm,
+``seconds_to_target`` (``T_common``) and ``seconds_to_target_all`` (``T_all``) as
+``{median, low, high, per_repetition, reached}``, ``final_regret`` as ``{median, low, high}``
+(percentage points), ``repetitions``, ``budget_seconds`` and the anytime curves (medians over
+repetitions of the incumbent's seed-mean validation and test scores at 50 budget fractions,
+and after each number of trials started);
+per dataset the targets, the metric, the workers and the slice; and the machine, the commit,
+the tables' digests, how intervals are computed and the replay-against-real check. The
+settings are fixed in :mod:`benchmarks.efficiency_settings`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import efficiency_arms as arms  # noqa: E402
+from benchmarks import efficiency_record as recorder  # noqa: E402
+from benchmarks import efficiency_replay as replay  # noqa: E402
+from benchmarks import efficiency_settings as settings  # noqa: E402
+from benchmarks._harness import RESULTS, machine_line  # noqa: E402
+
+OUTPUT = RESULTS / "search_efficiency.json"
+CURVE_POINTS = 50
+
+
+def targets(table: replay.Table, dataset: str) -> dict[str, float]:
+    """``T_common`` (by-hand's space) and ``T_all`` (the grid), and the best seed-mean score."""
+    hand = arms.by_hand(dataset)
+    best = table.best_mean()
+    return {
+        "T_common": table.best_mean(hand.contains) - settings.TARGET_MARGIN,
+        "T_all": best - settings.TARGET_MARGIN,
+        "best": best,
+    }
+
+
+def time_stats(per_rep: list[tuple[float, bool]]) -> dict[str, Any]:
+    """The ``seconds_to_target`` shape of item 7 from (seconds, reached) per repetition."""
+    seconds = [s for s, _ in per_rep]
+    return {
+        **replay.median_interval(seconds),
+        "per_repetition": seconds,
+        "reached": [r for _, r in per_rep],
+    }
+
+
+def column_medians(rows: list[np.ndarray]) -> list[float | None]:
+    """The median of each column over ``rows``, NaN left out; None where a column is all NaN
+    (no report yet: JSON has no NaN)."""
+    table = np.asarray(rows, dtype=float)
+    return [None if np.isnan(col).all() else float(np.nanmedian(col)) for col in table.T]
+
+
+def replay_arm(
+    table: replay.Table, arm: Any, *, goal: dict[str, float], budget: float, repetitions: int
+) -> dict[str, Any]:
+    """Replay ``arm`` ``repetitions`` times (repetition i seeded i) and summarise it."""
+    runs = [replay.Replay(table, arm, seed=i, budget=budget).run() for i in range(repetitions)]
+    at = np.linspace(0, budget, CURVE_POINTS + 1)[1:]
+    counts = np.arange(1, int(np.median([len(r.trials) for r in runs])) + 1)
+    curves = {
+        (f, axis): column_medians([replay.anytime(r.curve, grid, f, axis=axis) for r in runs])
+        for f in ("mean", "test")
+        for axis, grid in (("seconds", at), ("trials", counts))
+    }
+    regret = [100 * (goal["best"] - r.curve[-1].mean) for r in runs]
+    return {
+        "seconds_to_target": time_stats(
+            [replay.seconds_to_target(r.curve, goal["T_common"], budget=budget) for r in runs]
+        ),
+        "seconds_to_target_all": time_stats(
+            [replay.seconds_to_target(r.curve, goal["T_all"], budget=budget) for r in runs]
+        ),
+        "final_regret": replay.median_interval(regret),
+        "repetitions": repetitions,
+        "budget_seconds": budget,
+        "trials": {
+            "median": float(np.median([len(r.trials) for r in runs])),
+            "stopped_share": float(np.mean([np.mean([t.stopped for t in r.trials]) for r in runs])),
+        },
+        "curve": {
+            "trial_seconds": at.tolist(),
+            "val_seed_mean": curves["mean", "seconds"],
+            "test": curves["test", "seconds"],
+        },
+        "curve_by_trials": {
+            "trials": counts.tolist(),
+            "val_seed_mean": curves["mean", "trials"],
+            "test": curves["test", "trials"],
+        },
+    }
+
+
+def replay_dataset(
+    dataset: str, names: list[str], *, repetitions: int, root: Path | None = None
+) -> dict[str, Any]:
+    """Every arm of ``names`` on ``dataset``'s recorded table (under ``root``, default
+    benchmarks/results/tables)."""
+    folder = recorder.table_dir(dataset, root)
+    table = replay.Table(recorder.read_table(folder))
+    goal = targets(table, dataset)
+    length = table.trial_length()
+    budget = settings.BUDGET_TRIAL_LENGTHS * length
+    data = settings.DATASETS[dataset]
+    return {
+        "targets": goal,
+        "metric": table.metric,
+        "workers": settings.WORKERS,
+        "slices": {"train": data.train, "validation": data.eval, "test": data.eval},
+        "trial_length_seconds": length,
+        "table": recorder.table_digest(folder)["sha256"],
+        "arms": {
+            name: replay_arm(
+                table,
+                arms.build_arm(name, dataset),
+                goal=goal,
+                budget=budget,
+                repetitions=repetitions,
+            )
+            for name in names
+        },
+    }
+
+
+def commit() -> str:
+    """The commit of this checkout (with ``+dirty`` when it has changes)."""
+    root = Path(__file__).resolve().parent.parent
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True
+    ).stdout.strip()
+    return head + ("+dirty" if dirty else "")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("settings", help="print the header and the CPU-hours the tables need")
+    rec = sub.add_parser("record", help="record a piece of a dataset's table (resumes)")
+    rec.add_argument("--dataset", required=True)
+    rec.add_argument("--hours", type=float, required=True)
+    rec.add_argument("--part", default="0/1", help="I/N: this recorder's share, one per core")
+    rep = sub.add_parser("replay", help="replay the arms on recorded tables")
+    rep.add_argument("--datasets", default="sst5")
+    rep.add_argument("--arms", default=",".join(arms.ARMS))
+    rep.add_argument("--repetitions", type=int, default=settings.REPETITIONS)
+    rep.add_argument("--output", type=Path, default=OUTPUT)
+    rep.add_argument("--tables", type=Path, default=recorder.TABLES, help="the tables' folder")
+    args = p.parse_args(argv)
+    if args.command == "settings":
+        return settings.main([])
+    if args.command == "record":
+        return recorder.main(
+            ["--dataset", args.dataset, "--hours", str(args.hours), "--part", args.part]
+        )
+    if args.repetitions < 1:
+        raise SystemExit(f"--repetitions must be >= 1, got {args.repetitions}")
+    names = [n for n in args.arms.split(",") if n]
+    for dataset in (datasets := args.datasets.split(",")):
+        settings.check_dataset(dataset)
+    result = {
+        "machine": machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna")),
+        "commit": commit(),
+        "intervals": settings.INTERVAL,
+        "replay_check": "not yet run (issue 44 item 3: 3 real searches per arm on one dataset)",
+        "datasets": {
+            d: replay_dataset(d, names, repetitions=args.repetitions, root=args.tables)
+            for d in datasets
+        },
+    }
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
