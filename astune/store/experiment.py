@@ -107,7 +107,7 @@ def load_runs(experiment: str, tracking_uri: str | None = None) -> ExperimentRun
     """
     from mlflow import MlflowClient
 
-    uri = _existing_store(tracking_uri)
+    uri = existing_store(tracking_uri).uri  # a local store must exist: MLflow would create it
     client = MlflowClient(tracking_uri=uri)
     found = client.get_experiment_by_name(experiment)
     if found is None or found.lifecycle_stage == "deleted":
@@ -128,11 +128,6 @@ def load_runs(experiment: str, tracking_uri: str | None = None) -> ExperimentRun
         history=history,
         mode=mode if mode in ("max", "min") else "max",
     )
-
-
-def _existing_store(tracking_uri: str | None) -> str:
-    """The resolved URI; a local store must already exist (MLflow would create it)."""
-    return existing_store(tracking_uri).uri
 
 
 def _experiment_list(client: "MlflowClient") -> str:
