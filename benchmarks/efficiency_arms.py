@@ -8,8 +8,9 @@ each with the real Ray Tune searcher and scheduler a search of that arm builds.
 - ``astune``: the dataset's shipped space (losses and ranges) plus softmax and the epochs;
   astune's ``PruneAwareOptunaSearch``; ASHA with the space's grace period and reduction factor;
   the shipped seed points snapped to the grid.
-- ``astune-fast-cold``: ``astune`` plus the AS-Speed and AS-Skip variants (a diagnostic until
-  ``recommend`` gives the warm arms their seed points and narrowed ranges).
+- ``astune-fast-cold``: ``astune`` plus the AS-Speed and AS-Skip variants (a diagnostic: the
+  fast arm without the recommendation).
+- ``astune-warm`` and ``astune-fast``: benchmarks/efficiency_warm.py.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from benchmarks import efficiency_settings as settings
 
 ARMS = ("by-hand", "astune", "astune-fast-cold")
 WARM_ARMS = ("astune-warm", "astune-fast")
-"""Arms that need ``recommend``'s transfer (issue 44 item 4): not replayable yet."""
+"""Arms that start from ``recommend`` on the held-out dataset (benchmarks/efficiency_warm.py)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,13 +91,13 @@ class Arm:
         )
 
 
-def _in_param(param: Any, value: Any) -> bool:
+def in_param(param: Any, value: Any) -> bool:
     if param.kind in ("float", "int"):
         return param.low - 1e-12 <= value <= param.high + 1e-12
     return value in (param.choices if param.kind == "categorical" else (param.value,))
 
 
-def _snap(value: float, grid: tuple[float, ...]) -> float:
+def snap(value: float, grid: tuple[float, ...]) -> float:
     """The grid value nearest ``value`` (in log space for learning rates)."""
     scale: Callable[[float], float] = math.log if all(v > 0 for v in grid) and value > 0 else float
     return min(grid, key=lambda g: abs(scale(g) - scale(value)))
@@ -107,14 +108,14 @@ def by_hand(dataset: str) -> Arm:
     from astune.space import load_space
 
     default = load_space("default")
-    lrs = tuple(v for v in settings.LRS if _in_param(default.param("lr"), v / settings.LR_SCALE))
-    batches = tuple(v for v in settings.BATCH_SIZES if _in_param(default.param("batch_size"), v))
+    lrs = tuple(v for v in settings.LRS if in_param(default.param("lr"), v / settings.LR_SCALE))
+    batches = tuple(v for v in settings.BATCH_SIZES if in_param(default.param("batch_size"), v))
     paper = _paper_point(dataset)
     seed = {
         "loss": "softmax",
-        "lr": _snap(paper["lr"] * settings.LR_SCALE, lrs),
+        "lr": snap(paper["lr"] * settings.LR_SCALE, lrs),
         "lr_warmup_ratio": 0.0,
-        "batch_size": _snap(paper["batch_size"], batches),
+        "batch_size": snap(paper["batch_size"], batches),
         "epochs": max(settings.EPOCHS),
     }
     return Arm(
@@ -152,8 +153,8 @@ def astune_arm(dataset: str, *, fast: bool = False) -> Arm:
 
     def keep(name: str, grid: tuple[Any, ...], loss: str = as_loss) -> tuple[Any, ...]:
         scale = settings.LR_SCALE if name == "lr" else 1.0
-        inside = tuple(v for v in grid if _in_param(space.param(name, loss), v / scale))
-        return inside or (_snap(_mid(space.param(name, loss)) * scale, grid),)
+        inside = tuple(v for v in grid if in_param(space.param(name, loss), v / scale))
+        return inside or (snap(mid(space.param(name, loss)) * scale, grid),)
 
     values = {
         "loss": ("softmax", "as_softmax", *(("as_speed", "as_skip") if fast else ())),
@@ -166,9 +167,9 @@ def astune_arm(dataset: str, *, fast: bool = False) -> Arm:
     }
     plain = settings.DATASETS[dataset].loss_name("softmax")
     points = tuple(
-        _snapped_point(p, values, grid_loss)
+        _snapped_point(p, values, loss)
         for p in space.points
-        if (grid_loss := _grid_loss(p, as_loss, plain)) in values["loss"]
+        if (loss := grid_loss(p, as_loss, plain)) in values["loss"]
     )
     return Arm(
         "astune-fast-cold" if fast else "astune",
@@ -180,13 +181,13 @@ def astune_arm(dataset: str, *, fast: bool = False) -> Arm:
     )
 
 
-def _mid(param: Any) -> float:
+def mid(param: Any) -> float:
     if param.kind in ("float", "int"):
         return (param.low + param.high) / 2
     return (param.choices or (param.value,))[0]
 
 
-def _grid_loss(point: dict[str, Any], as_loss: str, plain: str) -> str | None:
+def grid_loss(point: dict[str, Any], as_loss: str, plain: str) -> str | None:
     """The grid loss of a shipped seed point (None: a loss the grid lacks)."""
     if point["loss"] == plain:
         return "softmax"
@@ -200,27 +201,29 @@ def _snapped_point(point: dict[str, Any], values: dict[str, tuple], loss: str) -
     most epochs: each value the grid's nearest."""
     cell = {
         "loss": loss,
-        "lr": _snap(point["lr"] * settings.LR_SCALE, values["lr"]),
-        "batch_size": _snap(point["batch_size"], values["batch_size"]),
+        "lr": snap(point["lr"] * settings.LR_SCALE, values["lr"]),
+        "batch_size": snap(point["batch_size"], values["batch_size"]),
         "epochs": max(settings.EPOCHS),
     }
     if loss == "softmax":
         return {**cell, "lr_warmup_ratio": 0.0}
-    cell["warmup_ratio"] = _snap(point.get("warmup_ratio", 0.0), values["warmup_ratio"])
+    cell["warmup_ratio"] = snap(point.get("warmup_ratio", 0.0), values["warmup_ratio"])
     if loss == "as_softmax":  # the variants take the grid's one delta (define_by_run)
-        cell["delta"] = _snap(point["delta"], values["delta"])
+        cell["delta"] = snap(point["delta"], values["delta"])
     return cell
 
 
-def build_arm(name: str, dataset: str) -> Arm:
-    """The arm ``name`` on ``dataset``; one clear error for an unknown or not-yet-built arm."""
+def build_arm(name: str, dataset: str, *, warm: Any = None) -> Arm:
+    """The arm ``name`` on ``dataset``; the warm arms need ``warm``
+    (:func:`efficiency_warm.warm_start` of the dataset); one clear error for an unknown arm."""
+    if name not in (*ARMS, *WARM_ARMS):
+        raise SystemExit(f"unknown arm {name!r}: use one of {', '.join((*ARMS, *WARM_ARMS))}")
     if name in WARM_ARMS:
-        raise SystemExit(
-            f"arm {name!r} needs recommend's transfer (issue 44 item 4), not built "
-            f"yet; replayable arms: {', '.join(ARMS)}"
-        )
-    if name not in ARMS:
-        raise SystemExit(f"unknown arm {name!r}: use one of {', '.join(ARMS)}")
+        from benchmarks.efficiency_warm import warm_arm
+
+        if warm is None:
+            raise ValueError(f"arm {name!r} needs the dataset's warm start (efficiency_warm)")
+        return warm_arm(dataset, warm, fast=name == "astune-fast")
     if name == "by-hand":
         return by_hand(dataset)
     return astune_arm(dataset, fast=name == "astune-fast-cold")

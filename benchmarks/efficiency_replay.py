@@ -135,9 +135,18 @@ class Replay:
     """One repetition of one arm on a table: ``run()`` fills ``curve`` and ``trials``."""
 
     def __init__(
-        self, table: Table, arm: Any, *, seed: int, budget: float, workers: int = settings.WORKERS
+        self,
+        table: Table,
+        arm: Any,
+        *,
+        seed: int,
+        budget: float,
+        workers: int = settings.WORKERS,
+        overhead: float = 0.0,
     ):
-        self.table, self.budget, self.workers = table, budget, workers
+        """``overhead``: wall seconds before the first trial starts (a warm arm's probe and
+        recommendation), which every worker waits out: ``workers x overhead`` trial-seconds."""
+        self.table, self.budget, self.workers, self.overhead = table, budget, workers, overhead
         np.random.seed(seed)  # ASHA draws its bracket from numpy's global generator
         self.rng = np.random.default_rng(seed)
         self.searcher, self.scheduler = arm.searcher(seed), arm.scheduler()
@@ -145,7 +154,7 @@ class Replay:
         self.trials: list[TrialLog] = []
         self.active: dict[str, _Active] = {}
         self.events: list[tuple[float, int, str, str]] = []
-        self.spent = 0.0  # trial-seconds of the trials that ended
+        self.spent = workers * overhead  # trial-seconds of the trials that ended, and the wait
         self._seq = 0
         self.best: tuple[float, float, float] | None = None
 
@@ -155,7 +164,7 @@ class Replay:
 
     def run(self) -> Replay:
         for _ in range(self.workers):
-            self._launch(0.0)
+            self._launch(self.overhead)
         while self.events:
             now, _, kind, tid = heapq.heappop(self.events)
             if self.busy(now) >= self.budget:

@@ -67,10 +67,20 @@ def column_medians(rows: list[np.ndarray]) -> list[float | None]:
 
 
 def replay_arm(
-    table: replay.Table, arm: Any, *, goal: dict[str, float], budget: float, repetitions: int
+    table: replay.Table,
+    arm: Any,
+    *,
+    goal: dict[str, float],
+    budget: float,
+    repetitions: int,
+    overhead: float = 0.0,
 ) -> dict[str, Any]:
-    """Replay ``arm`` ``repetitions`` times (repetition i seeded i) and summarise it."""
-    runs = [replay.Replay(table, arm, seed=i, budget=budget).run() for i in range(repetitions)]
+    """Replay ``arm`` ``repetitions`` times (repetition i seeded i) and summarise it;
+    ``overhead``: the seconds before its first trial (a warm arm's probe and recommend)."""
+    runs = [
+        replay.Replay(table, arm, seed=i, budget=budget, overhead=overhead).run()
+        for i in range(repetitions)
+    ]
     at = np.linspace(0, budget, CURVE_POINTS + 1)[1:]
     counts = np.arange(1, int(np.median([len(r.trials) for r in runs])) + 1)
     curves = {
@@ -89,6 +99,9 @@ def replay_arm(
         "final_regret": replay.median_interval(regret),
         "repetitions": repetitions,
         "budget_seconds": budget,
+        "overhead_seconds": overhead,
+        "seed_points": [dict(p) for p in arm.seed_points],
+        "values": {k: list(v) for k, v in arm.values.items()},
         "trials": {
             "median": float(np.median([len(r.trials) for r in runs])),
             "stopped_share": float(np.mean([np.mean([t.stopped for t in r.trials]) for r in runs])),
@@ -117,6 +130,12 @@ def replay_dataset(
     length = table.trial_length()
     budget = settings.BUDGET_TRIAL_LENGTHS * length
     data = settings.DATASETS[dataset]
+    warm = None
+    if any(name in arms.WARM_ARMS for name in names):
+        from benchmarks.efficiency_warm import warm_start
+
+        warm = warm_start(dataset, root=root)
+    built = {name: arms.build_arm(name, dataset, warm=warm) for name in names}
     return {
         "targets": goal,
         "metric": table.metric,
@@ -124,16 +143,34 @@ def replay_dataset(
         "slices": {"train": data.train, "validation": data.eval, "test": data.eval},
         "trial_length_seconds": length,
         "table": recorder.table_digest(folder)["sha256"],
+        "warm_start": None if warm is None else warm_summary(warm),
         "arms": {
             name: replay_arm(
                 table,
-                arms.build_arm(name, dataset),
+                arm,
                 goal=goal,
                 budget=budget,
                 repetitions=repetitions,
+                overhead=warm.seconds if warm is not None and name in arms.WARM_ARMS else 0.0,
             )
-            for name in names
+            for name, arm in built.items()
         },
+    }
+
+
+def warm_summary(warm: Any) -> dict[str, Any]:
+    """What the warm arms started from: the datasets learnt from, the probe's seconds, the
+    recommendation's delta and r and what it transferred."""
+    rec = warm.recommendation
+    transfer = rec.transfer
+    return {
+        "learnt_from": list(warm.reference_datasets),
+        "seconds": warm.seconds,
+        "difficulty": rec.difficulty.value,
+        "delta": [rec.low, rec.delta, rec.high],
+        "warmup_ratio": rec.warmup_ratio,
+        "transfer_weight": None if transfer is None else transfer.weight,
+        "transferred": {} if transfer is None else dict(transfer.centre),
     }
 
 
@@ -159,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
     rec.add_argument("--part", default="0/1", help="I/N: this recorder's share, one per core")
     rep = sub.add_parser("replay", help="replay the arms on recorded tables")
     rep.add_argument("--datasets", default="sst5")
-    rep.add_argument("--arms", default=",".join(arms.ARMS))
+    rep.add_argument("--arms", default=",".join((*arms.ARMS, *arms.WARM_ARMS)))
     rep.add_argument("--repetitions", type=int, default=settings.REPETITIONS)
     rep.add_argument("--output", type=Path, default=OUTPUT)
     rep.add_argument("--tables", type=Path, default=recorder.TABLES, help="the tables' folder")

@@ -66,6 +66,18 @@ def test_recommend_fits_the_history_of_two_datasets(searches, data_dir):
     # Measured, not guessed: the paper's easy task measures easier than its hard one.
     by_dataset = {p.dataset: p.difficulty for p in rec.points}
     assert by_dataset["conll2003"] < by_dataset["sst5"]
+    # What the store transfers besides delta: every finished trial's search, placed where it
+    # ran (the tiny searches: 1-layer MiniLM, 64 rows), the same task first; SST-5's search,
+    # another task family far harder, weighs nothing beside it.
+    weights = dict(rec.transfer.sources)
+    assert max(weights, key=weights.get) == "search 'conll-tiny'"
+    assert weights.get("search 'sst5-tiny'", 0.0) < 0.01 * weights["search 'conll-tiny'"]
+    conll = [t for t in rec.transfer.trials if t.source == "search 'conll-tiny'"]
+    assert {(t.profile.task, t.profile.train_size, t.profile.backbone) for t in conll} == {
+        ("token", 64, "minilm")
+    }
+    assert conll[0].profile.difficulty == pytest.approx(by_dataset["conll2003"])
+    assert conll[0].rank == 0.0 and conll[0].config["loss"] in ("as_softmax", "softmax")
 
 
 @pytest.mark.ray

@@ -160,8 +160,10 @@ def test_arms_lie_in_the_grid_and_targets(table):
         assert sum(arm.contains(c) for c in settings.grid("sst5")) > 1
     goal = search_efficiency.targets(table, "sst5")
     assert goal["T_common"] < goal["T_all"] == pytest.approx(goal["best"] - 0.005)
-    with pytest.raises(SystemExit, match="astune-warm"):
+    with pytest.raises(ValueError, match="needs the dataset's warm start"):
         arms.build_arm("astune-warm", "sst5")
+    with pytest.raises(SystemExit, match="unknown arm 'warm'"):
+        arms.build_arm("warm", "sst5")
 
 
 @pytest.mark.slow

@@ -93,6 +93,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_flags(search)
     _add_tracking_flag(search)
     search.add_argument("--space", help="YAML search space (default: search_spaces/<dataset>.yaml)")
+    search.add_argument(
+        "--warm-start",
+        action="store_true",
+        default=None,
+        help="search the space warmed by `astune recommend` (its ranges and seed points)",
+    )
+    search.add_argument(
+        "--reference",
+        default=None,
+        metavar="FILE",
+        help="--warm-start's reference trials beside the store's (default: the prior packaged "
+        "with astune; 'none': the store's alone)",
+    )
     search.add_argument("--num-samples", type=int, default=None)
     search.add_argument("--max-concurrent", type=int, default=None)
     search.add_argument("--cpus-per-trial", type=float, default=None)
@@ -247,6 +260,23 @@ def build_parser() -> argparse.ArgumentParser:
     recommend.add_argument("--data-dir", default=None)
     _add_validation_flag(recommend)
     recommend.add_argument("--write-space", default=None)
+    recommend.add_argument(
+        "--backbone", default=None, help="the search's backbone (default: the dataset's)"
+    )
+    recommend.add_argument("--num-layers", type=int, default=None, help="the search's layers")
+    recommend.add_argument(
+        "--max-train-samples",
+        type=int,
+        default=None,
+        help="the search's training rows (default: the dataset's)",
+    )
+    recommend.add_argument(
+        "--reference",
+        default=None,
+        metavar="FILE",
+        help="reference trials beside the store's (default: the prior packaged with astune); "
+        "'none': the store's alone",
+    )
     recommend.add_argument(
         "--probe-backbone",
         default=None,

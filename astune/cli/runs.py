@@ -21,6 +21,8 @@ def search(args: argparse.Namespace) -> int:
         prepared = prepare_search(settings_from_args(args))
     except (ValueError, OSError) as err:  # bad input found before Ray starts
         raise CLIError(str(err).splitlines()[0]) from None
+    for line in prepared.notes:
+        print(line, flush=True)
     try:
         summary = execute_search(prepared)  # a failure from here on is a failed search (exit 1)
     except SearchStopped as stopped:  # SIGTERM or Ctrl-C: the trials ended, resumable
@@ -93,13 +95,18 @@ def export(args: argparse.Namespace) -> int:
 
 
 def recommend(args: argparse.Namespace) -> int:
+    from astune._checks import check_int
     from astune.data.resolve import resolve_dataset
 
     with refused_as_bad_input():  # an unknown dataset, before torch and MLflow are imported
         resolve_dataset(args.dataset)
+        for flag in ("num_layers", "max_train_samples"):
+            if getattr(args, flag) is not None:
+                check_int(f"--{flag.replace('_', '-')}", getattr(args, flag), 1)
     from mlflow.exceptions import MlflowException
 
     from astune.recommend import format_recommendation, recommend, write_space
+    from astune.recommend.reference import reference_file
 
     try:
         carve = args.validation_fraction
@@ -111,6 +118,10 @@ def recommend(args: argparse.Namespace) -> int:
             tracking_uri=args.tracking_uri,
             data_dir=args.data_dir,
             probe_options=options or None,
+            backbone=args.backbone,
+            num_layers=args.num_layers,
+            train_size=args.max_train_samples,
+            reference=reference_file(args.reference),
         )
         space = write_space(rec, args.dataset, args.write_space) if args.write_space else None
     except (ValueError, OSError, MlflowException) as err:  # unknown dataset, bad data or store

@@ -1,9 +1,11 @@
 """`astune recommend`: delta, r and the delta schedule for a dataset from its measured
-difficulty and the store's history (the package docstring says how)."""
+difficulty and the store's history, and what the best trials of similar tasks (the store's and
+the packaged prior's) transfer of the other keys (the package docstring says how)."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune.recommend.difficulty import Difficulty, dataset_name, measure_difficulty
@@ -14,9 +16,12 @@ from astune.recommend.prior import (
     prior_delta,
     prior_warmup,
 )
+from astune.recommend.reference import PRIOR_FILE, load_reference
 from astune.recommend.report import rationale
 from astune.recommend.result import Recommendation
 from astune.recommend.schedules import ScheduleAdvice, schedule_advice
+from astune.recommend.transfer import TaskProfile, advise
+from astune.recommend.trial_history import store_trials
 from astune.store.conventions import BEST_TAG_PREFIX
 from astune.store.reader import Store
 
@@ -33,10 +38,19 @@ def recommend(
     tracking_uri: str | None = None,
     data_dir: str | None = None,
     probe_options: dict[str, Any] | None = None,
+    backbone: str | None = None,
+    num_layers: int | None = None,
+    train_size: int | None = None,
+    reference: str | Path | None = PRIOR_FILE,
 ) -> Recommendation:
-    """Measure ``dataset``'s difficulty, fit the store's history and recommend delta and r.
+    """Measure ``dataset``'s difficulty, fit the store's history and recommend delta and r;
+    transfer the other keys from the best trials of similar tasks.
 
-    Raises ValueError for a dataset that is neither a registry name nor a folder.
+    ``backbone`` (default: the dataset's default), ``num_layers`` and ``train_size`` (default:
+    the dataset's training rows) describe the search to come; ``reference`` is the file of
+    reference trials beside the store's (the packaged prior; None: the store's alone).
+    Raises ValueError for a dataset that is neither a registry name nor a folder, or a
+    reference file that cannot be read.
     """
     dataset_name(dataset)  # an unknown name fails before anything is opened
     store = Store(tracking_uri)
@@ -57,9 +71,39 @@ def recommend(
                 cache[name] = Difficulty(name, None, None, 0.0, notes=[str(err).splitlines()[0]])
         return cache[name]
 
+    prior = load_reference(reference) if reference is not None else []
     points, notes = history_points(store, difficulty_of)
     d = target.value if target.value is not None else UNKNOWN_DIFFICULTY
-    return _recommendation(target, points, notes, schedule_advice(store, points, d))
+    rec = _recommendation(target, points, notes, schedule_advice(store, points, d))
+    profile = TaskProfile(
+        difficulty=target.value,
+        task=target.task,
+        train_size=train_size or _train_rows(dataset, data_dir, rec.notes),
+        backbone=backbone or _default_backbone(dataset),
+        num_layers=num_layers,
+    )
+    rec.transfer = advise(profile, [*store_trials(store, difficulty_of), *prior])
+    return rec
+
+
+def _default_backbone(dataset: str) -> str:
+    """The backbone a search of ``dataset`` runs when none is given."""
+    from astune.backbones.registry import DEFAULT_BACKBONE
+    from astune.data.resolve import default_backbone, resolve_dataset
+
+    return default_backbone(DEFAULT_BACKBONE, resolve_dataset(dataset).spec)
+
+
+def _train_rows(dataset: str, data_dir: str | None, notes: list[str]) -> int | None:
+    """The dataset's training rows (None, with a note, where it cannot be read)."""
+    from astune.data import load_dataset_splits
+
+    try:
+        data = load_dataset_splits(dataset, data_dir=data_dir, max_eval_samples=1)
+    except (ValueError, OSError) as err:
+        notes.append(f"training rows unknown: {str(err).splitlines()[0]}")
+        return None
+    return len(data.splits["train"])
 
 
 def _recommendation(

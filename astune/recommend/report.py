@@ -12,6 +12,7 @@ from astune.recommend.schedules import (
     ScheduleTally,
     median_trajectory,
 )
+from astune.recommend.transfer import describe as describe_transfer
 
 
 def rationale(rec: Recommendation) -> str:
@@ -126,6 +127,8 @@ def format_recommendation(rec: Recommendation) -> str:
     ]
     lines += [f"  note: {n}" for n in rec.notes]
     lines += schedule_lines(rec.schedule)
+    if rec.transfer is not None:
+        lines += describe_transfer(rec.transfer)
     lines.append("rationale:")
     lines.append(textwrap.fill(rec.rationale, 99, initial_indent="  ", subsequent_indent="  "))
     return "\n".join(lines)

@@ -7,11 +7,13 @@ from dataclasses import dataclass, field
 from astune.recommend.difficulty import Difficulty
 from astune.recommend.history import HistoryPoint
 from astune.recommend.schedules import ScheduleAdvice
+from astune.recommend.transfer import TransferAdvice
 
 
 @dataclass
 class Recommendation:
-    """delta with its range, r, the delta schedule, the difficulty they rest on, and why."""
+    """delta with its range, r, the delta schedule, the difficulty they rest on, and why; what
+    history transfers of the other keys (:mod:`astune.recommend.transfer`)."""
 
     dataset: str
     delta: float
@@ -26,3 +28,4 @@ class Recommendation:
     points: list[HistoryPoint] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     rationale: str = ""
+    transfer: TransferAdvice | None = None

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from subprocess import Popen
 
+
 class StopState(Protocol):
     """What the watch reads of :class:`astune.search.stop.StopSignals` (which imports this)."""
 

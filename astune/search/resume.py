@@ -28,6 +28,7 @@ def search_params(settings: SearchSettings, space: SearchSpace) -> dict[str, Any
     return {
         "dataset": settings.dataset,
         "space": space.source,
+        "warm_start": settings.warm_start,
         "num_samples": space.num_samples,
         "metric": space.metric,
         "mode": space.mode,

@@ -60,6 +60,14 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     before = parent_params(settings, tracking_uri)  # {} unless --resume
     settings = as_before(settings, before).validate()
     check_local_gpus(settings)
+    notes: list[str] = []
+    if settings.warm_start:  # a resumed search reads the file it warmed, not --space
+        from astune.search.warm_start import warm_start, warmed_before
+
+        if settings.resume:
+            settings, notes = warmed_before(settings, before)
+        else:
+            settings, notes = warm_start(settings, ref)
     space = load_space(settings.space, dataset=None if settings.space else ref.registry_name)
     base = base_config(settings, ref)
     train_base = TrainConfig.from_dict(base).validate()
@@ -79,6 +87,7 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
         train_base=train_base,
         data=data,
         tracking_uri=tracking_uri,
+        notes=tuple(notes),
     )
 
 

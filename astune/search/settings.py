@@ -40,6 +40,8 @@ class SearchSettings:
     dataset: str
     _: KW_ONLY
     space: str | None = None
+    warm_start: bool = False  # search the space `recommend` warms (search/warm_start.py)
+    reference: str | None = None  # --warm-start's reference trials (None: the packaged prior)
     num_samples: int | None = None
     max_concurrent: int | None = None
     cpus_per_trial: float = 1.0
@@ -97,7 +99,19 @@ class SearchSettings:
         check_choice("sampler", self.sampler, SAMPLERS)
         self.parsed_objectives()
         CheckpointPolicy(self.checkpoint_every)
+        self._check_reference()
         return self
+
+    def _check_reference(self) -> None:
+        if self.reference is None or self.reference.strip().lower() == "none":
+            return
+        if not self.warm_start:
+            raise SearchError("--reference is read by --warm-start only; add --warm-start")
+        if not Path(self.reference).is_file():
+            raise SearchError(
+                f"--reference {self.reference}: no such file; give a reference file "
+                "(benchmarks/refresh_reference.py writes one) or 'none'"
+            )
 
     def parsed_objectives(self, metric: str = PRIMARY) -> tuple[str, ...] | None:
         """``--objectives`` as names, ``metric`` first (None when not given); SearchError (one
@@ -169,6 +183,7 @@ class PreparedSearch:
     train_base: TrainConfig  # the same, built and validated once: each trial derives from it
     data: TrainData
     tracking_uri: str
+    notes: tuple[str, ...] = ()  # what was decided before Ray starts (--warm-start's report)
 
 
 def settings_from_args(args: Any) -> SearchSettings:

@@ -248,19 +248,28 @@ class SearchSpace:
         return dataclasses.replace(self, **changes)
 
     def narrowed(
-        self, name: str, low: float, high: float, *, loss: str = "as_softmax"
+        self,
+        name: str,
+        low: float,
+        high: float,
+        *,
+        loss: str = "as_softmax",
+        log: bool | None = None,
+        step: float | None = None,
     ) -> SearchSpace:
-        """The space with ``name`` searched over ``[low, high]`` (keeping ``log``, and ``step``
-        where it divides the new range); seed points outside it are dropped."""
+        """The space with ``name`` searched over ``[low, high]``: ``log`` and ``step`` as given,
+        else kept from the old range (its step where it divides the new one); seed points
+        outside it are dropped."""
         section, params = self._section(name, loss)
         old, where = params[name], f"{section}.{name}"
         domain = DOMAINS.get(name)
         kind = "int" if domain is not None and domain.kind is int else "float"
         spec: dict[str, Any] = {"type": kind, "low": low, "high": high}
-        if old.kind == kind and old.log:
+        if log if log is not None else old.kind == kind and old.log:
             spec["log"] = True
-        if old.kind == kind and old.step is not None and _divides(old.step, low, high):
-            spec["step"] = old.step
+        step = step if step is not None else old.step if old.kind == kind else None
+        if step is not None and _divides(step, low, high):
+            spec["step"] = step
         with named(self.source):
             new = parse_param(name, spec, where)
         params = {**params, name: new}

@@ -1,0 +1,251 @@
+"""A search space warmed by a recommendation: delta and r narrowed, the recommended schedule
+offered, the transferred keys' ranges moved toward history (:mod:`astune.recommend.transfer`)
+and the recommendation first among the seed points, the best trials of the nearest tasks next.
+
+``recommend --write-space`` writes it; ``search --warm-start`` searches it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from astune.losses.catalogue import AS_LOSSES, MULTI_LABEL_TASKS
+from astune.recommend.result import Recommendation
+from astune.recommend.schedules import ScheduleAdvice
+from astune.recommend.transfer import (
+    SWITCHES,
+    TRANSFER_KEYS,
+    TRANSFER_POINTS,
+    TransferAdvice,
+    blend,
+    history_range,
+)
+from astune.space.params import Param, named, parse_param
+from astune.space.space import SearchSpace
+
+MODE_WEIGHT = 0.5
+"""History's share from which a categorical or switch takes history's mode."""
+EXTRA_POINTS_WEIGHT = 0.25
+"""History's share from which its best trials are seed points of their own."""
+
+
+def warm_space(rec: Recommendation, space: SearchSpace) -> SearchSpace:
+    """``space`` warmed by ``rec`` (module docstring); the shipped seed points that still lie
+    in it follow the recommendation's."""
+    multi = rec.difficulty.task in MULTI_LABEL_TASKS
+    loss = "multilabel_as_softmax" if multi else "as_softmax"
+    if loss in space.loss_params:
+        space = space.narrowed("delta", rec.low, rec.high, loss=loss)
+        warm = space.loss_params[loss].get("warmup_ratio")
+        if warm is not None and warm.kind in ("float", "int"):
+            r = rec.warmup_ratio
+            low, high = round(max(0.0, r - 0.1), 2), round(min(1.0, r + 0.1), 2)
+            space = space.narrowed("warmup_ratio", low, high, loss=loss)
+        space = _with_schedule(space, loss, rec.schedule)
+    point_loss = loss if loss in space.losses else space.losses[0]
+    space, moved = _moved_ranges(space, point_loss, rec.transfer)
+    first = {"loss": point_loss, **moved}
+    if point_loss == loss:
+        first |= _recommended_point(space, loss, rec)
+    points = [first, *_trial_points(space, loss, rec.transfer)]
+    return _with_points(space, points)
+
+
+def _with_schedule(space: SearchSpace, loss: str, advice: ScheduleAdvice) -> SearchSpace:
+    """Where history chose an adaptive schedule and the space does not search schedules: the
+    space chooses between ``fixed`` and that schedule, whose parameters are fixed at the
+    recommended values, so that the search itself can confirm or refute it."""
+    params = space.loss_params.get(loss)
+    if params is None or "delta_schedule" in params or advice.schedule == "fixed":
+        return space
+    where = f"loss_params.{loss}"
+    added = {"delta_schedule": {"type": "categorical", "choices": ["fixed", advice.schedule]}}
+    added |= {key: {"type": "fixed", "value": value} for key, value in advice.params.items()}
+    with named(space.source):
+        parsed = {k: parse_param(k, spec, f"{where}.{k}") for k, spec in added.items()}
+    return dataclasses.replace(space, loss_params={**space.loss_params, loss: {**params, **parsed}})
+
+
+def _recommended_point(space: SearchSpace, loss: str, rec: Recommendation) -> dict[str, Any]:
+    """delta, r, the schedule and its parameters as recommended, where the space holds them."""
+    params = space.loss_params.get(loss, {})
+    wanted = {"delta": rec.delta, "warmup_ratio": rec.warmup_ratio}
+    wanted |= {"delta_schedule": rec.schedule.schedule, **rec.schedule.params}
+    return {k: v for k, v in wanted.items() if k in params and params[k].contains(v)}
+
+
+def _param(space: SearchSpace, key: str, loss: str) -> Param | None:
+    """``key``'s spec for ``loss`` in the space, or None where the space does not have it."""
+    try:
+        return space.param(key, loss)
+    except (KeyError, ValueError):  # ValueError: SpaceError, a name the loss does not take
+        return None
+
+
+def _shipped_value(space: SearchSpace, key: str, loss: str, param: Param) -> Any:
+    """The value the space itself starts ``key`` from: its first seed point's, else the
+    fixed value or the range's middle (geometric where it is searched on a log scale); None
+    for a categorical no seed point sets."""
+    for point in space.points:
+        if point["loss"] == loss and key in point:
+            return point[key]
+    if param.kind == "fixed":
+        return param.value
+    if param.kind == "categorical":  # no value of its own: Optuna samples it
+        return None
+    if param.log:
+        return math.sqrt(param.low * param.high)
+    return (param.low + param.high) / 2
+
+
+def _moved_ranges(
+    space: SearchSpace, loss: str, advice: TransferAdvice | None
+) -> tuple[SearchSpace, dict[str, Any]]:
+    """The space with each transferred key moved toward history, and the first seed point's
+    values of those keys for ``loss`` (history's centre moved from the shipped value by its
+    weight)."""
+    values: dict[str, Any] = {}
+    if advice is None or not advice.centre:
+        return space, values
+    h = advice.weight
+    for key in TRANSFER_KEYS:
+        param = _param(space, key, loss)
+        if key not in advice.centre or param is None:
+            continue
+        shipped = _shipped_value(space, key, loss, param)
+        if key in SWITCHES:
+            value = advice.centre[key] if h >= MODE_WEIGHT else shipped
+            value = None if value is None else snapped(param, value)
+        elif not _is_number(shipped):
+            continue
+        else:
+            value = blend(key, float(advice.centre[key]), float(shipped), h)
+            space, value = _ranged(space, key, loss, param, advice, value)
+        if value is not None:
+            values[key] = value
+    return space, _consistent(values, loss)
+
+
+def _consistent(point: dict[str, Any], loss: str) -> dict[str, Any]:
+    """``point`` without the keys its loss or switches leave unsampled: AS-Speed's lam and s
+    without ``as_speed``, every speed key and delta/r for a loss that is not AS-Softmax."""
+    drop = set() if point.get("as_speed") else {"lam", "max_accum_steps"}
+    if loss not in AS_LOSSES:
+        drop |= {"as_speed", "as_skip", "lam", "max_accum_steps", "delta", "warmup_ratio"}
+    return {k: v for k, v in point.items() if k not in drop}
+
+
+def _ranged(
+    space: SearchSpace, key: str, loss: str, param: Param, advice: TransferAdvice, value: float
+) -> tuple[SearchSpace, Any]:
+    """The space with ``key``'s range moved toward history's by its weight and holding
+    ``value`` (a fixed value becomes the range from it to ``value``), and ``value`` on it."""
+    if param.kind == "fixed":
+        if not _is_number(param.value):
+            return space, None
+        whole = float(param.value).is_integer()
+        value = float(round(value)) if whole else value
+        if math.isclose(value, param.value):
+            return space, param.value
+        low, high = sorted((float(param.value), value))
+        step = 1.0 if whole else None
+        return space.narrowed(key, low, high, loss=loss, log=key == "lr", step=step), value
+    h = advice.weight
+    hist_low, hist_high = history_range(advice, key)
+    low = min(blend(key, hist_low, param.low, h), value)
+    high = max(blend(key, hist_high, param.high, h), value)
+    low, high = _on_grid(param, low, high, key)
+    if not low < high:
+        return space, snapped(param, value)
+    space = space.narrowed(key, low, high, loss=loss)
+    return space, snapped(_param(space, key, loss), value)
+
+
+def _on_grid(param: Param, low: float, high: float, key: str) -> tuple[float, float]:
+    """``[low, high]`` widened onto the param's step grid (anchored at its old low), whole for
+    an int, and inside the key's domain."""
+    if param.kind == "int":
+        low, high = math.floor(low), math.ceil(high)
+    if param.step is not None:
+        anchor, step = param.low, param.step
+        low = anchor + math.floor((low - anchor) / step + 1e-9) * step
+        high = anchor + math.ceil((high - anchor) / step - 1e-9) * step
+    if key == "lr":
+        high = min(high, 1.0)
+    low = max(low, param.step or (1 if param.kind == "int" else 1e-12))
+    if param.kind == "int":
+        return int(round(low)), int(round(high))
+    return _tidy(low), _tidy(high)
+
+
+def _tidy(x: float) -> float:
+    """Rounding noise off a grid value (0.30000000000000004 -> 0.3)."""
+    return float(f"{x:.12g}")
+
+
+def snapped(param: Param | None, value: Any) -> Any:
+    """``value`` moved onto ``param``'s domain: clipped and onto its step for a range, the
+    nearest choice (numeric) or the value itself for categoricals; None where it cannot be."""
+    if param is None:
+        return None
+    if param.kind == "fixed":
+        return param.value
+    if param.kind == "categorical":
+        if param.contains(value):
+            return value
+        numbers = [c for c in param.choices if _is_number(c) and c > 0]
+        if numbers and _is_number(value) and value > 0:  # batch sizes: the nearest by ratio
+            return min(numbers, key=lambda c: abs(math.log(c / value)))
+        return None
+    x = min(max(float(value), param.low), param.high)
+    if param.step is not None:
+        x = param.low + round((x - param.low) / param.step) * param.step
+    x = int(round(x)) if param.kind == "int" else _tidy(x)
+    return x if param.contains(x) else None
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _trial_points(space: SearchSpace, loss: str, advice: TransferAdvice | None) -> list[dict]:
+    """The best trials of the nearest tasks, each moved onto the space, as seed points (up to
+    :data:`TRANSFER_POINTS` - 1, none while history's share is under
+    :data:`EXTRA_POINTS_WEIGHT`)."""
+    if advice is None or advice.weight < EXTRA_POINTS_WEIGHT:
+        return []
+    points: list[dict[str, Any]] = []
+    for trial in advice.trials:
+        point = _as_point(space, loss, trial.config)
+        if point is not None and point not in points:
+            points.append(point)
+        if len(points) == TRANSFER_POINTS - 1:
+            break
+    return points
+
+
+def _as_point(space: SearchSpace, loss: str, config: dict[str, Any]) -> dict[str, Any] | None:
+    """A reference trial's config as a seed point of the space: its loss if searched (its
+    family's AS loss otherwise), each of its values the space can hold, snapped."""
+    name = config.get("loss")
+    if name not in space.losses:
+        name = loss if name in AS_LOSSES or name is None else None
+    if name is None or name not in space.losses:
+        return None
+    point: dict[str, Any] = {"loss": name}
+    for key in (*TRANSFER_KEYS, "delta", "warmup_ratio"):
+        if config.get(key) is None or (param := _param(space, key, name)) is None:
+            continue
+        value = snapped(param, config[key])
+        if value is not None:
+            point[key] = value
+    return _consistent(point, name)
+
+
+def _with_points(space: SearchSpace, first: list[dict[str, Any]]) -> SearchSpace:
+    """``first`` (those with a loss) ahead of the space's own points that are not among them."""
+    new = [p for p in first if p.get("loss")]
+    rest = [p for p in space.points if p not in new]
+    return dataclasses.replace(space, points=(*new, *rest))

@@ -1,0 +1,80 @@
+"""`astune search --warm-start`: the search's space warmed by `astune recommend` (the store's
+history and the packaged prior), written beside the search so that ``--resume`` reads it
+again rather than recommending anew."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from astune.search.settings import SearchSettings
+
+if TYPE_CHECKING:
+    from astune.data.resolve import DatasetRef
+
+WARM_FOLDER = Path("astune-runs") / "warm-start"
+"""Where a search kept on remote storage (s3://, gs://) keeps its warmed space."""
+
+
+def warm_space_path(settings: SearchSettings) -> Path:
+    """``<storage>/<name>.warm-start.yaml`` beside a local search's Ray folder, else under
+    :data:`WARM_FOLDER` (a YAML the search's params name, read on ``--resume``)."""
+    path = settings.experiment_path()
+    if "://" in path:
+        return (WARM_FOLDER / f"{settings.experiment_name}.yaml").resolve()
+    return Path(path).parent / f"{settings.experiment_name}.warm-start.yaml"
+
+
+def warm_start(settings: SearchSettings, ref: "DatasetRef") -> tuple[SearchSettings, list[str]]:
+    """``settings`` searching the warmed space (``space`` set to its file), and the report's
+    lines; the space it starts from is ``--space`` or the dataset's shipped one."""
+    from astune.recommend import recommend
+    from astune.recommend.reference import reference_file
+    from astune.recommend.transfer import describe
+    from astune.recommend.warm_space import warm_space
+    from astune.space.space import load_space
+
+    base = load_space(settings.space, dataset=None if settings.space else ref.registry_name)
+    options = {}
+    if settings.validation_fraction is not None:
+        options["validation_fraction"] = settings.validation_fraction
+    rec = recommend(
+        settings.dataset,
+        tracking_uri=settings.tracking_uri,
+        data_dir=settings.data_dir,
+        probe_options=options or None,
+        backbone=settings.backbone,
+        num_layers=settings.num_layers,
+        train_size=settings.max_train_samples,
+        reference=reference_file(settings.reference),
+    )
+    if rec.difficulty.task is not None:
+        base = base.for_task(rec.difficulty.task)
+    path = warm_space_path(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    warm_space(rec, base).dump(path)
+    lines = [
+        f"warm start: difficulty {rec.difficulty.describe()}; delta {rec.delta:.2f} "
+        f"(range {rec.low:.2f}-{rec.high:.2f}), r {rec.warmup_ratio:.2f}",
+        *(describe(rec.transfer) if rec.transfer is not None else []),
+        f"warm start: searching {path}",
+    ]
+    return dataclasses.replace(settings, space=str(path)), lines
+
+
+def warmed_before(
+    settings: SearchSettings, before: Mapping[str, str]
+) -> tuple[SearchSettings, list[str]]:
+    """A resumed warm-started search: ``settings`` searching the space it warmed when it began
+    (its ``space`` param), whatever ``--space`` says now."""
+    path = before.get("space")
+    if before.get("warm_start") != "True" or not path:
+        from astune.search.settings import SearchError
+
+        raise SearchError(
+            f"--warm-start: the search {settings.experiment_name!r} did not start warm; "
+            "resume it without --warm-start"
+        )
+    return dataclasses.replace(settings, space=path), [f"warm start: resuming on {path}"]

@@ -1,0 +1,176 @@
+"""The warm arms of the search-efficiency benchmark (issue 44 items 1 and 4): ``astune-warm``
+and ``astune-fast`` search the space `recommend` warms for the held-out dataset.
+
+What they may read of the held-out dataset is its probe (timed, and paid by the arm: the
+probe's and recommend's seconds times the workers, who wait for it, open the replay). What they
+learn from is a reference file made from the other datasets' tables only
+(:func:`held_out_reference`), read by the same ``recommend`` and ``warm_space`` a user runs,
+through an empty MLflow store.
+
+The warmed space is the arm's base space (the shipped one plus softmax, with the grid's epochs
+as a range and the learning rates times ``LR_SCALE``, as the cold arms have them) warmed by the
+recommendation, then laid on the grid: each key keeps the grid values inside its warmed range
+(the nearest one where none is), and the seed points are snapped onto the grid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import efficiency_arms as arms
+from benchmarks import efficiency_settings as settings
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmStart:
+    """What the warm arms of one held-out dataset start from."""
+
+    recommendation: Any  # astune.recommend.Recommendation
+    seconds: float  # the probe's and recommend's wall seconds on one thread
+    reference_datasets: tuple[str, ...]
+
+
+def held_out_reference(dataset: str, folder: Path, *, root: Path | None = None) -> Path:
+    """A reference file in ``folder`` made from every other dataset's table (under ``root``)."""
+    from astune.recommend.reference import write_reference
+    from benchmarks.refresh_reference import reference_entries
+
+    others = [name for name in settings.DATASETS if name != dataset]
+    entries = reference_entries(others, root=root, log=lambda line: print(f"  reference {line}"))
+    return write_reference(folder / f"reference-without-{dataset}.json", entries, held_out=dataset)
+
+
+def warm_start(dataset: str, *, root: Path | None = None) -> WarmStart:
+    """Probe ``dataset`` and recommend for it from the other datasets' tables (timed)."""
+    import json
+
+    import torch
+
+    from astune.recommend import recommend
+
+    torch.set_num_threads(settings.THREADS)
+    data = settings.DATASETS[dataset]
+    with tempfile.TemporaryDirectory() as folder:
+        reference = held_out_reference(dataset, Path(folder), root=root)
+        learnt = tuple(e["dataset"] for e in json.loads(reference.read_text())["searches"])
+        start = time.perf_counter()
+        rec = recommend(
+            dataset,
+            tracking_uri=f"sqlite:///{folder}/empty.db",
+            backbone=settings.BACKBONE,
+            num_layers=data.num_layers,
+            train_size=data.train,
+            reference=reference,
+        )
+        seconds = time.perf_counter() - start
+    return WarmStart(rec, seconds, learnt)
+
+
+def base_space(dataset: str, *, fast: bool) -> Any:
+    """The cold arms' space as a SearchSpace: the shipped space plus softmax (and, ``fast``,
+    AS-Speed and AS-Skip searched), the lr range and seed points times ``LR_SCALE``, the
+    grid's epochs as a range."""
+    from astune.space.space import load_space
+
+    space = load_space(dataset=dataset)
+    task = "multi_label" if settings.DATASETS[dataset].multi_label else "single_label"
+    space = space.for_task(task)
+    plain = settings.DATASETS[dataset].loss_name("softmax")
+    space = space.with_losses([*space.losses, plain])
+    lr = space.param("lr")
+    scale = settings.LR_SCALE
+    points = tuple({**p, "lr": p["lr"] * scale} if "lr" in p else p for p in space.points)
+    space = dataclasses.replace(space, points=())
+    space = space.narrowed("lr", lr.low * scale, lr.high * scale)
+    space = space.narrowed("epochs", min(settings.EPOCHS), max(settings.EPOCHS), step=1.0)
+    if fast:
+        space = _with_switches(space)
+    return dataclasses.replace(space, points=tuple(p for p in points if _fits(space, p)))
+
+
+def _with_switches(space: Any) -> Any:
+    """``space`` searching AS-Speed (the grid's lambda and s) and AS-Skip as switches."""
+    from astune.space.params import named, parse_param
+
+    specs = {
+        "as_speed": {"type": "categorical", "choices": [True, False]},
+        "lam": {"type": "fixed", "value": settings.SPEED_LAM},
+        "max_accum_steps": {"type": "fixed", "value": settings.SPEED_MAX_STEPS},
+        "as_skip": {"type": "categorical", "choices": [True, False]},
+    }
+    with named(space.source):
+        speed = {k: parse_param(k, v, f"speed_params.{k}") for k, v in specs.items()}
+    return dataclasses.replace(space, speed_params={**space.speed_params, **speed})
+
+
+def _fits(space: Any, point: dict[str, Any]) -> bool:
+    try:
+        dataclasses.replace(space, points=(point,))
+    except ValueError:
+        return False
+    return True
+
+
+def warm_arm(dataset: str, start: WarmStart, *, fast: bool) -> arms.Arm:
+    """The ``astune-warm`` (``fast``: ``astune-fast``) arm of ``dataset`` on the grid."""
+    from astune.recommend.warm_space import warm_space
+
+    space = warm_space(start.recommendation, base_space(dataset, fast=fast))
+    as_loss = settings.DATASETS[dataset].loss_name("as_softmax")
+
+    def keep(name: str, grid: tuple[Any, ...]) -> tuple[Any, ...]:
+        param = space.param(name, as_loss)
+        inside = tuple(v for v in grid if arms.in_param(param, v))
+        return inside or (arms.snap(arms.mid(param), grid),)
+
+    values = {
+        "loss": ("softmax", "as_softmax", *(("as_speed", "as_skip") if fast else ())),
+        "lr": keep("lr", settings.LRS),
+        "batch_size": keep("batch_size", settings.BATCH_SIZES),
+        "lr_warmup_ratio": (0.0,),
+        "epochs": keep("epochs", settings.EPOCHS),
+        "delta": keep("delta", settings.DELTAS),
+        "warmup_ratio": keep("warmup_ratio", settings.DELTA_WARMUPS),
+    }
+    plain = settings.DATASETS[dataset].loss_name("softmax")
+    points = []
+    for point in space.points:
+        loss = _grid_loss(point, as_loss, plain)
+        if loss in values["loss"]:
+            cell = grid_cell(point, values, loss)
+            if cell not in points:
+                points.append(cell)
+    name = "astune-fast" if fast else "astune-warm"
+    return arms.Arm(
+        name,
+        values,
+        tuple(points),
+        prune_aware=True,
+        grace_period=int(space.scheduler["grace_period"]),
+        reduction_factor=int(space.scheduler["reduction_factor"]),
+    )
+
+
+def _grid_loss(point: dict[str, Any], as_loss: str, plain: str) -> str | None:
+    """A seed point's grid loss: AS-Skip and AS-Speed points as their variants."""
+    if point["loss"] == as_loss and point.get("as_skip"):
+        return "as_skip"
+    return arms.grid_loss(point, as_loss, plain)
+
+
+def grid_cell(point: dict[str, Any], values: dict[str, tuple], loss: str) -> dict[str, Any]:
+    """A seed point of the warmed space (learning rates already scaled) as a grid cell of the
+    arm: each value the nearest the arm searches; keys it leaves out at the arm's first."""
+    cell = {"loss": loss}
+    for key in ("lr", "batch_size", "epochs"):
+        cell[key] = arms.snap(point.get(key, values[key][-1]), values[key])
+    if loss == "softmax":
+        return {**cell, "lr_warmup_ratio": 0.0}
+    cell["warmup_ratio"] = arms.snap(point.get("warmup_ratio", 0.0), values["warmup_ratio"])
+    if loss == "as_softmax":  # the variants take the grid's one delta
+        cell["delta"] = arms.snap(point.get("delta", settings.FAST_DELTA), values["delta"])
+    return cell

@@ -1,0 +1,114 @@
+"""Refresh the prior packaged with astune (astune/recommend/reference_trials.json) from the
+search-efficiency tables (benchmarks/results/tables/): per dataset, its probe difficulty and
+the best quarter of its complete grid configs, ranked by the seed-mean validation score of
+their final evaluation.
+
+    python benchmarks/refresh_reference.py [--datasets sst5,...] [--out FILE]
+
+A dataset whose table holds no config on every seed is left out, with a line saying so.
+``reference_entries`` is what the benchmark's warm arms build their held-out prior with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from astune.recommend.reference import PRIOR_FILE, reference_entry, write_reference  # noqa: E402
+from astune.recommend.transfer import TaskProfile, ranked  # noqa: E402
+from benchmarks import efficiency_record as recorder  # noqa: E402
+from benchmarks import efficiency_settings as settings  # noqa: E402
+
+
+def trial_config(dataset: str, config: dict[str, Any]) -> dict[str, Any]:
+    """A grid config as the flat trial config astune logs (the AS-Speed / AS-Skip variants as
+    AS-Softmax with their switch on)."""
+    fields = settings.train_fields(dataset, config, seed=0)
+    keys = ("loss", "lr", "batch_size", "epochs", "delta", "warmup_ratio", "lr_warmup_ratio")
+    out = {k: fields[k] for k in keys if fields.get(k) is not None}
+    out["as_speed"] = bool(fields.get("as_speed"))
+    out["as_skip"] = bool(fields.get("as_skip"))
+    if out["as_speed"]:
+        out.update(lam=fields["lam"], max_accum_steps=fields["max_accum_steps"])
+    return out
+
+
+def config_scores(frame: Any) -> list[tuple[dict[str, Any], float]]:
+    """(grid config, seed-mean final validation score) of each config run on every seed."""
+    last = frame[frame["last"]]
+    out = []
+    for _key, runs in last.groupby("key"):
+        if sorted(runs["seed"].astype(int)) != sorted(settings.SEEDS):
+            continue
+        config = {k: runs[k].iloc[0] for k in settings.CONFIG_KEYS if k in runs}
+        config = {k: (None if v != v else v) for k, v in config.items()}  # NaN: not applicable
+        out.append((settings.normalized(config), float(runs["val"].mean())))
+    return out
+
+
+def difficulty_of(dataset: str) -> tuple[float | None, str | None]:
+    """The probe's difficulty and task family of ``dataset`` (an empty store: the probe alone)."""
+    from astune.recommend.difficulty import measure_difficulty
+
+    with tempfile.TemporaryDirectory() as folder:
+        d = measure_difficulty(dataset, tracking_uri=f"sqlite:///{folder}/probe.db")
+    return d.value, d.task
+
+
+def reference_entries(
+    datasets: list[str], *, root: Path | None = None, log=print
+) -> list[dict[str, Any]]:
+    """The reference file's entries of ``datasets``' tables (under ``root``)."""
+    entries = []
+    for name in datasets:
+        frame = recorder.read_table(recorder.table_dir(name, root))
+        scored = config_scores(frame) if not frame.empty else []
+        if not scored:
+            log(f"{name}: no config on every seed yet; left out")
+            continue
+        start = time.perf_counter()
+        difficulty, task = difficulty_of(name)
+        data = settings.DATASETS[name]
+        profile = TaskProfile(difficulty, task, data.train, settings.BACKBONE, data.num_layers)
+        configs = [(trial_config(name, c), s) for c, s in scored]
+        trials = ranked(f"prior {name}", name, profile, configs)
+        by_key = {str(sorted(c.items())): s for c, s in configs}
+        scores = [by_key[str(sorted(t.config.items()))] for t in trials]
+        metric = str(frame["metric"].iloc[0])
+        entries.append(reference_entry(trials, scores=scores, metric=metric, mode="max"))
+        log(
+            f"{name}: {len(scored)} complete configs, best {scores[0]:.4f}; difficulty "
+            f"{difficulty} ({time.perf_counter() - start:.0f} s probe)"
+        )
+    return entries
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--datasets", default=",".join(settings.DATASETS))
+    p.add_argument("--out", default=str(PRIOR_FILE))
+    args = p.parse_args(argv)
+    names = [settings.check_dataset(n) for n in args.datasets.split(",")]
+    entries = reference_entries(names)
+    digests = {
+        e["dataset"]: recorder.table_digest(recorder.table_dir(e["dataset"]))["sha256"][:16]
+        for e in entries
+    }
+    about = {
+        "made_by": "python benchmarks/refresh_reference.py",
+        "made_on": time.strftime("%Y-%m-%d", time.gmtime()),
+        "tables": digests,
+        "score": "seed-mean validation score of the final evaluation over seeds "
+        + ", ".join(map(str, settings.SEEDS)),
+    }
+    print(f"wrote {write_reference(args.out, entries, **about)} ({len(entries)} searches)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""The search-efficiency benchmark's warm arms (benchmarks/efficiency_warm.py): the reference a
+held-out dataset learns from holds the other datasets only; the warmed arm lies on the grid
+and starts from the transferred config; the probe's seconds open the replay."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from test_search_efficiency import STARTUP, synthetic_rows
+
+from astune.recommend.difficulty import Difficulty
+from astune.recommend.result import Recommendation
+from astune.recommend.schedules import ScheduleAdvice
+from astune.recommend.transfer import TaskProfile, advise, ranked
+from benchmarks import efficiency_arms as arms
+from benchmarks import efficiency_record as recorder
+from benchmarks import efficiency_replay as replay
+from benchmarks import efficiency_settings as settings
+from benchmarks import efficiency_warm as warm
+from benchmarks import refresh_reference
+
+
+def _warm_start(advice) -> warm.WarmStart:
+    rec = Recommendation(
+        dataset="sst5",
+        delta=0.3,
+        low=0.25,
+        high=0.35,
+        warmup_ratio=0.0,
+        difficulty=Difficulty("sst5", "single_label", 0.9, 0.03),
+        prior_delta=0.3,
+        fit_delta=None,
+        history_weight=0.0,
+        schedule=ScheduleAdvice(band="hard", schedule="fixed", params={}, tallies={}),
+        transfer=advice,
+    )
+    return warm.WarmStart(rec, seconds=7.0, reference_datasets=("clinc_oos",))
+
+
+def test_the_warm_arm_lies_on_the_grid_and_starts_from_what_history_knows():
+    profile = TaskProfile(0.9, "single_label", 1000, settings.BACKBONE, 2)
+    best = {"loss": "as_softmax", "lr": 1e-3, "epochs": 2, "batch_size": 32, "as_speed": False}
+    trials = [t for i in range(12) for t in ranked(f"s{i}", "x", profile, [(best, 0.5)] * 4)]
+    advice = advise(profile, trials)
+    assert advice.weight > 0.5
+    keys = {settings.config_key(c) for c in settings.grid("sst5")}
+    for name in arms.WARM_ARMS:
+        arm = arms.build_arm(name, "sst5", warm=_warm_start(advice))
+        assert all(settings.config_key(p) in keys for p in arm.seed_points)
+        first = arm.seed_points[0]
+        assert first["lr"] == 1e-3 and first["batch_size"] == 32 and first["epochs"] == 2
+        assert first["loss"] == "as_softmax" and first["delta"] == 0.3
+        assert set(arm.values["delta"]) <= {0.2, 0.3, 0.4} and 0.3 in arm.values["delta"]
+        assert 1e-4 not in arm.values["lr"]  # the shipped 1e-4 lies outside the moved range
+    fast = arms.build_arm("astune-fast", "sst5", warm=_warm_start(advice))
+    assert {"as_speed", "as_skip"} <= set(fast.values["loss"])
+
+
+def test_no_history_leaves_the_warm_arm_the_cold_one_with_the_recommended_delta():
+    cold = arms.build_arm("astune", "sst5")
+    arm = arms.build_arm(
+        "astune-warm", "sst5", warm=_warm_start(advise(TaskProfile(0.9, None, 1, "x"), []))
+    )
+    assert (
+        arm.values["lr"] == cold.values["lr"]
+        and arm.values["batch_size"] == cold.values["batch_size"]
+    )
+    assert arm.values["delta"] == (0.3,)  # delta narrowed to [0.25, 0.35]
+    assert arm.seed_points[0]["lr"] == cold.seed_points[0]["lr"]
+
+
+def test_the_probe_seconds_open_the_replay():
+    table = replay.Table(pd.DataFrame(synthetic_rows(settings.grid("sst5"))))
+    arm = arms.build_arm("astune", "sst5")
+    run = replay.Replay(table, arm, seed=0, budget=200.0, overhead=7.0).run()
+    assert min(t.start for t in run.trials) == 7.0
+    first = min(run.curve, key=lambda p: p.seconds)
+    assert first.seconds >= settings.WORKERS * 7.0 + settings.WORKERS * STARTUP
+
+
+@pytest.mark.slow
+def test_the_held_out_reference_holds_the_other_datasets_only(tmp_path):
+    """Synthetic tables for SST-5 and CoNLL-2003: the reference of held-out SST-5 is CoNLL's
+    (probed for real), ranked by seed-mean final score; SST-5's table is never read."""
+    for name in ("sst5", "conll2003"):
+        recorder.write_shard(
+            recorder.table_dir(name, tmp_path), synthetic_rows(settings.grid(name))
+        )
+    path = warm.held_out_reference("sst5", tmp_path, root=tmp_path)
+    raw = json.loads(path.read_text())
+    assert [e["dataset"] for e in raw["searches"]] == ["conll2003"] and raw["held_out"] == "sst5"
+    entry = raw["searches"][0]
+    assert entry["train_size"] == settings.DATASETS["conll2003"].train
+    assert 0.0 <= entry["difficulty"] <= 1.0 and entry["task"] == "token"
+    scores = [t["score"] for t in entry["trials"]]
+    assert scores == sorted(scores, reverse=True)
+    assert len(scores) == -(-entry["ranked"] // 4)
+    best = refresh_reference.config_scores(
+        recorder.read_table(recorder.table_dir("conll2003", tmp_path))
+    )
+    assert scores[0] == pytest.approx(max(s for _, s in best))
+    assert entry["trials"][0]["config"]["lr"] == settings.LRS[1]  # the synthetic optimum

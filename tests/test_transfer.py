@@ -1,0 +1,205 @@
+"""What `recommend` transfers besides delta and r (astune/recommend/transfer.py and
+warm_space.py): similarity of tasks, history's weighted centre against a plain reference,
+ranges that move toward history by its weight, the fallback to the shipped space, and the
+packaged prior's file."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from astune.recommend.difficulty import Difficulty
+from astune.recommend.reference import PRIOR_FILE, load_reference, write_reference
+from astune.recommend.result import Recommendation
+from astune.recommend.schedules import ScheduleAdvice
+from astune.recommend.transfer import (
+    HISTORY_SHRINK,
+    OTHER_BACKBONE,
+    OTHER_TASK,
+    ReferenceTrial,
+    TaskProfile,
+    advise,
+    ranked,
+    similarity,
+)
+from astune.recommend.warm_space import snapped, warm_space
+from astune.space.space import load_space
+
+TARGET = TaskProfile(0.9, "single_label", 1000, "minilm", 2)
+
+
+def _search(source, configs, profile=TARGET, dataset="d"):
+    """A search whose trials score in the order given (first best)."""
+    scored = [(c, 1.0 - i / 100) for i, c in enumerate(configs)]
+    return ranked(source, dataset, profile, scored)
+
+
+def _rec(transfer, *, delta=0.3, task="single_label"):
+    """A recommendation of delta 0.3 (range 0.2-0.4), r 0, fixed schedule, and ``transfer``."""
+    difficulty = Difficulty("sst5", task, 0.9, 0.03)
+    schedule = ScheduleAdvice(band="hard", schedule="fixed", params={}, tallies={})
+    return Recommendation(
+        dataset="sst5",
+        delta=delta,
+        low=0.2,
+        high=0.4,
+        warmup_ratio=0.0,
+        difficulty=difficulty,
+        prior_delta=0.3,
+        fit_delta=None,
+        history_weight=0.0,
+        schedule=schedule,
+        transfer=transfer,
+    )
+
+
+def test_similarity_is_one_for_the_same_task_and_falls_with_each_difference():
+    assert similarity(TARGET, TARGET) == pytest.approx(1.0)
+    harder = TaskProfile(0.75, "single_label", 1000, "minilm", 2)
+    assert similarity(TARGET, harder) == pytest.approx(math.exp(-0.5))  # one scale apart
+    bigger = TaskProfile(0.9, "single_label", 10_000, "minilm", 2)
+    assert similarity(TARGET, bigger) == pytest.approx(math.exp(-2.0))  # a decade: two scales
+    other = TaskProfile(0.9, "multi_label", 1000, "bert-base-cased", None)
+    assert similarity(TARGET, other) == pytest.approx(OTHER_TASK * OTHER_BACKBONE)
+    token = TaskProfile(0.9, "token", 1000, "minilm", 2)
+    assert similarity(TARGET, token) == pytest.approx(OTHER_TASK)
+    assert similarity(TARGET, token) == similarity(token, TARGET)
+
+
+def test_ranked_keeps_the_best_quarter_in_order_and_drops_failed_trials():
+    scored = [({"lr": 10.0**-k}, s) for k, s in enumerate([0.2, 0.9, float("nan"), 0.5, 0.7])]
+    scored += [({"lr": 0.5}, 0.1), ({"lr": 0.6}, 0.3), ({"lr": 0.7}, 0.4), ({"lr": 0.8}, 0.6)]
+    trials = ranked("s", "d", TARGET, scored)
+    assert [t.config["lr"] for t in trials] == [0.1, 1e-4]  # 8 finite -> the best 2
+    assert [t.rank for t in trials] == [0.0, pytest.approx(1 / 7)]
+    assert all(t.search_size == 8 for t in trials)
+
+
+def test_advise_centres_on_the_weighted_geometric_mean_of_similar_tasks():
+    near = _search("near", [{"lr": 1e-3, "epochs": 4, "batch_size": 16}] * 4)
+    far_profile = TaskProfile(0.3, "single_label", 1000, "minilm", 2)
+    far = _search("far", [{"lr": 1e-5, "epochs": 1, "batch_size": 32}] * 4, far_profile)
+    advice = advise(TARGET, near + far)
+    # The reference: each trial weighs similarity x n/(n+3) x (1 - rank/2).
+    ws = [similarity(TARGET, t.profile) * 4 / 7 * (1 - t.rank / 2) for t in near + far]
+    logs = [math.log(t.config["lr"]) for t in near + far]
+    expected = math.exp(sum(w * x for w, x in zip(ws, logs)) / sum(ws))
+    assert advice.centre["lr"] == pytest.approx(expected)
+    assert advice.centre["lr"] == pytest.approx(1e-3, rel=1e-2)  # the far task barely counts
+    assert advice.centre["batch_size"] == 16
+    n_eff = 4 / 7 * (1 + similarity(TARGET, far_profile))
+    assert advice.weight == pytest.approx(n_eff / (n_eff + HISTORY_SHRINK))
+    assert [s for s, _ in advice.sources] == ["near", "far"]
+
+
+def test_speed_knobs_come_only_from_trials_that_ran_them():
+    configs = [
+        {"lr": 1e-4, "as_speed": True, "lam": 1.5, "max_accum_steps": 4},
+        {"lr": 1e-4, "as_speed": False, "lam": 0.5, "max_accum_steps": 2},  # lam unused
+    ]
+    advice = advise(TARGET, _search("s", configs * 2))
+    assert advice.centre["lam"] == pytest.approx(1.5)
+    assert advice.centre["max_accum_steps"] == pytest.approx(4)
+
+
+def test_no_history_leaves_the_shipped_space_and_its_points():
+    space = load_space(dataset="sst5")
+    warmed = warm_space(_rec(advise(TARGET, [])), space)
+    assert warmed.param("lr") == space.param("lr") and warmed.param("epochs").value == 7
+    first = warmed.points[0]
+    assert first == {"loss": "as_softmax", "delta": 0.3, "warmup_ratio": 0.0}
+    assert list(warmed.points[1:]) == [p for p in space.points if p != first]
+
+
+def test_history_moves_lr_and_epochs_by_its_weight_and_seeds_its_best_trials():
+    space = load_space(dataset="sst5")  # lr log [1e-5, 5e-5], seed 2e-5; epochs fixed 7
+    best = {"loss": "as_softmax", "lr": 3e-4, "epochs": 3, "batch_size": 32, "delta": 0.3}
+    trials = _search("a", [best, {**best, "lr": 1e-4}] * 6)
+    trials += _search("b", [{**best, "lr": 2e-4}] * 8, dataset="e")
+    advice = advise(TARGET, trials)
+    h = advice.weight
+    assert 0.25 < h < 0.5  # two searches as alike as can be: history counts, not alone
+    warmed = warm_space(_rec(advice), space)
+    first = warmed.points[0]
+    lr_seed = math.exp(h * math.log(advice.centre["lr"]) + (1 - h) * math.log(2e-5))
+    assert first["lr"] == pytest.approx(lr_seed)
+    lr = warmed.param("lr")
+    assert lr.log and lr.low > 1e-5 and lr.high > 5e-5 and lr.low <= first["lr"] <= lr.high
+    epochs = warmed.param("epochs")  # fixed at 7: now the range to the transferred value
+    centre = math.exp(h * math.log(advice.centre["epochs"]) + (1 - h) * math.log(7))
+    assert first["epochs"] == round(centre) and epochs.kind == "float" and epochs.step == 1.0
+    assert (epochs.low, epochs.high) == (round(centre), 7)
+    assert first["batch_size"] == 16  # h < 1/2: the categorical keeps the shipped value
+    # Next: history's best trials on the warmed space, then the shipped points inside it.
+    assert warmed.points[1]["lr"] == snapped(lr, 3e-4) == lr.high
+    assert warmed.points[1]["batch_size"] == 32
+    assert all(lr.contains(p["lr"]) for p in warmed.points if "lr" in p)
+
+
+def test_noisy_history_keeps_the_range_at_least_as_wide_as_shipped():
+    space = load_space(dataset="sst5")
+    lrs = [1e-6, 1e-4, 1e-5, 1e-3, 3e-6, 3e-4]
+    trials = [t for i, lr in enumerate(lrs) for t in _search(f"s{i}", [{"lr": lr}] * 4)]
+    warmed = warm_space(_rec(advise(TARGET, trials)), space)
+    old, new = space.param("lr"), warmed.param("lr")
+    assert math.log(new.high / new.low) >= math.log(old.high / old.low)
+
+
+def test_dissimilar_history_barely_moves_the_space():
+    space = load_space(dataset="sst5")
+    other = TaskProfile(0.6, "multi_label", 10_000, "vit-base", None)
+    advice = advise(TARGET, _search("far", [{"lr": 1e-2, "epochs": 1}] * 40, other))
+    assert advice.weight < 0.001
+    warmed = warm_space(_rec(advice), space)
+    assert warmed.points[0]["lr"] == pytest.approx(2e-5, rel=0.01)
+    assert warmed.param("lr").high == pytest.approx(5e-5, rel=0.01)
+    assert len(warmed.points) == len(space.points) + 1  # no trial points of its own
+
+
+def test_switches_take_historys_mode_once_it_dominates():
+    space = load_space(dataset="default")  # as_speed searched: true / false
+    cfg = {"loss": "as_softmax", "lr": 5e-5, "as_speed": True, "lam": 1.5, "max_accum_steps": 4}
+    trials = [t for i in range(12) for t in _search(f"s{i}", [cfg] * 4)]
+    advice = advise(TARGET, trials)
+    assert advice.weight > 0.5
+    first = warm_space(_rec(advice), space).points[0]
+    assert first["as_speed"] is True and first["lam"] == 1.5 and first["max_accum_steps"] == 4
+
+
+def test_reference_file_round_trip_exclusion_and_one_line_errors(tmp_path):
+    trials = _search("x", [{"lr": 1e-4}, {"lr": 2e-4}] * 2, dataset="sst5")
+    entry = {
+        "dataset": "sst5",
+        "task": "single_label",
+        "difficulty": 0.9,
+        "train_size": 1000,
+        "backbone": "minilm",
+        "num_layers": 2,
+        "ranked": 4,
+        "trials": [{"config": t.config, "rank": t.rank, "score": 0.4} for t in trials],
+    }
+    path = write_reference(tmp_path / "ref.json", [entry], made_by="test")
+    loaded = load_reference(path)
+    assert [t.config for t in loaded] == [t.config for t in trials]
+    assert loaded[0].profile == TARGET and loaded[0].search_size == 4
+    assert load_reference(path, exclude=["sst5"]) == []
+    (tmp_path / "old.json").write_text(json.dumps({"format": 0, "searches": []}))
+    with pytest.raises(ValueError, match="expected format 1, got 0"):
+        load_reference(tmp_path / "old.json")
+    del entry["backbone"]
+    write_reference(tmp_path / "bad.json", [entry])
+    with pytest.raises(ValueError, match=r"searches\[0\] lacks backbone"):
+        load_reference(tmp_path / "bad.json")
+
+
+def test_the_packaged_prior_loads_and_each_search_is_keyed_by_backbone_and_size():
+    raw = json.loads(PRIOR_FILE.read_text())
+    trials = load_reference()
+    assert len({t.source for t in trials}) == len(raw["searches"])
+    for entry in raw["searches"]:
+        assert entry["backbone"] and entry["train_size"] > 0 and entry["trials"]
+        ranks = [t["rank"] for t in entry["trials"]]
+        assert ranks == sorted(ranks) and ranks[0] == 0.0
+    assert isinstance(trials, list) and all(isinstance(t, ReferenceTrial) for t in trials)
