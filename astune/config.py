@@ -21,6 +21,7 @@ from astune.losses.catalogue import (
     AS_LOSSES,
     DELTA,
     DELTA_CONTROL,
+    LOSS_KERNELS,
     LOSS_PARAM_NAMES,
     WARMUP_RATIO,
     ParamSpec,
@@ -160,6 +161,7 @@ class TrainConfig:
     eval_every: int | None = _default("eval_every")
     checkpoint_every: str = TRAIN_DEFAULT  # see astune.checkpoint_policy
     precision: str = "auto"
+    loss_kernel: str = "auto"  # single-label AS-Softmax: the fused Triton kernel or torch's
     device: str = "auto"
     output_dir: str | None = None
 
@@ -170,6 +172,7 @@ class TrainConfig:
             if value is not None or spec.default is not None:
                 spec.check(value)
         check_choice("precision", self.precision, PRECISIONS)
+        check_choice("loss_kernel", self.loss_kernel, LOSS_KERNELS)
         check_choice("device", self.device, DEVICES)
         CheckpointPolicy(self.checkpoint_every)
         if self.as_speed and self.loss not in AS_LOSSES:
@@ -245,6 +248,8 @@ class TrainConfig:
 
     def loss_kwargs(self) -> dict[str, Any]:
         """The parameters :func:`astune.losses.build_loss` takes for ``loss``."""
+        if loss_info(self.loss).fused:
+            return {"delta": self.delta, "kernel": self.loss_kernel}
         if self.loss in AS_LOSSES:
             return {"delta": self.delta}
         return dict(self.loss_params)

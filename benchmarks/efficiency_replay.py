@@ -34,6 +34,7 @@ class Row:
     test: float
     elapsed: float
     last: bool
+    train_seconds: float = 0.0  # the training seconds so far (astune's cost objective)
 
 
 class Table:
@@ -56,6 +57,7 @@ class Table:
                     float(r.test),
                     startup + float(r.elapsed_seconds),
                     bool(r.last),
+                    float(getattr(r, "train_seconds", r.elapsed_seconds)),
                 )
                 for r in runs.itertuples()
             ]
@@ -202,7 +204,12 @@ class Replay:
         if np.isnan(row.val):  # the recorded run diverged here: an errored trial
             return self._end(now, tid, error=True)
         act.log.evaluations += 1
-        act.result = {"objective": row.val, "training_iteration": row.evaluation, "final": row.last}
+        act.result = {
+            "objective": row.val,
+            "train_seconds": row.train_seconds,
+            "training_iteration": row.evaluation,
+            "final": row.last,
+        }
         self.searcher.on_trial_result(tid, act.result)
         decision = self.scheduler.on_trial_result(None, act.trial, act.result)
         if self.best is None or row.val > self.best[0]:

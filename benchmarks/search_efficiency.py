@@ -3,6 +3,7 @@
     python benchmarks/search_efficiency.py settings                 # the header and CPU-hours
     python benchmarks/search_efficiency.py record --dataset sst5 --hours 2 [--part 0/2]
     python benchmarks/search_efficiency.py replay --datasets sst5 [--arms by-hand,astune]
+    python benchmarks/search_efficiency.py pareto --datasets sst5   # item 5's hypervolume
 
 ``replay`` writes ``benchmarks/results/search_efficiency.json``: per held-out dataset and arm,
 ``seconds_to_target`` (``T_common``) and ``seconds_to_target_all`` (``T_all``) as
@@ -35,6 +36,7 @@ from benchmarks import efficiency_settings as settings  # noqa: E402
 from benchmarks._harness import RESULTS, machine_line  # noqa: E402
 
 OUTPUT = RESULTS / "search_efficiency.json"
+PARETO_OUTPUT = RESULTS / "search_efficiency_pareto.json"
 CURVE_POINTS = 50
 
 
@@ -174,6 +176,27 @@ def warm_summary(warm: Any) -> dict[str, Any]:
     }
 
 
+def pareto(args: Any) -> None:
+    """``pareto``: issue 44 item 5's hypervolume replay on each dataset's table."""
+    from benchmarks.efficiency_pareto import replay_pareto
+
+    result: dict[str, Any] = {
+        "machine": machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna")),
+        "commit": commit(),
+        "intervals": settings.INTERVAL,
+        "datasets": {},
+    }
+    for dataset in args.datasets.split(","):
+        folder = recorder.table_dir(settings.check_dataset(dataset), args.tables)
+        table = replay.Table(recorder.read_table(folder))
+        budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
+        entry = replay_pareto(table, dataset, budget=budget, repetitions=args.repetitions)
+        entry["table"] = recorder.table_digest(folder)["sha256"]
+        result["datasets"][dataset] = entry
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.output}")
+
+
 def commit() -> str:
     """The commit of this checkout (with ``+dirty`` when it has changes)."""
     root = Path(__file__).resolve().parent.parent
@@ -200,6 +223,11 @@ def main(argv: list[str] | None = None) -> None:
     rep.add_argument("--repetitions", type=int, default=settings.REPETITIONS)
     rep.add_argument("--output", type=Path, default=OUTPUT)
     rep.add_argument("--tables", type=Path, default=recorder.TABLES, help="the tables' folder")
+    par = sub.add_parser("pareto", help="hypervolume with and without MO successive halving")
+    par.add_argument("--datasets", default="sst5")
+    par.add_argument("--repetitions", type=int, default=settings.REPETITIONS)
+    par.add_argument("--output", type=Path, default=PARETO_OUTPUT)
+    par.add_argument("--tables", type=Path, default=recorder.TABLES, help="the tables' folder")
     args = p.parse_args(argv)
     if args.command == "settings":
         return settings.main([])
@@ -209,6 +237,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     if args.repetitions < 1:
         raise SystemExit(f"--repetitions must be >= 1, got {args.repetitions}")
+    if args.command == "pareto":
+        return pareto(args)
     names = [n for n in args.arms.split(",") if n]
     for dataset in (datasets := args.datasets.split(",")):
         settings.check_dataset(dataset)

@@ -200,6 +200,12 @@ def check_stats_equal_the_torch_path(device, dtype):
     assert torch.equal(ours.counts(), torch_stats.counts())
     torch.testing.assert_close(ours.headroom_rows(), torch_stats.headroom_rows(),
                                rtol=1e-4, atol=1e-5)  # fmt: skip
+    # The kernel's p-margins of the active rows: what the loop logs without reading the logits.
+    from astune.training.evaluate import p_margins
+
+    assert torch_stats.active_margins() is None  # the torch function leaves them to p_margins
+    torch.testing.assert_close(ours.active_margins(), p_margins(logits, labels), rtol=0,
+                               atol=1e-6 if dtype == torch.float32 else 1e-3)  # fmt: skip
 
 
 def check_logits_kept_unless_overwrite_asked(device, dtype):
@@ -216,6 +222,12 @@ def check_logits_kept_unless_overwrite_asked(device, dtype):
     as_softmax_loss_triton(buffer, labels, DELTA, overwrite_logits=True).backward()
     assert torch.equal(buffer.grad, leaf.grad)
     assert torch.equal(buffer.detach(), leaf.grad)
+    from astune.losses import ASSoftmaxLoss  # the module: the same, only when asked
+
+    for overwrite in (False, True):
+        buffer = logits.clone().requires_grad_()
+        ASSoftmaxLoss(DELTA, kernel="triton", overwrite_logits=overwrite)(buffer, labels).backward()
+        assert torch.equal(buffer.detach(), leaf.grad if overwrite else original)
 
 
 def check_retained_graph_gives_the_same_gradient_twice(device, dtype):

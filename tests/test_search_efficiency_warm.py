@@ -102,3 +102,39 @@ def test_the_held_out_reference_holds_the_other_datasets_only(tmp_path):
     )
     assert scores[0] == pytest.approx(max(s for _, s in best))
     assert entry["trials"][0]["config"]["lr"] == settings.LRS[1]  # the synthetic optimum
+
+
+def test_hypervolume_is_the_area_the_front_dominates():
+    from benchmarks.efficiency_pareto import hypervolume
+
+    # Reference: metric 0, two trial-lengths. Two front points and one dominated, one outside.
+    points = [(0.5, 10.0), (0.8, 15.0), (0.4, 18.0), (0.9, 25.0)]
+    assert hypervolume(points, trial_length=10.0) == pytest.approx(0.5 * 0.5 + 0.5 * 0.8)
+    assert hypervolume([], trial_length=10.0) == 0.0
+    # The same by counting a fine grid of (cost, metric) cells dominated by some point.
+    import numpy as np
+
+    costs, metrics = np.meshgrid(
+        np.linspace(0, 2, 801)[:-1] + 1 / 800, np.linspace(0, 1, 401)[:-1] + 1 / 800
+    )
+    covered = np.zeros_like(costs, dtype=bool)
+    for m, s in points:
+        covered |= (costs >= s / 10.0) & (metrics <= m)
+    assert hypervolume(points, trial_length=10.0) == pytest.approx(covered.mean() * 2.0, abs=0.01)
+
+
+def test_mo_halving_stops_trials_that_never_enter_the_front():
+    from benchmarks.efficiency_pareto import ParetoArm, ParetoReplay
+
+    table = replay.Table(pd.DataFrame(synthetic_rows(settings.grid("sst5"))))
+    base = arms.build_arm("astune-fast-cold", "sst5")
+    budget = 30 * table.trial_length()
+    halving = ParetoReplay(table, ParetoArm(base, halving=True), seed=0, budget=budget).run()
+    fifo = ParetoReplay(table, ParetoArm(base, halving=False), seed=0, budget=budget).run()
+    assert any(t.stopped for t in halving.trials) and not any(t.stopped for t in fifo.trials)
+    assert len(halving.finished) == sum(t.end is not None and not t.stopped for t in halving.trials)
+    hv = [v for _, v in halving.hv_curve]
+    assert hv == sorted(hv) and hv[-1] > 0  # a front only grows
+    states = halving.searcher.trial_states()
+    stopped = {f"trial_{i:05d}" for i, t in enumerate(halving.trials) if t.stopped and t.end}
+    assert stopped and {states[t] for t in stopped} == {"PRUNED"}

@@ -15,6 +15,7 @@ from astune.config import TrainConfig
 from astune.data import majority_baseline
 from astune.data.encoded import load_encoded
 from astune.data.media_encoding import TrainData
+from astune.losses.as_softmax import chosen_kernel
 from astune.training import Run, fit
 from astune.training import state as ckpt
 from astune.training.allocator import keep_freed_blocks
@@ -236,7 +237,11 @@ def test_bf16_training_on_a_cuda_gpu_learns_and_resumes_from_its_checkpoint(
     run = Run(run_config, data=sst5_scored)
     assert run.device.type == "cuda" and run.autocast == torch.bfloat16
     logits, _ = run.forward(sst5_scored.collate("train", torch.arange(4)))
-    assert logits.dtype == torch.float32 and logits.device.type == "cuda"
+    # The logits reach the loss in bf16: the fused kernel (auto on CUDA) upcasts in registers,
+    # logs its own margins and writes its gradient over them.
+    assert logits.dtype == torch.bfloat16 and logits.device.type == "cuda"
+    assert chosen_kernel("auto", logits, run.config.delta) == "triton"
+    assert run.loss_fn.overwrite_logits and run.loss_fn.kernel == "auto"
     final = run.train()
     assert final["val_accuracy"] > majority_baseline(sst5_scored, "validation") + 0.02, final
     state = ckpt.read_checkpoint(Path(run_config.output_dir, "checkpoint"))

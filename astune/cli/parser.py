@@ -36,6 +36,16 @@ def _add_data_flags(parser: argparse.ArgumentParser) -> None:
     _add_validation_flag(parser)
 
 
+def _add_loss_kernel_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--loss-kernel",
+        choices=["auto", "triton", "torch"],
+        default=None,
+        help="AS-Softmax's implementation: the fused Triton kernel (CUDA) or torch's; auto: "
+        "the kernel on CUDA when triton is installed (default)",
+    )
+
+
 def _add_validation_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--validation-fraction",
@@ -93,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_flags(search)
     _add_tracking_flag(search)
     search.add_argument("--space", help="YAML search space (default: search_spaces/<dataset>.yaml)")
+    _add_loss_kernel_flag(search)
     search.add_argument(
         "--warm-start",
         action="store_true",
@@ -231,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None)
     train.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None)
+    _add_loss_kernel_flag(train)
     _add_checkpoint_flag(train, TRAIN_DEFAULT)
 
     export = sub.add_parser("export", help="write the best config of a search as code or config")

@@ -42,13 +42,15 @@ TRAIN_FLAGS = (
     "eval_every",
     "device",
     "precision",
+    "loss_kernel",
     "checkpoint_every",
 )
 
 
 # Where a resumed run reads its data, writes and trains may change (another mount, machine or
-# GPU); the rest of its settings may not, or the resume would not be exact.
-RESUME_MAY_CHANGE = ("output_dir", "data_dir", "device")
+# GPU, and the loss kernel that suits it); the rest of its settings may not, or the resume
+# would not be exact.
+RESUME_MAY_CHANGE = ("output_dir", "data_dir", "device", "loss_kernel")
 
 
 def train_config(args: argparse.Namespace):

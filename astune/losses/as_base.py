@@ -20,7 +20,8 @@ class MaskStats:
     masked (zero loss). The counts are reduced on first read, so a loss call that nobody asks
     for its counts pays nothing and a GPU syncs only when they are read. ``headroom``, when the
     loss gives one, computes how far past its masking threshold each fully masked row is (see
-    :meth:`headroom_rows`), also only when asked.
+    :meth:`headroom_rows`), also only when asked; ``margins``, when the loss computed them in its
+    pass, the p-margin of every row (:meth:`active_margins`).
     """
 
     def __init__(
@@ -28,10 +29,12 @@ class MaskStats:
         inactive: Tensor,
         fully_masked: Callable[[], Tensor] | None = None,
         headroom: Callable[[], Tensor] | None = None,
+        margins: Callable[[], Tensor] | None = None,
     ):
         self._inactive = inactive
         self._fully_masked = fully_masked
         self._headroom = headroom
+        self._margins = margins
 
     @property
     def n_active(self) -> int:
@@ -53,6 +56,14 @@ class MaskStats:
         threshold, in units of delta (single-label: ``(p_t - max_{i != t} p_i - delta) / delta``);
         0 for a row that is not fully masked. None: the loss gives no headroom."""
         return None if self._headroom is None else self._headroom().reshape(-1)
+
+    def active_margins(self) -> Tensor | None:
+        """``p_t - max_{i != t} p_i`` of each active row, float32 ``(n_active,)``, as the loss's
+        own pass computed it (what :func:`astune.training.evaluate.p_margins` gives from the
+        logits); None: the loss does not give them."""
+        if self._margins is None:
+            return None
+        return self._margins().reshape(-1)[~self._inactive.reshape(-1)]
 
     def counts(self) -> Tensor:
         """``[n_active, n_masked]`` as a 0-sync int64 device tensor ``(2,)``."""

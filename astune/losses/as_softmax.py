@@ -166,13 +166,21 @@ def as_softmax_with_stats(
     ignore_index: int = -100,
     reduction: str = "mean",
     kernel: str = "auto",
+    overwrite_logits: bool = False,
 ) -> tuple[Tensor, MaskStats]:
-    """:func:`as_softmax_loss` that also returns the :class:`MaskStats` AS-Speed needs."""
+    """:func:`as_softmax_loss` that also returns the :class:`MaskStats` AS-Speed needs;
+    ``overwrite_logits``: the fused kernel writes the gradient over the logits (only for a
+    caller that reads them nowhere after this call; the torch function never does)."""
     if chosen_kernel(kernel, logits, delta) == "triton":
         from astune.losses.as_softmax_triton import as_softmax_with_stats_triton
 
         return as_softmax_with_stats_triton(
-            logits, labels, delta, ignore_index=ignore_index, reduction=reduction
+            logits,
+            labels,
+            delta,
+            ignore_index=ignore_index,
+            reduction=reduction,
+            overwrite_logits=overwrite_logits,
         )
     delta = DELTA.check(delta)
     check_choice("reduction", reduction, REDUCTIONS)
@@ -240,7 +248,13 @@ class ASSoftmaxLoss(ASLossModule):
 
     After each call ``last_stats`` holds a :class:`MaskStats` with ``n_active`` and ``n_masked``.
     :meth:`set_delta` changes delta between calls (the warm-up of :class:`DeltaSchedule` does).
+    ``overwrite_logits`` (the fused kernel only) writes the gradient over the logits: set it
+    only where nothing reads the logits after the call (the training loop does).
     """
+
+    upcasts_logits = True
+    """Both kernels compute in float32 from fp16/bf16 logits (in registers, or in the torch
+    function's buffer): callers hand the logits over in their own dtype."""
 
     def __init__(
         self,
@@ -249,10 +263,12 @@ class ASSoftmaxLoss(ASLossModule):
         ignore_index: int = -100,
         reduction: str = "mean",
         kernel: str = "auto",
+        overwrite_logits: bool = False,
     ):
         super().__init__(delta, reduction=reduction)
         self.ignore_index = check_int("ignore_index", ignore_index)
         self.kernel = check_choice("kernel", kernel, LOSS_KERNELS)
+        self.overwrite_logits = bool(overwrite_logits)
 
     def forward(self, logits: Tensor, labels: Tensor) -> Tensor:
         loss, self.last_stats = as_softmax_with_stats(
@@ -262,6 +278,7 @@ class ASSoftmaxLoss(ASLossModule):
             ignore_index=self.ignore_index,
             reduction=self.reduction,
             kernel=self.kernel,
+            overwrite_logits=self.overwrite_logits,
         )
         return loss
 
@@ -269,4 +286,5 @@ class ASSoftmaxLoss(ASLossModule):
         return (
             f"delta={self.delta}, ignore_index={self.ignore_index}, "
             f"reduction={self.reduction!r}, kernel={self.kernel!r}"
+            + (", overwrite_logits=True" if self.overwrite_logits else "")
         )

@@ -42,21 +42,27 @@ class ASRows(NamedTuple):
 
 
 def _kernels(logits: Tensor) -> Any:
-    """The kernel module, once ``logits`` is known to be where triton can run."""
+    """The kernel module, once ``logits`` are known to be where triton can run."""
+    return kernel_module(logits.device, logits.dtype)
+
+
+def kernel_module(device: torch.device, dtype: torch.dtype = torch.float32) -> Any:
+    """The kernel module for logits of ``dtype`` on ``device``: RuntimeError when triton is
+    not installed, ValueError (one line) where it cannot run them."""
     try:
         from astune.losses import _as_softmax_kernels as kernels
     except ImportError as err:
         raise RuntimeError(
             f"kernel='triton' needs triton (pip install 'astune[gpu]'): {err}"
         ) from None
-    if logits.device.type != "cuda" and not kernels.INTERPRETED:
+    if device.type != "cuda" and not kernels.INTERPRETED:
         raise ValueError(
             f"kernel='triton' needs CUDA tensors (or TRITON_INTERPRET=1 set before triton is "
-            f"imported), but the logits are on {logits.device}; use kernel='torch' there."
+            f"imported), but the logits are on {device}; use kernel='torch' there."
         )
-    if logits.dtype not in KERNEL_DTYPES:
+    if dtype not in KERNEL_DTYPES:
         raise ValueError(
-            f"kernel='triton' takes float32, float16 or bfloat16 logits, but got {logits.dtype}; "
+            f"kernel='triton' takes float32, float16 or bfloat16 logits, but got {dtype}; "
             "use kernel='torch' for it."
         )
     return kernels
@@ -188,7 +194,9 @@ def as_softmax_with_stats_triton(
     )  # fmt: skip
     inactive = (labels.reshape(-1) == ignore_index).unsqueeze(1)
     masked = lambda: fully_masked & ~inactive.reshape(-1)  # noqa: E731
-    stats = MaskStats(inactive, masked, lambda: past_threshold(margin, delta, masked()))
+    stats = MaskStats(
+        inactive, masked, lambda: past_threshold(margin, delta, masked()), lambda: margin
+    )
     return loss, stats
 
 

@@ -90,11 +90,14 @@ DELTA = ParamSpec("delta", float, 0.3, 0.0, 1.0, low_open=True)
 WARMUP_RATIO = ParamSpec("warmup_ratio", float, 0.0, 0.0, 1.0)
 """The fraction ``r`` of training kept at ``delta = 1``: a training-loop key of the AS losses."""
 DELTA_SCHEDULES = ("fixed", "target-mask", "ema")
-# Which implementation computes single-label AS-Softmax: "auto" is the fused Triton kernel on
-# CUDA (its `-m gpu` tests passed on an H100, benchmarks/RESULTS.md), "torch" elsewhere.
-LOSS_KERNELS = ("auto", "triton", "torch")
 """How delta moves after the warm-up (astune/losses/delta.py): ``fixed`` (the paper's),
 ``target-mask`` (the masked ratio follows a target curve), ``ema`` (an average of the margin)."""
+LOSS_KERNELS = ("auto", "triton", "torch")
+"""Which implementation computes single-label AS-Softmax (``--loss-kernel``): ``auto`` is the
+fused Triton kernel on CUDA (its ``-m gpu`` tests passed on an H100, benchmarks/RESULTS.md),
+``torch`` elsewhere."""
+KERNEL_OPTIONS = ("kernel", "overwrite_logits")
+"""The module options of a loss with a fused kernel (``LossInfo.fused``)."""
 DELTA_CONTROL = (
     ParamSpec("delta_schedule", str, "fixed", choices=DELTA_SCHEDULES),
     # target-mask: the masked ratio the target curve reaches at the end of training, the
@@ -119,6 +122,7 @@ class LossInfo:
     params: tuple[ParamSpec, ...] = ()
     tasks: tuple[str, ...] = SINGLE_LABEL_TASKS
     is_as: bool = False
+    fused: bool = False  # a fused Triton kernel: the module takes KERNEL_OPTIONS
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -128,7 +132,8 @@ class LossInfo:
     def options(self) -> tuple[str, ...]:
         """Module options every call may pass besides the parameters."""
         multi = self.tasks == MULTI_LABEL_TASKS
-        return ("reduction",) if multi else ("ignore_index", "reduction")
+        plain = ("reduction",) if multi else ("ignore_index", "reduction")
+        return plain + KERNEL_OPTIONS if self.fused else plain
 
     @property
     def config_keys(self) -> tuple[str, ...]:
@@ -166,7 +171,7 @@ _INFOS = (
         (ParamSpec("s", float, 10.0, 0.0, low_open=True), ParamSpec("m", float, 0.3, 0.0)),
     ),
     LossInfo("as_variant", (ParamSpec("margin", float, 1.0, 0.0, low_open=True),)),
-    LossInfo("as_softmax", (DELTA,), is_as=True),
+    LossInfo("as_softmax", (DELTA,), is_as=True, fused=True),
     LossInfo("multilabel_softmax", tasks=MULTI_LABEL_TASKS),
     LossInfo("multilabel_as_softmax", (DELTA,), tasks=MULTI_LABEL_TASKS, is_as=True),
 )

@@ -76,6 +76,11 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     from astune.data.encoded import load_encoded  # torch: only once the input is known good
 
     data = load_encoded(train_base, ref=ref)
+    import torch
+
+    from astune.training.compute import check_loss_kernel
+
+    check_loss_kernel(settings.loss_kernel, torch.device(train_base.device))  # not in a trial
     if ref.spec is None:  # a user folder: its own metric and task, known once it is read
         check_metric_computed(data.spec.name, data.spec.metric)
         space = _apply_settings(space, settings, data.spec.task)
@@ -107,6 +112,7 @@ def base_config(settings: SearchSettings, ref: DatasetRef) -> dict[str, Any]:
         backbone=settings.backbone,
         num_layers=settings.num_layers,
         max_length=settings.max_length,
+        loss_kernel=settings.loss_kernel,
         max_train_samples=settings.max_train_samples,
         max_eval_samples=settings.max_eval_samples,
         seed=settings.seed,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ from astune._checks import check_choice, check_int, check_range
 from astune.backbones.registry import DEFAULT_BACKBONE
 from astune.checkpoint_policy import SEARCH_DEFAULT, CheckpointPolicy
 from astune.config import TRAIN_FIELDS
+from astune.losses.catalogue import LOSS_KERNELS
 from astune.metrics.objectives import PRIMARY, parse_objectives
 from astune.store.storage_retry import DEFAULT_STORAGE_TIMEOUT
 
@@ -66,6 +68,7 @@ class SearchSettings:
     seed: int = 0
     max_failures: int = 1
     max_length: int = 128
+    loss_kernel: str = "auto"  # AS-Softmax's implementation (TrainConfig.loss_kernel)
     max_audio_seconds: float | None = None  # None: the config's default (TrainConfig)
     checkpoint_every: str = SEARCH_DEFAULT  # astune.checkpoint_policy: eval, end or minutes
     keep_checkpoints: bool = False  # False: a finished trial's checkpoints leave the storage path
@@ -97,6 +100,13 @@ class SearchSettings:
         check_int("max_failures", self.max_failures, 0)
         check_range("storage_timeout", self.storage_timeout, 0.0)
         check_choice("sampler", self.sampler, SAMPLERS)
+        check_choice("loss_kernel", self.loss_kernel, LOSS_KERNELS)
+        cpu = not (self.gpus_per_trial or 0) > 0
+        if self.loss_kernel == "triton" and cpu and os.environ.get("TRITON_INTERPRET") != "1":
+            raise SearchError(
+                "--loss-kernel triton: kernel='triton' needs CUDA tensors (or TRITON_INTERPRET=1), "
+                "but the trials run on the CPU (no --gpus-per-trial); use --loss-kernel auto"
+            )
         self.parsed_objectives()
         CheckpointPolicy(self.checkpoint_every)
         self._check_reference()

@@ -43,19 +43,29 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
 def forward(
     model: nn.Module, batch: dict[str, Tensor], *, device: torch.device, dtype: torch.dtype | None
 ) -> tuple[Tensor, Tensor]:
-    """Logits ``(B, C)`` or ``(B, T, C)`` and the labels, on ``device``."""
+    """Logits ``(B, C)`` or ``(B, T, C)`` in the autocast dtype, and the labels, on ``device``
+    (:func:`loss_input` upcasts them for a loss that needs it)."""
     inputs = {k: v.to(device) for k, v in model_inputs(batch).items()}
     with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
         logits = model(**inputs).logits
-    # float32: the loss's softmax and the AS-Softmax threshold p_t - p_i > delta are compared in
-    # probabilities, where bf16's 8-bit mantissa would flip rows near the threshold.
-    return logits.float(), batch["labels"].to(device)
+    return logits, batch["labels"].to(device)
+
+
+def loss_input(loss_fn: nn.Module, logits: Tensor) -> Tensor:
+    """``logits`` as ``loss_fn`` takes them: as they are for a loss that computes in float32
+    itself (``upcasts_logits``: AS-Softmax, whose fused kernel upcasts in registers), else in
+    float32."""
+    if getattr(loss_fn, "upcasts_logits", False):
+        return logits
+    # float32: the baselines' softmax (and the multi-label threshold) compared in bf16 would
+    # lose rows near their margins to its 8-bit mantissa.
+    return logits.float()
 
 
 class Computed(NamedTuple):
     """One micro-batch through the loss: the summed (weighted) ``loss`` (0-dim), ``counts``
     ``[n_active, n_masked]`` rows as a device tensor (no sync), the loss's ``stats`` (None for a
-    loss without them) and each sample's unweighted loss ``(B,)``, detached."""
+    loss without them) and each sample's unweighted loss ``(B,)``, detached; all float32."""
 
     loss: Tensor
     counts: Tensor
@@ -68,7 +78,7 @@ def loss_counts(
 ) -> Computed:
     """``loss_fn`` (``reduction="none"``: a loss per row) summed per sample, then over the
     batch with each sample's ``weight`` ``(B,)`` (None: 1)."""
-    rows = loss_fn(logits, labels)
+    rows = loss_fn(loss_input(loss_fn, logits), labels).float()
     per_sample = rows.reshape(len(labels), -1).sum(dim=1)
     loss = per_sample.sum() if weight is None else (per_sample * weight).sum()
     stats = getattr(loss_fn, "last_stats", None)
@@ -138,6 +148,19 @@ def model_parts(config: TrainConfig, spec: DatasetSpec, device: torch.device) ->
         _head_from_embeddings(model, config.backbone, spec)
     loss_fn = build_loss(config.loss, reduction="none", **config.loss_kwargs())
     return ModelParts(model, loss_fn, adamw(model, config))
+
+
+def check_loss_kernel(kernel: str, device: torch.device) -> None:
+    """ValueError (one line) before training when ``kernel="triton"`` cannot run on ``device``
+    (the CPU without ``TRITON_INTERPRET=1``, or triton not installed)."""
+    if kernel != "triton":
+        return
+    from astune.losses.as_softmax_triton import kernel_module
+
+    try:
+        kernel_module(device)
+    except RuntimeError as err:  # triton missing: bad input for this run, not a crash
+        raise ValueError(f"loss_kernel 'triton': {err}") from None
 
 
 def _head_from_embeddings(model: nn.Module, backbone: str, spec: DatasetSpec) -> None:

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from astune.checkpoint_policy import CheckpointPolicy
 from astune.config import TrainConfig
+from astune.losses.catalogue import loss_info
 from astune.speed.skip import Visit
 from astune.training import state as ckpt
 from astune.training.allocator import keep_freed_blocks
@@ -25,6 +26,7 @@ from astune.training.checkpoints import Best, Checkpointer
 from astune.training.compute import (
     Computed,
     autocast_dtype,
+    check_loss_kernel,
     choose_device,
     forward,
     loss_counts,
@@ -61,6 +63,8 @@ class Run(Resumable):
         from astune.metrics.scores import check_metric_computed
 
         config = config.validate()
+        if loss_info(config.loss).fused:  # before the data and the model are read
+            check_loss_kernel(config.loss_kernel, choose_device(config.device))
         if data is None:  # a caller that hands data over has checked its metric
             config, data = load_for_run(config)
             check_metric_computed(data.spec.name, data.spec.metric)
@@ -83,6 +87,10 @@ class Run(Resumable):
             length_window=config.length_window,
         )
         self.model, self.loss_fn, self.optimizer = model_parts(config, self.spec, self.device)
+        if hasattr(self.loss_fn, "overwrite_logits"):
+            # Nothing reads a training step's logits after its loss: the margins come from the
+            # fused kernel's own pass (the torch function gives none, and never overwrites).
+            self.loss_fn.overwrite_logits = True
         self.lr_schedule = LinearSchedule(self.total_samples, config.lr_warmup_ratio)
         self.delta_schedule = config.build_delta(self.total_samples)
         self.speed = config.build_speed()
@@ -139,7 +147,9 @@ class Run(Resumable):
             self.batches.after_forward(visit, computed, self.pos.samples)
             margins = None
             if self.delta_schedule is not None:  # an AS loss: its margins are logged
-                margins = p_margins(logits.detach(), labels)
+                margins = computed.stats.active_margins() if computed.stats else None
+                if margins is None:
+                    margins = p_margins(logits.detach(), labels)
             self.window.add(computed.loss.detach(), computed.counts, skipped_rows, margins)
         elif skipped_rows is not None:
             self.window.add_skipped(skipped_rows)
@@ -161,7 +171,8 @@ class Run(Resumable):
         return computed
 
     def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """Logits ``(B, C)`` or ``(B, T, C)`` in float32, and the labels, on the run's device."""
+        """Logits ``(B, C)`` or ``(B, T, C)`` in the autocast dtype, and the labels, on the
+        run's device."""
         return forward(self.model, batch, device=self.device, dtype=self.autocast)
 
     def optimizer_step(self) -> None:
