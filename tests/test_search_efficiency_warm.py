@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from test_search_efficiency import STARTUP, synthetic_rows
@@ -138,3 +139,40 @@ def test_mo_halving_stops_trials_that_never_enter_the_front():
     states = halving.searcher.trial_states()
     stopped = {f"trial_{i:05d}" for i, t in enumerate(halving.trials) if t.stopped and t.end}
     assert stopped and {states[t] for t in stopped} == {"PRUNED"}
+
+
+def _arm_result(seconds, reached, regret=1.0):
+    return {
+        "seconds_to_target": {"median": float(np.median(seconds)), "per_repetition": seconds,
+                              "reached": reached},
+        "final_regret": {"median": regret},
+    }  # fmt: skip
+
+
+def test_warm_minus_cold_is_paired_by_repetition():
+    from benchmarks.search_efficiency import paired_difference
+
+    cold = _arm_result([100.0, 200.0, 300.0, 400.0], [True] * 4)
+    warm = _arm_result([90.0, 150.0, 310.0, 380.0], [True] * 4)
+    diff = paired_difference(warm, cold)
+    assert diff["per_repetition"] == [-10.0, -50.0, 10.0, -20.0]
+    assert diff["median"] == -15.0 and diff["low"] <= -15.0 <= diff["high"]
+    assert not diff["wholly_above_zero"]
+    slower = paired_difference(_arm_result([110.0, 210.0, 320.0, 405.0], [True] * 4), cold)
+    assert slower["wholly_above_zero"] and slower["low"] > 0
+
+
+def test_target_check_applies_items_2_and_6():
+    from benchmarks.search_efficiency import target_check
+
+    hand = _arm_result([1000.0] * 9 + [4000.0], [True] * 9 + [False], regret=0.5)
+    fast = _arm_result([200.0] * 10, [True] * 10, regret=0.4)
+    check = target_check({"by-hand": hand, "astune-fast": fast}, budget=4000.0, trial_length=100.0)
+    assert check["counts"] and check["by_hand_reached_share"] == 0.9
+    assert check["by_hand_median_trial_lengths"] == 10.0 and check["fast_over_by_hand"] == 0.2
+    assert check["met"]
+    early = _arm_result([500.0] * 10, [True] * 10)  # by-hand done in 5 trial-lengths: too easy
+    assert not target_check({"by-hand": early}, budget=4000.0, trial_length=100.0)["counts"]
+    worse = _arm_result([200.0] * 10, [True] * 10, regret=0.6)
+    assert not target_check({"by-hand": hand, "astune-fast": worse}, budget=4000.0,
+                            trial_length=100.0)["met"]  # fmt: skip

@@ -1,0 +1,195 @@
+"""Real searches of the benchmark's arms, to validate the replay (issue 44 item 3): the same
+searcher and scheduler an arm replays (:mod:`benchmarks.efficiency_arms`), driven by Ray Tune
+on real trials that train the proposed grid config on the dataset's slice with astune's loop,
+``WORKERS`` trials at once, one CPU and one torch thread each, until the budget of
+trial-seconds is spent.
+
+    python benchmarks/search_efficiency.py real --dataset sst5 --arm by-hand --seed 0
+
+A real search's time-to-target reads the incumbent as the replay does: the evaluation with the
+best validation score reported so far, reached when the table's seed-mean score of that
+(config, evaluation) cell passes ``T_common``; its trial-seconds are the wall seconds every
+trial had run until that report, summed. Each search's reports and times go to
+``benchmarks/results/efficiency_real/<dataset>-<arm>-<seed>.json``; the check (item 3: the same
+ranking of arms, each real time within the replay's 10-90% range) reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+from benchmarks import efficiency_settings as settings
+from benchmarks._harness import RESULTS
+
+REAL = RESULTS / "efficiency_real"
+
+
+def trainable(
+    config: dict[str, Any], *, dataset: str, search_seed: int, data: settings.DatasetSlice
+) -> None:
+    """One real trial: the grid ``config`` trained on ``dataset``'s slice by astune's loop,
+    each evaluation reported to Ray Tune; its seed one of the table's, drawn from the search's
+    seed and the trial's id (the replay draws one at random too)."""
+    import torch
+    from ray import tune
+
+    from astune.config import TrainConfig
+    from astune.training import Run
+
+    torch.set_num_threads(settings.THREADS)
+    trial_id = tune.get_context().get_trial_id()
+    seed = settings.SEEDS[zlib.crc32(f"{search_seed}:{trial_id}".encode()) % len(settings.SEEDS)]
+    grid = settings.normalized(config)
+    with tempfile.TemporaryDirectory() as out:
+        fields = settings.train_fields(dataset, grid, seed, data=data)
+        run = Run(TrainConfig(**fields, output_dir=out, checkpoint_every="end"))
+
+        def report(record: dict[str, Any], _checkpoint: Path | None) -> None:
+            evaluation = int(record["evaluation"]) + 1  # the table counts from 1, the loop 0
+            tune.report({
+                "objective": float(record["objective"]),
+                "train_seconds": float(record["train_seconds"]),
+                "final": evaluation >= grid["epochs"],
+                "key": settings.config_key(grid),
+                "evaluation": evaluation,
+                "seed": seed,
+            })  # fmt: skip
+
+        run.train(report)
+
+
+def budget_stopper(budget: float, workers: int) -> Any:
+    """Ray Tune's experiment-wide stopper: every trial stops once the workers have spent the
+    budget of trial-seconds (wall seconds since the start times the workers); ``spent()`` says
+    how many so far."""
+    from ray.tune import Stopper
+
+    class Budget(Stopper):
+        def __init__(self) -> None:
+            self.start = time.time()
+
+        def spent(self) -> float:
+            return (time.time() - self.start) * workers
+
+        def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+            return self.spent() >= budget
+
+        def stop_all(self) -> bool:
+            return self.spent() >= budget
+
+    return Budget()
+
+
+def real_search(
+    dataset: str, arm: Any, *, seed: int, budget: float, storage: Path
+) -> list[dict[str, Any]]:
+    """Run ``arm``'s searcher and scheduler for real on a local Ray of ``WORKERS`` CPUs (started
+    here unless one runs); every report, with the trial-seconds spent when it arrived."""
+    import ray
+
+    started = not ray.is_initialized()
+    if started:  # the trials import this module: the repository root on their path
+        root = str(Path(__file__).resolve().parent.parent)
+        runtime_env = {"env_vars": {"PYTHONPATH": root}}
+        ray.init(num_cpus=settings.WORKERS, include_dashboard=False, runtime_env=runtime_env)
+    try:
+        return _search(dataset, arm, seed=seed, budget=budget, storage=storage)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _search(
+    dataset: str, arm: Any, *, seed: int, budget: float, storage: Path
+) -> list[dict[str, Any]]:
+    from ray import tune
+
+    stopper = budget_stopper(budget, settings.WORKERS)
+    reports: list[dict[str, Any]] = []
+
+    class Keep(tune.Callback):
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            reports.append({
+                "seconds": stopper.spent(), "trial": trial.trial_id, "key": result["key"],
+                "evaluation": result["evaluation"], "val": result["objective"],
+                "seed": result["seed"],
+            })  # fmt: skip
+
+    tuner = tune.Tuner(
+        tune.with_resources(
+            tune.with_parameters(
+                trainable, dataset=dataset, search_seed=seed, data=settings.DATASETS[dataset]
+            ),
+            {"cpu": 1},
+        ),
+        tune_config=tune.TuneConfig(
+            search_alg=arm.searcher(seed),
+            scheduler=arm.scheduler(),
+            num_samples=-1,
+            max_concurrent_trials=settings.WORKERS,
+        ),
+        run_config=tune.RunConfig(
+            name=f"{dataset}-{arm.name}-{seed}",
+            storage_path=str(storage),
+            stop=stopper,
+            callbacks=[Keep()],
+            verbose=0,
+        ),
+    )
+    tuner.fit()
+    return reports
+
+
+def seconds_to_target(
+    reports: list[dict[str, Any]], table: Any, target: float, *, budget: float
+) -> tuple[float, bool]:
+    """As the replay reads a curve: the trial-seconds of the first report after which the
+    incumbent's table seed-mean reaches ``target``; ``(budget, False)`` when none does."""
+    best = None
+    for r in sorted(reports, key=lambda r: r["seconds"]):
+        if best is None or r["val"] > best["val"]:
+            best = r
+        if table.seed_mean.get((best["key"], best["evaluation"]), float("-inf")) >= target:
+            return r["seconds"], True
+    return budget, False
+
+
+def save(dataset: str, arm: str, seed: int, result: dict[str, Any]) -> Path:
+    """``REAL/<dataset>-<arm>-<seed>.json``."""
+    REAL.mkdir(parents=True, exist_ok=True)
+    path = REAL / f"{dataset}-{arm}-{seed}.json"
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    return path
+
+
+def replay_check(dataset: str, arms_result: dict[str, Any], folder: Path = REAL) -> dict[str, Any]:
+    """Item 3's check of the replay against the real searches of ``dataset`` saved in
+    ``folder``: per arm, each real time-to-target against the replay's 10-90% range, and the
+    arms' order by median time, real against replayed."""
+    import numpy as np
+
+    real: dict[str, list[float]] = {}
+    for path in sorted(folder.glob(f"{dataset}-*.json")):
+        saved = json.loads(path.read_text())
+        real.setdefault(saved["arm"], []).append(saved["seconds_to_target"])
+    arms = {}
+    for name, seconds in real.items():
+        if name not in arms_result:
+            continue
+        replayed = arms_result[name]["seconds_to_target"]["per_repetition"]
+        low, high = (float(x) for x in np.percentile(replayed, [10, 90]))
+        arms[name] = {"real": seconds, "replay_10_90": [low, high],
+                      "within": all(low <= x <= high for x in seconds)}  # fmt: skip
+    compared = [n for n in arms if len(arms[n]["real"]) >= 3]
+    by_real = sorted(compared, key=lambda n: float(np.median(arms[n]["real"])))
+    by_replay = sorted(compared, key=lambda n: arms_result[n]["seconds_to_target"]["median"])
+    return {
+        "arms": arms,
+        "same_ranking": by_real == by_replay if len(compared) > 1 else None,
+        "searches": {n: len(v) for n, v in real.items()},
+    }

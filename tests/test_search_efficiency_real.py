@@ -1,0 +1,60 @@
+"""A real search of a benchmark arm (benchmarks/efficiency_real.py): Ray Tune drives the arm's
+own searcher and scheduler on real trials of the grid, stops at the budget of trial-seconds,
+and its time-to-target reads the incumbent as the replay does."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from benchmarks import efficiency_arms as arms
+from benchmarks import efficiency_real as real
+from benchmarks import efficiency_settings as settings
+
+
+def test_time_to_target_reads_the_incumbent_by_the_tables_seed_mean():
+    table = SimpleNamespace(seed_mean={("a", 1): 0.30, ("a", 2): 0.40, ("b", 1): 0.45})
+    reports = [
+        {"seconds": 10.0, "key": "a", "evaluation": 1, "val": 0.31},
+        {"seconds": 20.0, "key": "b", "evaluation": 1, "val": 0.29},  # not the incumbent
+        {"seconds": 30.0, "key": "a", "evaluation": 2, "val": 0.35},
+    ]
+    assert real.seconds_to_target(reports, table, 0.30, budget=99.0) == (10.0, True)
+    assert real.seconds_to_target(reports, table, 0.40, budget=99.0) == (30.0, True)
+    # b's cell would pass 0.42, but b never led on its own observed score
+    assert real.seconds_to_target(reports, table, 0.42, budget=99.0) == (99.0, False)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_real_search_runs_the_arms_grid_until_the_budget(tmp_path, monkeypatch, data_dir):
+    monkeypatch.setenv("ASTUNE_DATA_DIR", str(data_dir))
+    monkeypatch.setitem(
+        settings.DATASETS, "sst5", settings.DatasetSlice("sst5", 32, 16, num_layers=1)
+    )
+    values = {
+        "loss": ("softmax",),
+        "lr": settings.LRS[:2],
+        "batch_size": (16,),
+        "lr_warmup_ratio": (0.0,),
+        "epochs": (1, 2),
+    }
+    arm = arms.Arm("two", values, (), prune_aware=True, grace_period=1, reduction_factor=2)
+    budget = 200.0  # trial-seconds: 100 s of two workers, a few trials of a few seconds each
+    reports = real.real_search("sst5", arm, seed=0, budget=budget, storage=tmp_path)
+    keys = {settings.config_key({**c, "loss": "softmax"}) for c in (
+        {"lr": lr, "batch_size": 16, "epochs": e, "lr_warmup_ratio": 0.0}
+        for lr in values["lr"] for e in values["epochs"])}  # fmt: skip
+    assert reports and {r["key"] for r in reports} <= keys
+    assert {r["seed"] for r in reports} <= set(settings.SEEDS)
+    seconds = [r["seconds"] for r in reports]
+    assert seconds == sorted(seconds)
+    by_trial: dict[str, list[int]] = {}
+    for r in reports:
+        by_trial.setdefault(r["trial"], []).append(r["evaluation"])
+    # evaluations counted as the table counts them: 1, 2, ... up to the config's epochs
+    assert all(e == list(range(1, len(e) + 1)) for e in by_trial.values())
+    assert all(len(e) <= 2 for e in by_trial.values())
+    # the stopper ends every trial once the budget is spent: no report long after it
+    assert seconds[-1] < budget + 60.0 * settings.WORKERS
