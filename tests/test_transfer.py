@@ -203,3 +203,20 @@ def test_the_packaged_prior_loads_and_each_search_is_keyed_by_backbone_and_size(
         ranks = [t["rank"] for t in entry["trials"]]
         assert ranks == sorted(ranks) and ranks[0] == 0.0
     assert isinstance(trials, list) and all(isinstance(t, ReferenceTrial) for t in trials)
+
+
+def test_a_categorical_lr_keeps_its_choices_and_the_point_takes_the_nearest(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text(
+        "extends: default\nlosses: [as_softmax]\n"
+        "params:\n  lr: {type: categorical, choices: [1.0e-5, 1.0e-4, 1.0e-3]}\n"
+        "seed_points:\n  - {loss: as_softmax, lr: 1.0e-5}\n"
+    )
+    space = load_space(path)
+    trials = [t for i in range(12) for t in _search(f"s{i}", [{"lr": 1e-3}] * 4)]
+    advice = advise(TARGET, trials)
+    warmed = warm_space(_rec(advice), space)
+    assert warmed.param("lr").choices == (1e-5, 1e-4, 1e-3)
+    blended = math.exp(advice.weight * math.log(1e-3) + (1 - advice.weight) * math.log(1e-5))
+    nearest = min((1e-5, 1e-4, 1e-3), key=lambda c: abs(math.log(c / blended)))
+    assert warmed.points[0]["lr"] == nearest != 1e-5

@@ -122,7 +122,10 @@ def _moved_ranges(
             continue
         else:
             value = blend(key, float(advice.centre[key]), float(shipped), h)
-            space, value = _ranged(space, key, loss, param, advice, value)
+            if param.kind == "categorical":  # choices stay; the point takes the nearest
+                value = snapped(param, value)
+            else:
+                space, value = _ranged(space, key, loss, param, advice, value)
         if value is not None:
             values[key] = value
     return space, _consistent(values, loss)
