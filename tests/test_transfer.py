@@ -124,7 +124,7 @@ def test_history_moves_lr_and_epochs_by_its_weight_and_seeds_its_best_trials():
     warmed = warm_space(_rec(advice), space)
     first = warmed.points[0]
     lr_seed = math.exp(h * math.log(advice.centre["lr"]) + (1 - h) * math.log(2e-5))
-    assert first["lr"] == pytest.approx(lr_seed)
+    assert first["lr"] == pytest.approx(lr_seed, rel=5e-3)  # to 3 significant digits
     lr = warmed.param("lr")
     assert lr.log and lr.low > 1e-5 and lr.high > 5e-5 and lr.low <= first["lr"] <= lr.high
     epochs = warmed.param("epochs")  # fixed at 7: now the range to the transferred value

@@ -149,7 +149,7 @@ def _ranged(
         if not _is_number(param.value):
             return space, None
         whole = float(param.value).is_integer()
-        value = float(round(value)) if whole else value
+        value = float(round(value)) if whole else _three_digits(value)
         if math.isclose(value, param.value):
             return space, param.value
         low, high = sorted((float(param.value), value))
@@ -175,12 +175,22 @@ def _on_grid(param: Param, low: float, high: float, key: str) -> tuple[float, fl
         anchor, step = param.low, param.step
         low = anchor + math.floor((low - anchor) / step + 1e-9) * step
         high = anchor + math.ceil((high - anchor) / step - 1e-9) * step
+    elif param.kind == "float":  # a continuous range: bounds a reader can read (3 digits)
+        low, high = _three_digits(low, math.floor), _three_digits(high, math.ceil)
     if key == "lr":
         high = min(high, 1.0)
     low = max(low, param.step or (1 if param.kind == "int" else 1e-12))
     if param.kind == "int":
         return int(round(low)), int(round(high))
     return _tidy(low), _tidy(high)
+
+
+def _three_digits(x: float, rounding: Any = round) -> float:
+    """``x`` to 3 significant digits, rounded by ``rounding`` (floor: down, ceil: up)."""
+    if x <= 0:
+        return x
+    scale = 10.0 ** (math.floor(math.log10(x)) - 2)
+    return _tidy(rounding(x / scale) * scale)
 
 
 def _tidy(x: float) -> float:
@@ -205,6 +215,8 @@ def snapped(param: Param | None, value: Any) -> Any:
     x = min(max(float(value), param.low), param.high)
     if param.step is not None:
         x = param.low + round((x - param.low) / param.step) * param.step
+    elif param.kind == "float":  # inside the range still: its bounds have 3 digits (_on_grid)
+        x = min(max(_three_digits(x), param.low), param.high)
     x = int(round(x)) if param.kind == "int" else _tidy(x)
     return x if param.contains(x) else None
 
