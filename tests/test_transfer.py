@@ -11,11 +11,11 @@ import math
 import pytest
 
 from astune.recommend.difficulty import Difficulty
+from astune.recommend.prior import HISTORY_SHRINK
 from astune.recommend.reference import PRIOR_FILE, load_reference, write_reference
 from astune.recommend.result import Recommendation
 from astune.recommend.schedules import ScheduleAdvice
 from astune.recommend.transfer import (
-    HISTORY_SHRINK,
     OTHER_BACKBONE,
     OTHER_TASK,
     ReferenceTrial,

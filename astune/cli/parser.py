@@ -7,7 +7,7 @@ import argparse
 
 from astune.checkpoint_policy import SEARCH_DEFAULT, TRAIN_DEFAULT
 from astune.config import SKIP_POLICIES
-from astune.losses.catalogue import DELTA_SCHEDULES
+from astune.losses.catalogue import DELTA_SCHEDULES, LOSS_KERNELS
 from astune.metrics.objectives import COSTS
 from astune.search.settings import SAMPLERS
 from astune.store.storage_retry import DEFAULT_STORAGE_TIMEOUT
@@ -39,7 +39,7 @@ def _add_data_flags(parser: argparse.ArgumentParser) -> None:
 def _add_loss_kernel_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--loss-kernel",
-        choices=["auto", "triton", "torch"],
+        choices=LOSS_KERNELS,
         default=None,
         help="AS-Softmax's implementation: the fused Triton kernel (CUDA) or torch's; auto: "
         "the kernel on CUDA when triton is installed (default)",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from astune.recommend.difficulty import Difficulty, dataset_name, measure_difficulty
 from astune.recommend.history import HistoryPoint, fit_line, history_points
 from astune.recommend.prior import (
+    HISTORY_SHRINK,
     PRIOR_HALF_WIDTH,
     UNKNOWN_DIFFICULTY,
     prior_delta,
@@ -28,7 +29,6 @@ from astune.store.reader import Store
 if TYPE_CHECKING:
     from mlflow.entities import Run
 
-HISTORY_SHRINK = 3.0
 NO_HISTORY_FIT_HALF_WIDTH = 0.1  # the spread of a fit through fewer than 3 points is unknown
 
 

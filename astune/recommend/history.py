@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from astune.config import TRAIN_FIELDS
 from astune.losses.delta import SCHEDULE_KEYS
 from astune.recommend.difficulty import Difficulty
+from astune.recommend.prior import HISTORY_SHRINK
 from astune.store.confirmed import confirmed_configs, confirmed_winner
 from astune.store.conventions import PARENT_TAG
 from astune.store.reader import AS_LOSSES, Store, dataset_of, finished_trials, objective, param
@@ -40,7 +41,7 @@ class HistoryPoint:
     @property
     def weight(self) -> float:
         """A search with more AS trials pins its best delta down better."""
-        return self.n_trials / (self.n_trials + 3.0)
+        return self.n_trials / (self.n_trials + HISTORY_SHRINK)
 
 
 def history_points(

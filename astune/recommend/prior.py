@@ -15,6 +15,9 @@ PRIOR_ANCHORS = ((0.45, 0.35), (0.75, 0.30), (1.0, 0.20))
 PRIOR_HALF_WIDTH = 0.05
 R_EASY, R_FULL_UNTIL, R_ZERO_FROM = 0.2, 0.45, 0.6
 UNKNOWN_DIFFICULTY = 0.75  # a task nothing could be measured on counts as medium
+HISTORY_SHRINK = 3.0
+"""History of ``n`` pieces counts ``n / (n + HISTORY_SHRINK)`` against the prior (searches for
+delta's fit and the transfer; a search's trials for its own weight): a thin history defers."""
 BANDS = (("easy", R_ZERO_FROM), ("medium", 0.875), ("hard", float("inf")))
 """Difficulty bands by their upper edge (exclusive): easy where the paper warms up, hard from
 half-way between the medium anchor (0.75) and the hardest (1.0)."""

@@ -7,7 +7,8 @@ install transfers too. Each search keeps its best quarter of trials (:data:`BEST
 
 Weights: a trial counts with its task's :func:`similarity` to the target (difficulty, task
 type, training rows, backbone) times its search's confidence ``n / (n + 3)`` for ``n`` ranked
-trials. History's share is ``h = n_eff / (n_eff + 3)``, ``n_eff`` the summed weight of the
+trials, times ``1 - rank / 2`` (its search's best counts whole, the last of its best quarter
+about 7/8). History's share is ``h = n_eff / (n_eff + 3)``, ``n_eff`` the summed weight of the
 searches (each counted by its best trial), the shrinkage delta's fit uses. For each key:
 
 - a range moves from the space's toward history's (weighted centre +- 2 weighted sd, at least
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from astune.losses.catalogue import MULTI_LABEL_TASKS
+from astune.recommend.prior import HISTORY_SHRINK
 
 TRANSFER_KEYS = ("lr", "epochs", "batch_size", "as_speed", "lam", "max_accum_steps", "as_skip")
 """The config keys transferred as seed points and ranges (delta and r have their own rule)."""
@@ -38,7 +40,6 @@ MIN_SPREAD = {"lr": math.log(10) / 4, "epochs": math.log(1.5), "lam": 0.25, "max
 SWITCHES = ("batch_size", "as_speed", "as_skip")
 """Keys transferred as a weighted mode, not a range."""
 BEST_SHARE = 0.25
-HISTORY_SHRINK = 3.0
 SCALES = {"difficulty": 0.15, "size_decades": 0.5}
 """Gaussian widths of similarity: difficulty points; training rows in decades."""
 OTHER_TASK, OTHER_BACKBONE, OTHER_LAYERS, UNKNOWN = 0.25, 0.3, 0.6, 0.5
