@@ -220,3 +220,16 @@ def test_a_categorical_lr_keeps_its_choices_and_the_point_takes_the_nearest(tmp_
     blended = math.exp(advice.weight * math.log(1e-3) + (1 - advice.weight) * math.log(1e-5))
     nearest = min((1e-5, 1e-4, 1e-3), key=lambda c: abs(math.log(c / blended)))
     assert warmed.points[0]["lr"] == nearest != 1e-5
+
+
+def test_the_shipped_seed_lr_anchors_the_move_when_delta_drops_its_point():
+    """SST-5's shipped AS-Softmax points have delta 0.3; a recommended range of 0.15-0.25 drops
+    them, but the lr history moves from is still theirs (2e-5), not the range's middle."""
+    space = load_space(dataset="sst5")
+    advice = advise(TARGET, _search("a", [{"lr": 1e-3}] * 8))
+    rec = _rec(advice, delta=0.2)
+    rec.low, rec.high = 0.15, 0.25
+    first = warm_space(rec, space).points[0]
+    h = advice.weight
+    expected = math.exp(h * math.log(advice.centre["lr"]) + (1 - h) * math.log(2e-5))
+    assert first["delta"] == 0.2 and first["lr"] == pytest.approx(expected, rel=5e-3)

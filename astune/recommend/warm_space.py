@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from astune.losses.catalogue import AS_LOSSES, MULTI_LABEL_TASKS
@@ -36,6 +37,7 @@ def warm_space(rec: Recommendation, space: SearchSpace) -> SearchSpace:
     in it follow the recommendation's."""
     multi = rec.difficulty.task in MULTI_LABEL_TASKS
     loss = "multilabel_as_softmax" if multi else "as_softmax"
+    shipped = space.points  # before delta's narrowing drops those outside its range
     if loss in space.loss_params:
         space = space.narrowed("delta", rec.low, rec.high, loss=loss)
         warm = space.loss_params[loss].get("warmup_ratio")
@@ -45,7 +47,7 @@ def warm_space(rec: Recommendation, space: SearchSpace) -> SearchSpace:
             space = space.narrowed("warmup_ratio", low, high, loss=loss)
         space = _with_schedule(space, loss, rec.schedule)
     point_loss = loss if loss in space.losses else space.losses[0]
-    space, moved = _moved_ranges(space, point_loss, rec.transfer)
+    space, moved = _moved_ranges(space, point_loss, rec.transfer, shipped)
     first = {"loss": point_loss, **moved}
     if point_loss == loss:
         first |= _recommended_point(space, loss, rec)
@@ -84,11 +86,11 @@ def _param(space: SearchSpace, key: str, loss: str) -> Param | None:
         return None
 
 
-def _shipped_value(space: SearchSpace, key: str, loss: str, param: Param) -> Any:
-    """The value the space itself starts ``key`` from: its first seed point's, else the
-    fixed value or the range's middle (geometric where it is searched on a log scale); None
-    for a categorical no seed point sets."""
-    for point in space.points:
+def _shipped_value(points: Sequence[dict[str, Any]], key: str, loss: str, param: Param) -> Any:
+    """The value the space itself starts ``key`` from: its first seed point's (of ``points``,
+    the space's as shipped), else the fixed value or the range's middle (geometric where it is
+    searched on a log scale); None for a categorical no seed point sets."""
+    for point in points:
         if point["loss"] == loss and key in point:
             return point[key]
     if param.kind == "fixed":
@@ -101,11 +103,14 @@ def _shipped_value(space: SearchSpace, key: str, loss: str, param: Param) -> Any
 
 
 def _moved_ranges(
-    space: SearchSpace, loss: str, advice: TransferAdvice | None
+    space: SearchSpace,
+    loss: str,
+    advice: TransferAdvice | None,
+    shipped_points: Sequence[dict[str, Any]],
 ) -> tuple[SearchSpace, dict[str, Any]]:
     """The space with each transferred key moved toward history, and the first seed point's
-    values of those keys for ``loss`` (history's centre moved from the shipped value by its
-    weight)."""
+    values of those keys for ``loss`` (history's centre moved from the shipped value, read from
+    ``shipped_points``, by its weight)."""
     values: dict[str, Any] = {}
     if advice is None or not advice.centre:
         return space, values
@@ -114,7 +119,7 @@ def _moved_ranges(
         param = _param(space, key, loss)
         if key not in advice.centre or param is None:
             continue
-        shipped = _shipped_value(space, key, loss, param)
+        shipped = _shipped_value(shipped_points, key, loss, param)
         if key in SWITCHES:
             value = advice.centre[key] if h >= MODE_WEIGHT else shipped
             value = None if value is None else snapped(param, value)
