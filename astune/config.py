@@ -161,7 +161,7 @@ class TrainConfig:
     eval_every: int | None = _default("eval_every")
     checkpoint_every: str = TRAIN_DEFAULT  # see astune.checkpoint_policy
     precision: str = "auto"
-    loss_kernel: str = "auto"  # single-label AS-Softmax: the fused Triton kernel or torch's
+    loss_kernel: str = "auto"  # AS-Softmax: the fused Triton kernel or torch's
     device: str = "auto"
     output_dir: str | None = None
 

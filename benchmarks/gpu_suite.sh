@@ -2,7 +2,9 @@
 # The GPU benchmarks of a training run in one go, most wanted first (issue 45), each under its
 # own time limit so that one slow step leaves the later ones their share, and every finished
 # step's numbers are kept (the loss kernel's correctness, profile and speed: gpu_kernel_suite.sh):
-#   1. the GPU tests of the loop (tests/test_training.py, tests/test_loss_kernel_loop.py -m gpu);
+#   1. the GPU tests of the loop and of the fused kernels, single- and multi-label (-m gpu:
+#      tests/test_training.py, test_loss_kernel_loop.py, test_as_softmax_triton.py,
+#      test_multilabel_triton.py, test_as_softmax.py; junit XML in OUT_DIR);
 #   2. astune's loop against transformers.Trainer (trainer_side_by_side.py, 3 rounds, each
 #      side in its own process; the 6-layer MiniLM on 4,000 SST-5 rows, bf16);
 #   3. one seed of SST-5 at the paper's size (the whole training set, 7 epochs, batch 16, lr
@@ -18,6 +20,7 @@
 #   minute more: on 2026-11-26 a call given 575 s for SECONDS=540 ran out with nothing returned.
 #   ASTUNE_DATA_DIR names the data folder. GPU_SUITE_SCALE=tiny shrinks every step to a smoke
 #   test of this script on the CPU (fp32, a 1-layer backbone, a few hundred samples).
+#   GPU_SUITE_STEPS (default tests,trainer,sst5) picks the steps, for a lease too short for all.
 set -uo pipefail
 py=${PYTHON:-python3}  # a lent GPU machine has python3 (the one with torch) and no python
 if (($# < 2)) || ! [[ $2 =~ ^[0-9]+$ ]]; then
@@ -38,7 +41,7 @@ if [[ ${GPU_SUITE_SCALE:-paper} == tiny ]]; then
     device=(--device cpu --threads 2) scale=(--max-train-samples 256 --max-eval-samples 64
         --num-layers 1) epochs_sst5=2 probe=2
     side=(--device cpu --rounds 1 --max-train-samples 64 --num-layers 1 --threads 2)
-    pytest_marks="not gpu" pytest_select=(-k "torch_lower_bound or refused")
+    pytest_marks="not gpu" pytest_select=(-k "torch_lower_bound or refused or compiles_for")
 else
     device=(--device cuda --precision bf16) scale=(--full --max-eval-samples 0)
     epochs_sst5=7 probe=20 pytest_marks=gpu pytest_select=()
@@ -52,11 +55,16 @@ say "$("$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.c
     torch.cuda.get_device_name() if torch.cuda.is_available() else "")')"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null |
     tee -a "$log"
-step 120 "GPU tests of the loop" "$py" -m pytest -q -p no:cacheprovider -m "$pytest_marks" \
-    "${pytest_select[@]}" "$here/../tests/test_training.py" "$here/../tests/test_loss_kernel_loop.py"
-step 150 "astune against the Trainer" "$py" "$here/trainer_side_by_side.py" "${side[@]}" \
-    --data-dir "$ASTUNE_DATA_DIR" --output "$out/trainer_side_by_side.json"
-step "$budget" "SST-5 at the paper's size, seed $seed" "$py" "$here/as_speed.py" \
+steps=",${GPU_SUITE_STEPS:-tests,trainer,sst5},"
+wanted() { [[ $steps == *",$1,"* ]] || { say "$1: not asked for (GPU_SUITE_STEPS)"; false; }; }
+tests=(test_training.py test_loss_kernel_loop.py test_as_softmax_triton.py
+    test_multilabel_triton.py test_as_softmax.py)
+wanted tests && step 180 "GPU tests of the loop and the kernels" "$py" -m pytest -q \
+    -p no:cacheprovider -m "$pytest_marks" "${pytest_select[@]}" --junitxml "$out/pytest_gpu.xml" \
+    "${tests[@]/#/$here/../tests/}"
+wanted trainer && step 240 "astune against the Trainer" "$py" "$here/trainer_side_by_side.py" \
+    "${side[@]}" --data-dir "$ASTUNE_DATA_DIR" --output "$out/trainer_side_by_side.json"
+wanted sst5 && step "$budget" "SST-5 at the paper's size, seed $seed" "$py" "$here/as_speed.py" \
     "${common[@]}" --dataset sst5 --epochs "$epochs_sst5" --batch-size 16 \
     --max-length 128 --lam 1.5 --max-accum-steps 4 \
     --variants softmax,as_softmax,as_speed,as_skip --probe-rounds "$probe" \

@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+from triton_checks import assert_matches, compile_for_h100, run_checks
 
 from astune.losses import as_softmax_with_stats
 
@@ -78,26 +78,6 @@ def reference_grad(logits, labels, reduce: Callable = torch.sum, delta: float = 
     rows, keep, margin, near = reference(leaf, labels.cpu(), delta)
     reduce(rows).backward()
     return rows.detach(), leaf.grad, keep, margin, near
-
-
-def assert_within_one_ulp(ours: torch.Tensor, expected: torch.Tensor, dtype) -> None:
-    """|ours - expected| at most one unit in the last place of ``dtype`` at ``expected``."""
-    rounded = expected.to(dtype).abs()
-    ulp = (torch.nextafter(rounded, torch.tensor(float("inf"), dtype=dtype)) - rounded).double()
-    err = (ours.double().cpu() - expected).abs()
-    bad = err > ulp
-    assert not bad.any(), f"{int(bad.sum())} beyond one ulp, worst {err[bad].max():.3g}"
-
-
-def assert_matches(ours, expected, dtype, rows: torch.Tensor | None = None) -> None:
-    """fp32: rtol 1e-5; fp16/bf16: one ulp; over ``rows`` only when given."""
-    ours, expected = ours.cpu(), expected
-    if rows is not None:
-        ours, expected = ours[rows], expected[rows]
-    if dtype == torch.float32:
-        torch.testing.assert_close(ours.double(), expected, rtol=1e-5, atol=1e-6)
-    else:
-        assert_within_one_ulp(ours, expected, dtype)
 
 
 # ---------------------------------------------------------------- checks (device, dtype)
@@ -194,7 +174,7 @@ def check_stats_equal_the_torch_path(device, dtype):
 
     logits, labels = make_batch((512,), 5, dtype, device, seed=3)
     _, ours = as_softmax_with_stats_triton(logits, labels, DELTA)
-    _, torch_stats = as_softmax_with_stats(logits, labels, DELTA)
+    _, torch_stats = as_softmax_with_stats(logits, labels, DELTA, kernel="torch")
     assert torch_stats.n_masked > 50
     assert (ours.n_active, ours.n_masked) == (torch_stats.n_active, torch_stats.n_masked)
     assert torch.equal(ours.counts(), torch_stats.counts())
@@ -257,7 +237,7 @@ def check_public_functions_take_kernel_triton(device, dtype):
     mean = fused.float().sum() / (labels != -100).sum()
     one_ulp = 1e-6 if dtype == torch.float32 else torch.finfo(dtype).eps
     torch.testing.assert_close(module(logits, labels).float(), mean, rtol=one_ulp, atol=1e-7)
-    _, torch_stats = as_softmax_with_stats(logits, labels, DELTA)
+    _, torch_stats = as_softmax_with_stats(logits, labels, DELTA, kernel="torch")
     assert module.last_stats.n_masked == torch_stats.n_masked > 0
 
 
@@ -271,18 +251,6 @@ CHECKS = [
     check_retained_graph_gives_the_same_gradient_twice,
     check_public_functions_take_kernel_triton,
 ]
-
-
-def run_checks(device: str, dtypes: list[torch.dtype]) -> list[str]:
-    """Every check in every dtype; the failures, each with its traceback."""
-    failures = []
-    for dtype in dtypes:
-        for check in CHECKS:
-            try:
-                check(device, dtype)
-            except Exception:
-                failures.append(f"{check.__name__}[{dtype}]:\n{traceback.format_exc()}")
-    return failures
 
 
 # ---------------------------------------------------------------------------- CPU tests
@@ -348,25 +316,6 @@ FORWARD_TYPES = dict(
 )  # fmt: skip
 
 
-def compile_for_h100(kernel, types: dict[str, str], constants: dict, num_warps: int) -> None:
-    """Compile ``kernel`` to an sm_90 binary here, with triton's own ptxas: no GPU needed."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    signature = types | {name: "constexpr" for name in constants}
-    position = {name: (index,) for index, name in enumerate(signature)}
-    source = ASTSource(
-        fn=kernel,
-        signature=signature,
-        constexprs={position[name]: value for name, value in constants.items()},
-    )
-    binary = triton.compile(
-        source, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps}
-    )
-    assert binary.asm["cubin"], "ptxas gave no binary"
-
-
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize("num_classes", [5, 5201, 20000], ids=["many-rows", "one-block", "loop"])
 def test_kernels_compile_for_an_h100_without_one(dtype, num_classes):
@@ -397,7 +346,7 @@ def test_on_cuda(check, dtype):
 
 
 if __name__ == "__main__":  # the interpreter run: TRITON_INTERPRET=1 python this_file
-    problems = run_checks("cpu", [torch.float32, torch.float16])
+    problems = run_checks(CHECKS, "cpu", [torch.float32, torch.float16])
     print("\n".join(problems) or f"{2 * len(CHECKS)} checks passed")
     sys.exit(1 if problems else 0)
 

@@ -288,4 +288,4 @@ def test_modules_match_the_functions_and_follow_delta_changes():
     module.set_delta(1.0)
     assert torch.equal(module(logits, targets), plain(logits, targets))
     assert module.last_stats.n_masked == 0
-    assert repr(module) == "MultiLabelASSoftmaxLoss(delta=1.0, reduction='none')"
+    assert repr(module) == "MultiLabelASSoftmaxLoss(delta=1.0, reduction='none', kernel='auto')"

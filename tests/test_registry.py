@@ -162,7 +162,11 @@ def test_unknown_loss_names_the_value_and_the_known_losses():
         ),
         ("t_softmax", {"temperature": 2}, r"'temperature' for loss 't_softmax'; it accepts: tau, "),
         ("multilabel_softmax", {"ignore_index": -100}, r"'ignore_index' .* accepts: reduction\."),
-        ("multilabel_as_softmax", {"margin": 1}, r"'margin' .* accepts: delta, reduction\."),
+        (
+            "multilabel_as_softmax",
+            {"margin": 1},
+            r"'margin' .* accepts: delta, reduction, kernel, overwrite_logits\.",
+        ),
     ],
 )
 def test_unknown_parameter_names_it_and_the_accepted_ones(name, params, match):

@@ -1,5 +1,6 @@
-"""The Triton kernels behind :mod:`astune.losses.as_softmax_triton` (imported only from there, on
-first use, so that astune imports without triton).
+"""The Triton kernels behind :mod:`astune.losses.as_softmax_triton` and
+:mod:`astune.losses.multilabel_triton` (imported only from there, on first use, so that astune
+imports without triton).
 
 Checked with triton 3.6 and 3.9. ``TRITON_INTERPRET=1`` must be set before this module is
 imported: ``triton.jit`` decides at decoration whether a kernel compiles or is interpreted.
@@ -7,7 +8,7 @@ imported: ``triton.jit`` decides at decoration whether a kernel compiles or is i
 A program handles ``BLOCK_M`` rows of ``BLOCK_C`` columns. ``SINGLE``: the row fits one block,
 and one read of it gives every output. Otherwise three passes over column blocks: the online
 max and sum, then the kept mass (it needs the threshold, which needs the whole row's sum), then
-the gradient.
+the gradient. The multi-label kernel takes rows that fit one block.
 """
 
 from __future__ import annotations
@@ -188,3 +189,76 @@ def scale_rows(
             grad = tl.load(base + cols[None, :], mask=ok, other=0.0).to(tl.float32)
             grad = (grad * scale[:, None]).to(grad_ptr.dtype.element_ty)
             tl.store(base + cols[None, :], grad, mask=ok)
+
+
+@triton.jit
+def _softplus_lse(x, keep):
+    """``log(1 + sum_{j kept} e^{x_j})`` per row and ``e^{x_j} / (1 + sum)`` per kept entry
+    (0 elsewhere): the softplus of the kept entries' logsumexp. ``log1p(e^y)`` for ``y < 0`` by
+    Goldberg's log1p, so a row with little kept mass keeps its digits; exactly 0 (loss and
+    gradient) where nothing is kept."""
+    top = tl.max(tl.where(keep, x, float("-inf")), axis=1)
+    top = tl.where(top == float("-inf"), 0.0, top)
+    e = tl.where(keep, tl.exp(x - top[:, None]), 0.0)
+    total = tl.sum(e, axis=1)
+    lse = top + tl.log(total)  # -inf where nothing is kept
+    small = tl.exp(-tl.abs(lse))
+    u = 1.0 + small
+    log1p = tl.where(u == 1.0, small, tl.log(u) * (small / tl.where(u == 1.0, 1.0, u - 1.0)))
+    loss = tl.maximum(lse, 0.0) + log1p
+    sigmoid = tl.where(lse >= 0.0, 1.0 / u, small / u)  # e^lse / (1 + e^lse)
+    coef = tl.where(total > 0.0, sigmoid / total, 0.0)
+    return loss, e * coef[:, None]
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def multilabel_as_forward(
+    logits_ptr,
+    grad_ptr,
+    positive_ptr,
+    loss_ptr,
+    masked_ptr,
+    gap_ptr,
+    n_rows,
+    n_cols,
+    logits_stride,
+    grad_stride,
+    positive_stride,
+    delta,
+    row_scale,
+    BLOCK_M: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+    STORE_GRAD: tl.constexpr,
+):
+    """Multi-label AS-Softmax (multilabel.py's math) for rows that fit one block. Per row: the
+    loss ``log(1 + sum_{kept i in Q} e^{o_i}) + log(1 + sum_{kept t in P} e^{-o_t})`` (float32),
+    the fully-masked flag (int8) and the gap ``p_t^min - p_i^max`` (float32); with
+    ``STORE_GRAD`` its gradient times ``row_scale`` (``1/N`` for a mean), in the gradient's
+    dtype. ``positive_ptr``: the 0/1 targets as int8."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < n_rows
+    cols = tl.arange(0, BLOCK_C)
+    ok = row_ok[:, None] & (cols[None, :] < n_cols)
+    offsets = rows.to(tl.int64)[:, None]
+    x = _load_tile(logits_ptr + offsets * logits_stride, cols, n_cols, row_ok)
+    pos = tl.load(positive_ptr + offsets * positive_stride + cols[None, :], mask=ok, other=0) != 0
+    neg = ok & ~pos
+    m = tl.max(x, axis=1)
+    e = tl.exp(x - m[:, None])
+    p = e / tl.sum(e, axis=1)[:, None]
+    p_pos_min = tl.min(tl.where(pos, p, float("inf")), axis=1)
+    p_neg_max = tl.max(tl.where(neg, p, float("-inf")), axis=1)
+    # Without a positive (or a negative) there is no p_t^min (p_i^max): nothing is masked.
+    decidable = (tl.max(pos.to(tl.int32), axis=1) > 0) & (tl.max(neg.to(tl.int32), axis=1) > 0)
+    keep_neg = neg & ~(decidable[:, None] & (p_pos_min[:, None] - p > delta))
+    keep_pos = pos & ~(decidable[:, None] & (p - p_neg_max[:, None] > delta))
+    loss_neg, grad_neg = _softplus_lse(x, keep_neg)
+    loss_pos, grad_pos = _softplus_lse(-x, keep_pos)
+    fully = (tl.max(keep_neg.to(tl.int32), axis=1) + tl.max(keep_pos.to(tl.int32), axis=1)) == 0
+    tl.store(loss_ptr + rows, loss_neg + loss_pos, mask=row_ok)
+    tl.store(masked_ptr + rows, fully.to(tl.int8), mask=row_ok)
+    tl.store(gap_ptr + rows, p_pos_min - p_neg_max, mask=row_ok)
+    if STORE_GRAD:
+        grad = (grad_neg - grad_pos) * row_scale
+        grad_base = grad_ptr + offsets * grad_stride
+        tl.store(grad_base + cols[None, :], grad.to(grad_ptr.dtype.element_ty), mask=ok)

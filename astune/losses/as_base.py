@@ -21,7 +21,7 @@ class MaskStats:
     for its counts pays nothing and a GPU syncs only when they are read. ``headroom``, when the
     loss gives one, computes how far past its masking threshold each fully masked row is (see
     :meth:`headroom_rows`), also only when asked; ``margins``, when the loss computed them in its
-    pass, the p-margin of every row (:meth:`active_margins`).
+    pass, the p-margins of the rows its criterion decides (:meth:`active_margins`).
     """
 
     def __init__(
@@ -58,12 +58,11 @@ class MaskStats:
         return None if self._headroom is None else self._headroom().reshape(-1)
 
     def active_margins(self) -> Tensor | None:
-        """``p_t - max_{i != t} p_i`` of each active row, float32 ``(n_active,)``, as the loss's
-        own pass computed it (what :func:`astune.training.evaluate.p_margins` gives from the
-        logits); None: the loss does not give them."""
-        if self._margins is None:
-            return None
-        return self._margins().reshape(-1)[~self._inactive.reshape(-1)]
+        """The p-margins the loss's own pass computed, flat float32, exactly the rows and
+        values :func:`astune.training.evaluate.p_margins` gives from the logits (single-label:
+        ``p_t - max_{i != t} p_i`` of each active row; multi-label: ``p_t^min - p_i^max`` of the
+        rows with a positive and a negative class); None: the loss does not give them."""
+        return None if self._margins is None else self._margins().reshape(-1)
 
     def counts(self) -> Tensor:
         """``[n_active, n_masked]`` as a 0-sync int64 device tensor ``(2,)``."""

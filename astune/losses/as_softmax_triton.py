@@ -34,7 +34,8 @@ KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 class ASRows(NamedTuple):
     """One call's results: ``loss`` (reduced, or per row ``(M,)``), and per row ``(M,)``: the
-    ``fully_masked`` flags (bool) and the p-margin ``p_t - max_{i != t} p_i`` (float32)."""
+    ``fully_masked`` flags (bool) and the p-margin (float32): ``p_t - max_{i != t} p_i``, or
+    for multi-label rows the gap ``p_t^min - p_i^max``."""
 
     loss: Tensor
     fully_masked: Tensor
@@ -128,20 +129,25 @@ class _TritonASFunction(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad_loss: Tensor, _grad_masked: Tensor, _grad_margin: Tensor):  # type: ignore[override]
         (grad,) = ctx.saved_tensors
-        per_row = grad_loss.float().reshape(-1)
-        if autograd_graph_is_kept():  # a second backward will read the saved gradient again
-            scaled = grad.float() * per_row.reshape(-1, 1)
-            return scaled.to(grad.dtype), None, None, None, None, None, None
-        kernels = _kernels(grad)
-        n_rows, n_cols = grad.shape
-        shape = dict(ctx.shape, BLOCK_C=min(ctx.shape["BLOCK_C"], LOOP_BLOCK))
-        shape.pop("SINGLE")
-        if n_rows:
-            kernels.scale_rows[(triton_cdiv(n_rows, shape["BLOCK_M"]),)](
-                grad, per_row, per_row.stride(0) if per_row.numel() == n_rows else 0,
-                n_rows, n_cols, grad.stride(0), **shape,
-            )  # fmt: skip
-        return grad, None, None, None, None, None, None
+        return scaled_gradient(grad, grad_loss, ctx.shape), None, None, None, None, None, None
+
+
+def scaled_gradient(grad: Tensor, grad_loss: Tensor, shape: dict[str, Any]) -> Tensor:
+    """The forward's gradient ``(M, C)`` times the incoming ``grad_loss`` (a scalar, or one per
+    row), in place unless the graph is kept for a second backward; ``shape``: the forward's
+    :func:`launch_shape`."""
+    per_row = grad_loss.float().reshape(-1)
+    if autograd_graph_is_kept():  # a second backward will read the saved gradient again
+        return (grad.float() * per_row.reshape(-1, 1)).to(grad.dtype)
+    n_rows, n_cols = grad.shape
+    shape = dict(shape, BLOCK_C=min(shape["BLOCK_C"], LOOP_BLOCK))
+    shape.pop("SINGLE")
+    if n_rows:
+        _kernels(grad).scale_rows[(triton_cdiv(n_rows, shape["BLOCK_M"]),)](
+            grad, per_row, per_row.stride(0) if per_row.numel() == n_rows else 0,
+            n_rows, n_cols, grad.stride(0), **shape,
+        )  # fmt: skip
+    return grad
 
 
 def triton_cdiv(a: int, b: int) -> int:
@@ -195,7 +201,10 @@ def as_softmax_with_stats_triton(
     inactive = (labels.reshape(-1) == ignore_index).unsqueeze(1)
     masked = lambda: fully_masked & ~inactive.reshape(-1)  # noqa: E731
     stats = MaskStats(
-        inactive, masked, lambda: past_threshold(margin, delta, masked()), lambda: margin
+        inactive,
+        masked,
+        lambda: past_threshold(margin, delta, masked()),
+        lambda: margin[~inactive.reshape(-1)],
     )
     return loss, stats
 

@@ -93,9 +93,9 @@ DELTA_SCHEDULES = ("fixed", "target-mask", "ema")
 """How delta moves after the warm-up (astune/losses/delta.py): ``fixed`` (the paper's),
 ``target-mask`` (the masked ratio follows a target curve), ``ema`` (an average of the margin)."""
 LOSS_KERNELS = ("auto", "triton", "torch")
-"""Which implementation computes single-label AS-Softmax (``--loss-kernel``): ``auto`` is the
-fused Triton kernel on CUDA (its ``-m gpu`` tests passed on an H100, benchmarks/RESULTS.md),
-``torch`` elsewhere."""
+"""Which implementation computes AS-Softmax, single- and multi-label (``--loss-kernel``):
+``auto`` is the fused Triton kernel on CUDA (its ``-m gpu`` tests passed on an H100,
+benchmarks/RESULTS.md), ``torch`` elsewhere."""
 KERNEL_OPTIONS = ("kernel", "overwrite_logits")
 """The module options of a loss with a fused kernel (``LossInfo.fused``)."""
 DELTA_CONTROL = (
@@ -173,7 +173,7 @@ _INFOS = (
     LossInfo("as_variant", (ParamSpec("margin", float, 1.0, 0.0, low_open=True),)),
     LossInfo("as_softmax", (DELTA,), is_as=True, fused=True),
     LossInfo("multilabel_softmax", tasks=MULTI_LABEL_TASKS),
-    LossInfo("multilabel_as_softmax", (DELTA,), tasks=MULTI_LABEL_TASKS, is_as=True),
+    LossInfo("multilabel_as_softmax", (DELTA,), tasks=MULTI_LABEL_TASKS, is_as=True, fused=True),
 )
 
 CATALOGUE: Mapping[str, LossInfo] = MappingProxyType({info.name: info for info in _INFOS})

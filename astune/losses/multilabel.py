@@ -19,30 +19,12 @@ from torch import Tensor, nn
 
 from astune._checks import REDUCTIONS, check_choice
 from astune.losses.as_base import ASLossModule, MaskStats, past_threshold
-from astune.losses.catalogue import DELTA
+from astune.losses.as_softmax import chosen_kernel
+from astune.losses.catalogue import DELTA, LOSS_KERNELS
+from astune.losses.multilabel_triton import fits_one_block
+from astune.losses.rows import multilabel_positives
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
-
-
-def _positives(logits: Tensor, targets: Tensor) -> Tensor:
-    """Validate the inputs; return the positive classes as a bool ``(N, C)`` tensor."""
-    if logits.dim() != 2:
-        raise ValueError(f"logits must have shape (N, C), but got {tuple(logits.shape)}.")
-    if not logits.is_floating_point():
-        raise ValueError(f"logits must be a float tensor, but got dtype {logits.dtype}.")
-    if targets.shape != logits.shape:
-        raise ValueError(
-            f"targets must have the shape of logits {tuple(logits.shape)}, "
-            f"but got {tuple(targets.shape)}."
-        )
-    if targets.dtype == torch.bool:
-        return targets
-    positive = targets == 1
-    binary = positive | (targets == 0)
-    if not bool(binary.all()):
-        bad = targets[~binary].unique()[:5].tolist()
-        raise ValueError(f"targets must hold only 0 and 1, but got values {bad}.")
-    return positive
 
 
 def _work_dtype(logits: Tensor) -> torch.dtype:
@@ -84,7 +66,7 @@ def multilabel_categorical_crossentropy(
         ValueError: mismatched shapes, targets other than 0/1, or an unknown ``reduction``.
     """
     check_choice("reduction", reduction, REDUCTIONS)
-    positive = _positives(logits, targets)
+    positive = multilabel_positives(logits, targets)
     return _loss(logits, ~positive, positive, reduction)
 
 
@@ -106,17 +88,40 @@ def _as_keep_masks(logits: Tensor, positive: Tensor, delta: float) -> tuple[Tens
         return negative & ~mask_neg, positive & ~mask_pos, gap
 
 
+def chosen_multilabel_kernel(kernel: str, logits: Tensor, delta: float) -> str:
+    """``"triton"`` or ``"torch"``: :func:`~astune.losses.as_softmax.chosen_kernel`'s choice,
+    except that ``"auto"`` leaves rows wider than one block (the fused kernel refuses them) to
+    the torch function."""
+    chosen = chosen_kernel(kernel, logits, delta)
+    if kernel == "auto" and not fits_one_block(logits.shape[-1] if logits.dim() else 0):
+        return "torch"
+    return chosen
+
+
 def multilabel_as_softmax_with_stats(
-    logits: Tensor, targets: Tensor, delta: float, *, reduction: str = "mean"
+    logits: Tensor,
+    targets: Tensor,
+    delta: float,
+    *,
+    reduction: str = "mean",
+    kernel: str = "auto",
+    overwrite_logits: bool = False,
 ) -> tuple[Tensor, MaskStats]:
     """:func:`multilabel_as_softmax_loss` that also returns a :class:`MaskStats`.
 
     Every row is active (multi-label rows are never ignored); a row counts as masked when every
-    class is masked, so its loss is exactly 0.
+    class is masked, so its loss is exactly 0. ``overwrite_logits``: the fused kernel writes the
+    gradient over the logits (only for a caller that reads them nowhere after this call).
     """
+    if chosen_multilabel_kernel(kernel, logits, delta) == "triton":
+        from astune.losses.multilabel_triton import multilabel_as_softmax_with_stats_triton
+
+        return multilabel_as_softmax_with_stats_triton(
+            logits, targets, delta, reduction=reduction, overwrite_logits=overwrite_logits
+        )
     delta = DELTA.check(delta)
     check_choice("reduction", reduction, REDUCTIONS)
-    positive = _positives(logits, targets)
+    positive = multilabel_positives(logits, targets)
     inactive = torch.zeros(len(logits), dtype=torch.bool, device=logits.device)
     if delta == 1.0:
         # For finite logits p_t^min - p_i < 1, so nothing is masked; the shortcut also keeps rows
@@ -129,7 +134,7 @@ def multilabel_as_softmax_with_stats(
 
 
 def multilabel_as_softmax_loss(
-    logits: Tensor, targets: Tensor, delta: float, *, reduction: str = "mean"
+    logits: Tensor, targets: Tensor, delta: float, *, reduction: str = "mean", kernel: str = "auto"
 ) -> Tensor:
     """Multi-label AS-Softmax loss, the paper's Eq. (multi-label AS-Softmax loss).
 
@@ -147,6 +152,10 @@ def multilabel_as_softmax_loss(
         delta: the margin in ``(0, 1]``; ``delta = 1`` is exactly
             :func:`multilabel_categorical_crossentropy`, bit for bit.
         reduction: ``"mean"`` over rows (masked rows count, with loss 0), ``"sum"`` or ``"none"``.
+        kernel: ``"torch"`` (this module's functions), ``"triton"`` (the fused kernel of
+            :mod:`astune.losses.multilabel_triton`: CUDA, or the CPU under
+            ``TRITON_INTERPRET=1``; float32/16 and bf16; at most 8,192 classes), or ``"auto"``:
+            the fused kernel where it runs (:func:`chosen_multilabel_kernel`), else ``"torch"``.
 
     Returns:
         The loss in the dtype of ``logits``, a scalar or ``(N,)``.
@@ -155,7 +164,9 @@ def multilabel_as_softmax_loss(
         ValueError: ``delta`` outside ``(0, 1]``, mismatched shapes, targets other than 0/1, or an
             unknown ``reduction``.
     """
-    loss, _ = multilabel_as_softmax_with_stats(logits, targets, delta, reduction=reduction)
+    loss, _ = multilabel_as_softmax_with_stats(
+        logits, targets, delta, reduction=reduction, kernel=kernel
+    )
     return loss
 
 
@@ -178,11 +189,38 @@ class MultiLabelASSoftmaxLoss(ASLossModule):
 
     After each call ``last_stats`` holds a :class:`MaskStats` (``n_active`` rows, ``n_masked`` of
     them with zero loss). :meth:`set_delta` changes delta between calls (as :class:`DeltaSchedule`
-    does).
+    does). ``overwrite_logits`` (the fused kernel only) writes the gradient over the logits: set
+    it only where nothing reads the logits after the call (the training loop does).
     """
+
+    upcasts_logits = True
+    """Both kernels compute in float32 from fp16/bf16 logits (in registers, or in a float32
+    copy): callers hand the logits over in their own dtype."""
+
+    def __init__(
+        self,
+        delta: float = DELTA.default,
+        *,
+        reduction: str = "mean",
+        kernel: str = "auto",
+        overwrite_logits: bool = False,
+    ):
+        super().__init__(delta, reduction=reduction)
+        self.kernel = check_choice("kernel", kernel, LOSS_KERNELS)
+        self.overwrite_logits = bool(overwrite_logits)
 
     def forward(self, logits: Tensor, targets: Tensor) -> Tensor:
         loss, self.last_stats = multilabel_as_softmax_with_stats(
-            logits, targets, self.delta, reduction=self.reduction
+            logits,
+            targets,
+            self.delta,
+            reduction=self.reduction,
+            kernel=self.kernel,
+            overwrite_logits=self.overwrite_logits,
         )
         return loss
+
+    def extra_repr(self) -> str:
+        return f"delta={self.delta}, reduction={self.reduction!r}, kernel={self.kernel!r}" + (
+            ", overwrite_logits=True" if self.overwrite_logits else ""
+        )

@@ -45,10 +45,19 @@ def forward(
 ) -> tuple[Tensor, Tensor]:
     """Logits ``(B, C)`` or ``(B, T, C)`` in the autocast dtype, and the labels, on ``device``
     (:func:`loss_input` upcasts them for a loss that needs it)."""
-    inputs = {k: v.to(device) for k, v in model_inputs(batch).items()}
+    inputs = {k: to_device(v, device) for k, v in model_inputs(batch).items()}
     with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
         logits = model(**inputs).logits
-    return logits, batch["labels"].to(device)
+    return logits, to_device(batch["labels"], device)
+
+
+def to_device(tensor: Tensor, device: torch.device) -> Tensor:
+    """``tensor`` on ``device``; to a GPU through pinned memory, without waiting: a copy from
+    pageable memory first waits for the GPU's queue to drain, so the host could not prepare
+    the next step while the GPU runs this one."""
+    if device.type != "cuda" or tensor.device.type != "cpu":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
 
 
 def loss_input(loss_fn: nn.Module, logits: Tensor) -> Tensor:
