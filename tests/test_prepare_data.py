@@ -220,10 +220,17 @@ def test_a_write_that_fails_leaves_the_folder_as_it_was(tmp_path):
 
 
 def test_the_default_folder_follows_xdg_cache_home(monkeypatch, tmp_path, capsys):
+    from astune.data.media import MEDIA_CACHE_ENV, media_cache
+
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv(MEDIA_CACHE_ENV, raising=False)
     assert default_out() == tmp_path / "astune" / "data"
+    assert media_cache() == tmp_path / "astune" / "media"  # decoded hub media: the same root
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert default_out() == Path.home() / ".cache" / "astune" / "data"
+    assert media_cache() == Path.home() / ".cache" / "astune" / "media"
+    monkeypatch.setenv(MEDIA_CACHE_ENV, str(tmp_path / "media"))
+    assert media_cache() == tmp_path / "media"
     from astune.cli import main
 
     with pytest.raises(SystemExit):

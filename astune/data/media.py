@@ -17,6 +17,7 @@ from math import gcd
 from pathlib import Path
 from typing import Any
 
+from astune.data.cache import astune_cache
 from astune.data.errors import DataError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
@@ -96,9 +97,9 @@ def media_item(value: Any, root: Path | None, task: str, at: str) -> dict[str, A
 
 
 def media_cache() -> Path:
-    """Where embedded hub bytes become files: ``$ASTUNE_MEDIA_CACHE`` or
-    ``~/.cache/astune/media``."""
-    return Path(os.environ.get(MEDIA_CACHE_ENV) or Path.home() / ".cache" / "astune" / "media")
+    """Where embedded hub bytes become files: ``$ASTUNE_MEDIA_CACHE``, else
+    ``$XDG_CACHE_HOME/astune/media`` (``~/.cache/astune/media``)."""
+    return Path(os.environ.get(MEDIA_CACHE_ENV) or astune_cache() / "media")
 
 
 def _cached(data: bytes, name: str | None) -> str:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from astune.data.cache import astune_cache
 from astune.data.errors import DataError
 from astune.data.hub import HUB_MIRROR_ENV
 from astune.data.loading import load_hub_splits
@@ -59,8 +60,7 @@ Progress = Callable[[str], None]
 
 def default_out() -> Path:
     """``$XDG_CACHE_HOME/astune/data``, else ``~/.cache/astune/data``."""
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache) / "astune" / "data"
+    return astune_cache() / "data"
 
 
 def preparable() -> tuple[str, ...]:
