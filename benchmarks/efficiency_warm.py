@@ -29,7 +29,7 @@ from benchmarks import efficiency_settings as settings
 class WarmStart:
     """What the warm arms of one held-out dataset start from."""
 
-    recommendation: Any  # astune.recommend.Recommendation
+    recommendation: Any  # astune.recommend.Recommendation; None: nothing to learn from
     seconds: float  # the probe's and recommend's wall seconds on one thread
     reference_datasets: tuple[str, ...]
 
@@ -50,22 +50,25 @@ def warm_start(dataset: str, *, root: Path | None = None) -> WarmStart:
 
     import torch
 
-    from astune.recommend import recommend
+    from astune.recommend import anything_to_learn, recommend
 
     torch.set_num_threads(settings.THREADS)
     data = settings.DATASETS[dataset]
     with tempfile.TemporaryDirectory() as folder:
         reference = held_out_reference(dataset, Path(folder), root=root)
         learnt = tuple(e["dataset"] for e in json.loads(reference.read_text())["searches"])
+        store = f"sqlite:///{folder}/empty.db"
         start = time.perf_counter()
-        rec = recommend(
-            dataset,
-            tracking_uri=f"sqlite:///{folder}/empty.db",
-            backbone=settings.BACKBONE,
-            num_layers=data.num_layers,
-            train_size=data.train,
-            reference=reference,
-        )
+        rec = None  # nothing to learn from: the cold space, unprobed (as search --warm-start)
+        if anything_to_learn(tracking_uri=store, reference=reference):
+            rec = recommend(
+                dataset,
+                tracking_uri=store,
+                backbone=settings.BACKBONE,
+                num_layers=data.num_layers,
+                train_size=data.train,
+                reference=reference,
+            )
         seconds = time.perf_counter() - start
     return WarmStart(rec, seconds, learnt)
 
@@ -119,7 +122,9 @@ def warm_arm(dataset: str, start: WarmStart, *, fast: bool) -> arms.Arm:
     """The ``astune-warm`` (``fast``: ``astune-fast``) arm of ``dataset`` on the grid."""
     from astune.recommend.warm_space import warm_space
 
-    space = warm_space(start.recommendation, base_space(dataset, fast=fast))
+    space = base_space(dataset, fast=fast)
+    if start.recommendation is not None:
+        space = warm_space(start.recommendation, space)
     as_loss = settings.DATASETS[dataset].loss_name("as_softmax")
 
     def keep(name: str, grid: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -178,9 +178,10 @@ repetitions with a median of at least 8 trial-lengths."""
 def paired_difference(warm: dict[str, Any], cold: dict[str, Any]) -> dict[str, Any]:
     """(warm minus cold) seconds to ``T_common``, paired by repetition (repetition i of both
     arms shares its seed): the median difference and its percentile-bootstrap 95% interval, and
-    whether the interval lies wholly above 0 (warm slower: item 4 forbids it)."""
+    whether the interval lies wholly above 0 (warm slower: item 4 forbids it). Differences are
+    read to ``SECONDS_DECIMALS``."""
     ours, theirs = (arm["seconds_to_target"]["per_repetition"] for arm in (warm, cold))
-    differences = [w - c for w, c in zip(ours, theirs)]
+    differences = [round(w - c, settings.SECONDS_DECIMALS) for w, c in zip(ours, theirs)]
     stats = replay.median_interval(differences)
     return {**stats, "per_repetition": differences, "wholly_above_zero": stats["low"] > 0}
 
@@ -218,6 +219,8 @@ def warm_summary(warm: Any) -> dict[str, Any]:
     """What the warm arms started from: the datasets learnt from, the probe's seconds, the
     recommendation's delta and r and what it transferred."""
     rec = warm.recommendation
+    if rec is None:
+        return {"learnt_from": [], "seconds": warm.seconds, "recommendation": None}
     transfer = rec.transfer
     return {
         "learnt_from": list(warm.reference_datasets),

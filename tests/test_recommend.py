@@ -96,18 +96,25 @@ def test_difficulty_is_stored_on_the_search_runs(searches, data_dir):
 
 
 @pytest.mark.ray
-def test_cli_writes_a_space_centred_on_the_recommendation(searches, tmp_path, capsys):
+def test_cli_writes_a_space_moved_toward_the_historys_delta(searches, tmp_path, capsys):
+    """SST-5's shipped delta (0.3, range [0.1, 0.5] in 0.05 steps) moves toward history's fit
+    by history's weight: the first seed point's delta, and the range toward the
+    recommendation's."""
     path = tmp_path / "narrow.yaml"
     argv = ["recommend", "--dataset", "sst5", "--tracking-uri", searches.tracking_uri]
     rc = main([*argv, "--write-space", str(path)])
     out = capsys.readouterr().out
     assert rc == 0 and "rationale:" in out and "difficulty:" in out
     delta = float(re.search(r"^delta:\s+([0-9.]+)", out, re.M).group(1))
-    space = load_space(path)
+    rec = recommend("sst5", tracking_uri=searches.tracking_uri)
+    assert rec.delta == delta and 0 < rec.history_weight < 1 and rec.fit_delta is not None
+    h, space = rec.history_weight, load_space(path)
     param = space.loss_params["as_softmax"]["delta"]
-    assert param.low < delta < param.high
-    assert (param.low + param.high) / 2 == pytest.approx(delta, abs=0.006)
-    assert space.seed_points[0]["delta"] == delta  # the recommendation is evaluated first
+    first = space.seed_points[0]["delta"]  # the moved delta is evaluated first
+    assert first == pytest.approx(h * rec.fit_delta + (1 - h) * 0.3, abs=0.025)
+    assert param.low <= first <= param.high and param.step == 0.05
+    assert param.low == pytest.approx(0.1 + h * (rec.low - 0.1), abs=0.05)
+    assert param.high == pytest.approx(0.5 + h * (rec.high - 0.5), abs=0.05)
 
 
 def test_empty_store_and_user_folder_fall_back_to_the_paper_prior(tmp_path, data_dir):

@@ -183,5 +183,9 @@ def test_the_written_space_offers_the_winning_schedule_beside_fixed(store, tmp_p
     assert params["delta_momentum"].value == pytest.approx(0.85)
     assert params["delta_min"].value == 0.05
     first = space.seed_points[0]
-    assert first["delta"] == rec.delta and first["delta_schedule"] == "ema"
+    h = rec.history_weight  # the shipped 0.3 moved toward history's fit by its weight
+    assert 0 < h < 1 and rec.fit_delta is not None
+    expected = h * rec.fit_delta + (1 - h) * 0.3
+    assert first["delta"] == pytest.approx(expected, abs=0.025)  # on the space's 0.05 steps
+    assert first["delta_schedule"] == "ema"
     assert first["delta_momentum"] == pytest.approx(0.85)

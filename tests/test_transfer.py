@@ -5,6 +5,7 @@ packaged prior's file."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -108,9 +109,7 @@ def test_no_history_leaves_the_shipped_space_and_its_points():
     space = load_space(dataset="sst5")
     warmed = warm_space(_rec(advise(TARGET, [])), space)
     assert warmed.param("lr") == space.param("lr") and warmed.param("epochs").value == 7
-    first = warmed.points[0]
-    assert first == {"loss": "as_softmax", "delta": 0.3, "warmup_ratio": 0.0}
-    assert list(warmed.points[1:]) == [p for p in space.points if p != first]
+    assert list(warmed.points) == list(space.points)  # the shipped seed point first, as shipped
 
 
 def test_history_moves_lr_and_epochs_by_its_weight_and_seeds_its_best_trials():
@@ -223,13 +222,36 @@ def test_a_categorical_lr_keeps_its_choices_and_the_point_takes_the_nearest(tmp_
 
 
 def test_the_shipped_seed_lr_anchors_the_move_when_delta_drops_its_point():
-    """SST-5's shipped AS-Softmax points have delta 0.3; a recommended range of 0.15-0.25 drops
-    them, but the lr history moves from is still theirs (2e-5), not the range's middle."""
+    """SST-5's shipped AS-Softmax points have delta 0.3; a range of 0.15-0.25 from delta's
+    history drops them, but the lr history moves from is still theirs (2e-5), not the range's
+    middle."""
     space = load_space(dataset="sst5")
     advice = advise(TARGET, _search("a", [{"lr": 1e-3}] * 8))
     rec = _rec(advice, delta=0.2)
     rec.low, rec.high = 0.15, 0.25
+    rec.fit_delta, rec.history_weight = 0.2, 1.0  # delta's history alone: its range is taken
     first = warm_space(rec, space).points[0]
     h = advice.weight
     expected = math.exp(h * math.log(advice.centre["lr"]) + (1 - h) * math.log(2e-5))
     assert first["delta"] == 0.2 and first["lr"] == pytest.approx(expected, rel=5e-3)
+
+
+def test_delta_and_r_move_from_the_shipped_values_by_historys_weight_alone():
+    """The paper's rule (no fit) leaves SST-5's shipped delta 0.3, r 0 and their ranges; a fit
+    moves them by history's weight; a space shipping no delta takes the recommendation's."""
+    space = load_space(dataset="sst5")  # delta [0.1, 0.5] step 0.05, seed 0.3
+    rule = _rec(None, delta=0.2)
+    rule.low, rule.high = 0.15, 0.25
+    warmed = warm_space(rule, space)
+    assert warmed.param("delta", "as_softmax") == space.param("delta", "as_softmax")
+    assert warmed.points[0]["delta"] == 0.3 and warmed.points[0]["warmup_ratio"] == 0.0
+    fitted = _rec(None, delta=0.2)
+    fitted.low, fitted.high = 0.1, 0.2
+    fitted.fit_delta, fitted.history_weight = 0.1, 0.5
+    moved = warm_space(fitted, space)
+    assert moved.points[0]["delta"] == pytest.approx(0.2)  # 0.5 * 0.1 + 0.5 * 0.3
+    delta = moved.param("delta", "as_softmax")
+    assert (delta.low, delta.high) == (0.1, 0.35)  # halfway from [0.1, 0.5] to [0.1, 0.2]
+    bare = dataclasses.replace(space, points=())
+    assert warm_space(rule, bare).points[0]["delta"] == 0.2
+    assert warm_space(rule, bare).param("delta", "as_softmax").high == 0.25

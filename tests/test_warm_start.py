@@ -58,6 +58,20 @@ def test_warm_start_moves_the_fixed_lr_toward_the_reference(tmp_path, data_dir):
     assert any("sst5-elsewhere" in line for line in prepared.notes)
 
 
+def test_nothing_to_learn_from_searches_the_space_as_given(tmp_path, data_dir):
+    """An empty store and ``--reference none``: the written space is the given one, seed
+    points and all, and the report says the dataset was not probed."""
+    space = write_space(tmp_path)
+    settings = tiny_settings(root=tmp_path, data_dir=data_dir, space=str(space), warm_start=True)
+    settings.reference = "none"
+    prepared = prepare_search(settings)
+    given, warmed = load_space(space), load_space(prepared.settings.space)
+    assert warmed.points == given.points and warmed.params == given.params
+    assert warmed.loss_params == given.loss_params
+    assert prepared.notes[0].startswith("warm start: nothing to learn from")
+    assert "not probed" in prepared.notes[0]
+
+
 def test_reference_without_warm_start_or_missing_is_refused(tmp_path):
     with pytest.raises(SearchError, match="--reference is read by --warm-start only"):
         tiny_settings(reference=str(reference(tmp_path))).validate()

@@ -129,7 +129,7 @@ def recommend(args: argparse.Namespace) -> int:
     print(format_recommendation(rec))
     if space is not None:
         print(
-            f"search space: {space} (delta in [{rec.low:.2f}, {rec.high:.2f}]); run it with: "
+            f"search space: {space}; run it with: "
             f"python -m astune search --dataset {args.dataset} --space {space}"
         )
     return 0

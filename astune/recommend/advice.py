@@ -24,7 +24,7 @@ from astune.recommend.schedules import ScheduleAdvice, schedule_advice
 from astune.recommend.transfer import TaskProfile, advise
 from astune.recommend.trial_history import store_trials
 from astune.store.conventions import BEST_TAG_PREFIX
-from astune.store.reader import Store
+from astune.store.reader import Store, finished_trials
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -86,6 +86,17 @@ def recommend(
     return rec
 
 
+def anything_to_learn(
+    *, tracking_uri: str | None = None, reference: str | Path | None = PRIOR_FILE
+) -> bool:
+    """Whether :func:`recommend` would learn from anything: reference trials, or finished
+    trials in the store. Without either, the space it warms is the one it was given (delta and
+    r stay as the space ships them), so a warm start need not probe the dataset."""
+    if reference is not None and load_reference(reference):
+        return True
+    return bool(finished_trials(Store(tracking_uri).trials()))
+
+
 def _default_backbone(dataset: str) -> str:
     """The backbone a search of ``dataset`` runs when none is given."""
     from astune.backbones.registry import DEFAULT_BACKBONE
@@ -143,6 +154,7 @@ def _recommendation(
         difficulty=target,
         prior_delta=round(prior_delta(d), 3),
         fit_delta=None if delta_fit is None else round(delta_fit.predict(d), 3),
+        fit_warmup_ratio=None if r_fit is None else round(r_fit.predict(d), 3),
         history_weight=h,
         schedule=schedule,
         points=points,

@@ -29,3 +29,4 @@ class Recommendation:
     notes: list[str] = field(default_factory=list)
     rationale: str = ""
     transfer: TransferAdvice | None = None
+    fit_warmup_ratio: float | None = None  # history's fit of r at this difficulty (None: none)

@@ -1,4 +1,5 @@
-"""A search space warmed by a recommendation: delta and r narrowed, the recommended schedule
+"""A search space warmed by a recommendation: delta and r moved toward history's fit (or, where
+the space ships no value for them, narrowed to the recommendation), the recommended schedule
 offered, the transferred keys' ranges moved toward history (:mod:`astune.recommend.transfer`)
 and the recommendation first among the seed points, the best trials of the nearest tasks next.
 
@@ -38,21 +39,71 @@ def warm_space(rec: Recommendation, space: SearchSpace) -> SearchSpace:
     multi = rec.difficulty.task in MULTI_LABEL_TASKS
     loss = "multilabel_as_softmax" if multi else "as_softmax"
     shipped = space.points  # before delta's narrowing drops those outside its range
+    start: dict[str, Any] = {}
     if loss in space.loss_params:
-        space = space.narrowed("delta", rec.low, rec.high, loss=loss)
-        warm = space.loss_params[loss].get("warmup_ratio")
-        if warm is not None and warm.kind in ("float", "int"):
-            r = rec.warmup_ratio
-            low, high = round(max(0.0, r - 0.1), 2), round(min(1.0, r + 0.1), 2)
-            space = space.narrowed("warmup_ratio", low, high, loss=loss)
+        space, start = _delta_and_r(space, loss, rec, shipped)
         space = _with_schedule(space, loss, rec.schedule)
     point_loss = loss if loss in space.losses else space.losses[0]
     space, moved = _moved_ranges(space, point_loss, rec.transfer, shipped)
-    first = {"loss": point_loss, **moved}
+    first = {**_shipped_point(space, point_loss, shipped), **moved}
     if point_loss == loss:
-        first |= _recommended_point(space, loss, rec)
+        first |= _recommended_point(space, loss, rec, start)
     points = [first, *_trial_points(space, loss, rec.transfer)]
     return _with_points(space, points)
+
+
+def _shipped_point(
+    space: SearchSpace, loss: str, shipped: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """The space's first shipped seed point of ``loss``, less the values the warmed ``space``
+    no longer holds: what the first point keeps where history moves nothing (so that without
+    history the points are the shipped ones, in their order)."""
+    seed = next((p for p in shipped if p["loss"] == loss), {"loss": loss})
+    kept = {"loss": loss}
+    for key, value in seed.items():
+        param = _param(space, key, loss) if key != "loss" else None
+        if param is not None and param.contains(value):
+            kept[key] = value
+    return kept
+
+
+def _delta_and_r(
+    space: SearchSpace, loss: str, rec: Recommendation, shipped: Sequence[dict[str, Any]]
+) -> tuple[SearchSpace, dict[str, Any]]:
+    """The space with delta's and r's ranges, and the first seed point's delta and r.
+
+    Where the space ships them (its first ``loss`` seed point of ``shipped``: the paper's
+    values for a paper's dataset), they move toward history's fit by delta's history weight
+    and keep their range without history: the paper's rule, which ``recommend`` falls back
+    to, does not displace a value tuned for the dataset. Where the space ships none, the
+    recommendation's values and ranges, as ``recommend`` prints them.
+    """
+    seed = next((p for p in shipped if p["loss"] == loss), {})
+    r = rec.warmup_ratio
+    wanted = {
+        "delta": (rec.delta, rec.low, rec.high, rec.fit_delta),
+        "warmup_ratio": (r, round(max(0.0, r - 0.1), 2), round(min(1.0, r + 0.1), 2),
+                         rec.fit_warmup_ratio),
+    }  # fmt: skip
+    h, start = rec.history_weight, {}
+    for key, (value, low, high, fit) in wanted.items():
+        param = _param(space, key, loss)
+        if param is None or param.kind not in ("float", "int"):
+            continue
+        if seed.get(key) is None:
+            space, start[key] = space.narrowed(key, low, high, loss=loss), value
+            continue
+        if fit is None:  # no history of this key: the space as shipped
+            start[key] = seed[key]
+            continue
+        value = h * fit + (1 - h) * seed[key]
+        low = min(param.low + h * (low - param.low), value)
+        high = max(param.high + h * (high - param.high), value)
+        low, high = _on_grid(param, low, high, key)
+        if low < high:
+            space = space.narrowed(key, low, high, loss=loss)
+        start[key] = snapped(_param(space, key, loss), value)
+    return space, start
 
 
 def _with_schedule(space: SearchSpace, loss: str, advice: ScheduleAdvice) -> SearchSpace:
@@ -70,11 +121,13 @@ def _with_schedule(space: SearchSpace, loss: str, advice: ScheduleAdvice) -> Sea
     return dataclasses.replace(space, loss_params={**space.loss_params, loss: {**params, **parsed}})
 
 
-def _recommended_point(space: SearchSpace, loss: str, rec: Recommendation) -> dict[str, Any]:
-    """delta, r, the schedule and its parameters as recommended, where the space holds them."""
+def _recommended_point(
+    space: SearchSpace, loss: str, rec: Recommendation, start: dict[str, Any]
+) -> dict[str, Any]:
+    """delta and r of ``start`` (:func:`_delta_and_r`), the schedule and its parameters as
+    recommended, where the space holds them."""
     params = space.loss_params.get(loss, {})
-    wanted = {"delta": rec.delta, "warmup_ratio": rec.warmup_ratio}
-    wanted |= {"delta_schedule": rec.schedule.schedule, **rec.schedule.params}
+    wanted = {"delta_schedule": rec.schedule.schedule, **rec.schedule.params, **start}
     return {k: v for k, v in wanted.items() if k in params and params[k].contains(v)}
 
 

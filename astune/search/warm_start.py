@@ -29,14 +29,27 @@ def warm_space_path(settings: SearchSettings) -> Path:
 
 def warm_start(settings: SearchSettings, ref: "DatasetRef") -> tuple[SearchSettings, list[str]]:
     """``settings`` searching the warmed space (``space`` set to its file), and the report's
-    lines; the space it starts from is ``--space`` or the dataset's shipped one."""
-    from astune.recommend import recommend
+    lines; the space it starts from is ``--space`` or the dataset's shipped one. With nothing
+    to learn from (no finished trials in the store, no reference trials) the dataset is not
+    probed and the space is searched as given."""
+    from astune.recommend import anything_to_learn, recommend
     from astune.recommend.reference import reference_file
     from astune.recommend.transfer import describe
     from astune.recommend.warm_space import warm_space
     from astune.space.space import load_space
 
     base = load_space(settings.space, dataset=None if settings.space else ref.registry_name)
+    path = warm_space_path(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    reference = reference_file(settings.reference)
+    if not anything_to_learn(tracking_uri=settings.tracking_uri, reference=reference):
+        base.dump(path)
+        lines = [
+            "warm start: nothing to learn from (no finished trials in the store, no reference "
+            "trials): the space as given, the dataset not probed",
+            f"warm start: searching {path}",
+        ]
+        return dataclasses.replace(settings, space=str(path)), lines
     options = {}
     if settings.validation_fraction is not None:
         options["validation_fraction"] = settings.validation_fraction
@@ -48,16 +61,17 @@ def warm_start(settings: SearchSettings, ref: "DatasetRef") -> tuple[SearchSetti
         backbone=settings.backbone,
         num_layers=settings.num_layers,
         train_size=settings.max_train_samples,
-        reference=reference_file(settings.reference),
+        reference=reference,
     )
     if rec.difficulty.task is not None:
         base = base.for_task(rec.difficulty.task)
-    path = warm_space_path(settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    warm_space(rec, base).dump(path)
+    warmed = warm_space(rec, base)
+    warmed.dump(path)
+    first = warmed.points[0] if warmed.points else {}
     lines = [
-        f"warm start: difficulty {rec.difficulty.describe()}; delta {rec.delta:.2f} "
-        f"(range {rec.low:.2f}-{rec.high:.2f}), r {rec.warmup_ratio:.2f}",
+        f"warm start: difficulty {rec.difficulty.describe()}; first point delta "
+        f"{first.get('delta', '-')}, r {first.get('warmup_ratio', '-')} (recommended "
+        f"{rec.delta:.2f}, r {rec.warmup_ratio:.2f}; history's weight {rec.history_weight:.2f})",
         *(describe(rec.transfer) if rec.transfer is not None else []),
         f"warm start: searching {path}",
     ]
