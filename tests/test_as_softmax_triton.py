@@ -9,18 +9,20 @@ included; CI deselects them.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 import torch
-from triton_checks import assert_matches, compile_for_h100, run_checks
+from triton_checks import (
+    assert_interpreter_checks_pass,
+    assert_matches,
+    compile_for_h100,
+    run_checks,
+)
 
 from astune.losses import as_softmax_with_stats
 
-ROOT = Path(__file__).resolve().parents[1]
 DELTA = 0.3
 BOUNDARY = 1e-6  # rows whose p_t - p_i lies this close to delta may mask either way
 
@@ -255,11 +257,7 @@ CHECKS = [
 
 # ---------------------------------------------------------------------------- CPU tests
 def test_interpreter_checks_pass_in_a_subprocess():
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, __file__], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"{2 * len(CHECKS)} checks passed" in done.stdout
+    assert_interpreter_checks_pass(__file__, CHECKS)
 
 
 def test_cpu_tensors_without_the_interpreter_are_refused_in_one_line():

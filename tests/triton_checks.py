@@ -1,14 +1,20 @@
 """What the fused-kernel tests share (tests/test_as_softmax_triton.py,
 tests/test_multilabel_triton.py): tolerances of issue 45 (fp32 rtol 1e-5, half precision one
-unit in the last place), running a file's checks in its interpreter subprocess, and compiling a
-kernel for an H100 without one."""
+unit in the last place), running a file's checks under the interpreter in a subprocess, and
+compiling a kernel for an H100 without one."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def assert_within_one_ulp(ours: torch.Tensor, expected: torch.Tensor, dtype) -> None:
@@ -41,6 +47,16 @@ def run_checks(checks: list[Callable], device: str, dtypes: list[torch.dtype]) -
             except Exception:
                 failures.append(f"{check.__name__}[{dtype}]:\n{traceback.format_exc()}")
     return failures
+
+
+def assert_interpreter_checks_pass(test_file: str, checks: list[Callable]) -> None:
+    """``test_file`` run as a script under triton's interpreter, in a subprocess (the
+    interpreter must be chosen before triton is imported): every check passes in fp32 and fp16."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, test_file], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{2 * len(checks)} checks passed" in done.stdout
 
 
 def compile_for_h100(kernel, types: dict[str, str], constants: dict, num_warps: int) -> None:

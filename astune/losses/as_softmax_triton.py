@@ -119,17 +119,25 @@ class _TritonASFunction(torch.autograd.Function):
         else:
             loss = rows.sum() if reduction == "sum" else rows.sum() / count
         ctx.shape = shape
-        if store_grad:
-            ctx.save_for_backward(grad)
-        fully_masked = masked.view(torch.bool)
-        ctx.mark_non_differentiable(fully_masked, margin)
-        return loss, fully_masked, margin
+        return loss, *kept_for_backward(ctx, grad if store_grad else None, masked, margin)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_loss: Tensor, _grad_masked: Tensor, _grad_margin: Tensor):  # type: ignore[override]
         (grad,) = ctx.saved_tensors
         return scaled_gradient(grad, grad_loss, ctx.shape), None, None, None, None, None, None
+
+
+def kept_for_backward(
+    ctx: Any, grad: Tensor | None, masked: Tensor, per_row: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Save the forward's ``grad`` (None: none was computed) for the backward; the flags
+    ``masked`` (int8 ``(M,)``) as bools and ``per_row`` (``(M,)``), neither differentiable."""
+    if grad is not None:
+        ctx.save_for_backward(grad)
+    fully_masked = masked.view(torch.bool)
+    ctx.mark_non_differentiable(fully_masked, per_row)
+    return fully_masked, per_row
 
 
 def scaled_gradient(grad: Tensor, grad_loss: Tensor, shape: dict[str, Any]) -> Tensor:

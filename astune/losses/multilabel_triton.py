@@ -21,6 +21,7 @@ from astune.losses.as_base import MaskStats, past_threshold
 from astune.losses.as_softmax_triton import (
     MAX_SINGLE_BLOCK,
     ASRows,
+    kept_for_backward,
     kernel_module,
     launch_shape,
     scaled_gradient,
@@ -65,11 +66,7 @@ class _TritonMultiLabelFunction(torch.autograd.Function):
         if reduction == "mean":
             loss = loss / n_rows  # NaN for no rows, as torch's mean
         ctx.shape = dict(shape, SINGLE=True)
-        if store_grad:
-            ctx.save_for_backward(grad)
-        fully_masked = masked.view(torch.bool)
-        ctx.mark_non_differentiable(fully_masked, gap)
-        return loss, fully_masked, gap
+        return loss, *kept_for_backward(ctx, grad if store_grad else None, masked, gap)
 
     @staticmethod
     @once_differentiable
