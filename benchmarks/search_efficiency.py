@@ -6,7 +6,9 @@
     python benchmarks/search_efficiency.py pareto --datasets sst5   # item 5's hypervolume
     python benchmarks/search_efficiency.py real --dataset sst5 --arm by-hand --seed 0
 
-``replay`` writes ``benchmarks/results/search_efficiency.json``: per held-out dataset and arm,
+``replay`` writes ``benchmarks/results/search_efficiency.json`` and, per dataset, the anytime
+curves as ``search_efficiency_<dataset>.png`` (``pareto``: ``search_efficiency_pareto.json`` and
+``search_efficiency_pareto_<dataset>.png``); per held-out dataset and arm,
 ``seconds_to_target`` (``T_common``) and ``seconds_to_target_all`` (``T_all``) as
 ``{median, low, high, per_repetition, reached}``, ``final_regret`` as ``{median, low, high}``
 (percentage points), ``repetitions``, ``budget_seconds`` and the anytime curves (medians over
@@ -31,6 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import efficiency_arms as arms  # noqa: E402
+from benchmarks import efficiency_plots as plots  # noqa: E402
 from benchmarks import efficiency_record as recorder  # noqa: E402
 from benchmarks import efficiency_replay as replay  # noqa: E402
 from benchmarks import efficiency_settings as settings  # noqa: E402
@@ -284,6 +287,8 @@ def pareto(args: Any) -> None:
         result["datasets"][dataset] = entry
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.output}")
+    for dataset, entry in result["datasets"].items():
+        print(f"wrote {plots.plot_pareto(entry, dataset, plot_path(args.output, dataset))}")
 
 
 def commit() -> str:
@@ -354,6 +359,13 @@ def main(argv: list[str] | None = None) -> None:
     }
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.output}")
+    for dataset, entry in result["datasets"].items():
+        print(f"wrote {plots.plot_replay(entry, dataset, plot_path(args.output, dataset))}")
+
+
+def plot_path(output: Path, dataset: str) -> Path:
+    """The PNG beside ``output`` for ``dataset``: ``<output stem>_<dataset>.png``."""
+    return output.with_name(f"{output.stem}_{dataset}.png")
 
 
 if __name__ == "__main__":

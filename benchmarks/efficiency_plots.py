@@ -1,0 +1,88 @@
+"""PNG plots of the search-efficiency results (issue 44), beside their JSON:
+
+- ``search_efficiency_<dataset>.png``: per arm, the incumbent's seed-mean validation score
+  (median over repetitions) against trial-seconds (left, in trial-lengths) and against trials
+  started (right), with ``T_common`` and ``T_all`` as lines;
+- ``search_efficiency_pareto_<dataset>.png``: the front's hypervolume against trial-seconds,
+  with and without MO-halving (medians over repetitions; the legend gives the final one's 95%
+  interval).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+ARM_STYLES = {
+    "by-hand": ("C0", "-"),
+    "astune": ("C1", "-"),
+    "astune-warm": ("C2", "-"),
+    "astune-fast": ("C3", "-"),
+    "astune-fast-cold": ("C3", ":"),
+}
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _values(points: list[float | None]) -> list[float]:
+    return [float("nan") if v is None else v for v in points]
+
+
+def plot_replay(entry: dict[str, Any], dataset: str, path: Path) -> Path:
+    """The anytime curves of one dataset's replay ``entry`` (search_efficiency.json's)."""
+    plt = _pyplot()
+    length = entry["trial_length_seconds"]
+    fig, (by_time, by_trials) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for name, arm in entry["arms"].items():
+        colour, style = ARM_STYLES.get(name, ("C7", "--"))
+        seconds = [s / length for s in arm["curve"]["trial_seconds"]]
+        by_time.plot(seconds, _values(arm["curve"]["val_seed_mean"]), style, color=colour,
+                     label=name, drawstyle="steps-post")  # fmt: skip
+        trials = arm["curve_by_trials"]
+        by_trials.plot(trials["trials"], _values(trials["val_seed_mean"]), style, color=colour,
+                       label=name, drawstyle="steps-post")  # fmt: skip
+    for axis in (by_time, by_trials):
+        for key, shade in (("T_common", "k"), ("T_all", "0.5")):
+            axis.axhline(entry["targets"][key], color=shade, lw=0.8, ls="--")
+            axis.annotate(key, (1, entry["targets"][key]), xycoords=("axes fraction", "data"),
+                          ha="right", va="bottom", fontsize=8, color=shade)  # fmt: skip
+        axis.grid(alpha=0.3)
+    by_time.set_xlabel("trial-seconds, in trial-lengths")
+    by_trials.set_xlabel("trials started")
+    by_time.set_ylabel(f"incumbent's seed-mean validation {entry['metric']}")
+    by_time.legend(fontsize=8, loc="lower right")
+    reps = next(iter(entry["arms"].values()))["repetitions"]
+    fig.suptitle(f"{dataset}: medians over {reps} replayed searches, {entry['workers']} workers")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_pareto(entry: dict[str, Any], dataset: str, path: Path) -> Path:
+    """The hypervolume against trial-seconds of one dataset's ``entry`` (the pareto JSON's)."""
+    plt = _pyplot()
+    length = entry["trial_length_seconds"]
+    seconds = [s / length for s in entry["trial_seconds"]]
+    fig, axis = plt.subplots(figsize=(6.5, 4.2))
+    for name, colour in (("mo-halving", "C3"), ("fifo", "C0")):
+        final = entry[name]["final_hypervolume"]
+        interval = f"{final['median']:.3f} [{final['low']:.3f}, {final['high']:.3f}]"
+        label = f"{name} (at the budget {interval})"
+        axis.plot(seconds, _values(entry[name]["hypervolume_median"]), color=colour, label=label)
+    axis.set_xlabel("trial-seconds, in trial-lengths")
+    axis.set_ylabel("hypervolume of the front (validation metric, train seconds)")
+    axis.set_title(f"{dataset}: the front with and without MO-halving")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
