@@ -292,13 +292,17 @@ def pareto(args: Any) -> None:
 
 
 def commit() -> str:
-    """The commit of this checkout (with ``+dirty`` when it has changes)."""
+    """The commit of this checkout (with ``+dirty`` when it has changes outside
+    benchmarks/results, where this script's own outputs and the tables being recorded live)."""
     root = Path(__file__).resolve().parent.parent
     head = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True
     ).stdout.strip()
     dirty = subprocess.run(
-        ["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True
+        ["git", "status", "--porcelain", "--", ".", ":!benchmarks/results"],
+        cwd=root,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     return head + ("+dirty" if dirty else "")
 
