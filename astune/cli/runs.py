@@ -105,19 +105,18 @@ def recommend(args: argparse.Namespace) -> int:
                 check_int(f"--{flag.replace('_', '-')}", getattr(args, flag), 1)
     from mlflow.exceptions import MlflowException
 
-    from astune.recommend import format_recommendation, recommend, write_space
+    from astune.recommend import format_recommendation, probe_options, recommend, write_space
     from astune.recommend.reference import reference_file
 
     try:
-        carve = args.validation_fraction
-        options = {} if carve is None else {"validation_fraction": carve}
-        if args.probe_backbone is not None:
-            options["backbone"] = args.probe_backbone
+        options = probe_options(
+            validation_fraction=args.validation_fraction, backbone=args.probe_backbone
+        )
         rec = recommend(
             args.dataset,
             tracking_uri=args.tracking_uri,
             data_dir=args.data_dir,
-            probe_options=options or None,
+            probe_options=options,
             backbone=args.backbone,
             num_layers=args.num_layers,
             train_size=args.max_train_samples,

@@ -18,7 +18,7 @@ none did), and the delta trajectories of the band's best trials: as they ran whe
 for fixed-delta trials the ``ema`` schedule replayed on their logged training margins.
 """
 
-from astune.recommend.advice import anything_to_learn, recommend
+from astune.recommend.advice import anything_to_learn, probe_options, recommend
 from astune.recommend.difficulty import dataset_name, measure_difficulty
 from astune.recommend.history import HistoryPoint, LineFit, fit_line, history_points
 from astune.recommend.prior import band_of, prior_delta, prior_warmup
@@ -52,6 +52,7 @@ __all__ = [
     "measure_difficulty",
     "prior_delta",
     "prior_warmup",
+    "probe_options",
     "rationale",
     "recommend",
     "schedule_advice",

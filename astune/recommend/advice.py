@@ -86,6 +86,18 @@ def recommend(
     return rec
 
 
+def probe_options(
+    *, validation_fraction: float | None = None, backbone: str | None = None
+) -> dict[str, Any] | None:
+    """The probe's options for :func:`recommend` from a command's flags (None: the defaults)."""
+    options: dict[str, Any] = {}
+    if validation_fraction is not None:
+        options["validation_fraction"] = validation_fraction
+    if backbone is not None:
+        options["backbone"] = backbone
+    return options or None
+
+
 def anything_to_learn(
     *, tracking_uri: str | None = None, reference: str | Path | None = PRIOR_FILE
 ) -> bool:

@@ -32,7 +32,7 @@ def warm_start(settings: SearchSettings, ref: "DatasetRef") -> tuple[SearchSetti
     lines; the space it starts from is ``--space`` or the dataset's shipped one. With nothing
     to learn from (no finished trials in the store, no reference trials) the dataset is not
     probed and the space is searched as given."""
-    from astune.recommend import anything_to_learn, recommend
+    from astune.recommend import anything_to_learn, probe_options, recommend
     from astune.recommend.reference import reference_file
     from astune.recommend.transfer import describe
     from astune.recommend.warm_space import warm_space
@@ -50,14 +50,11 @@ def warm_start(settings: SearchSettings, ref: "DatasetRef") -> tuple[SearchSetti
             f"warm start: searching {path}",
         ]
         return dataclasses.replace(settings, space=str(path)), lines
-    options = {}
-    if settings.validation_fraction is not None:
-        options["validation_fraction"] = settings.validation_fraction
     rec = recommend(
         settings.dataset,
         tracking_uri=settings.tracking_uri,
         data_dir=settings.data_dir,
-        probe_options=options or None,
+        probe_options=probe_options(validation_fraction=settings.validation_fraction),
         backbone=settings.backbone,
         num_layers=settings.num_layers,
         train_size=settings.max_train_samples,
