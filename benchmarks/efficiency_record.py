@@ -269,29 +269,31 @@ def record(
     data, start, rows, last, done = load_data(dataset), time.perf_counter(), [], 0.0, 0
     startup = measure_startup(dataset)
     log(f"{dataset}: a trial's start-up in a fresh process: {startup:.1f} s")
-    for n, (config, seed) in enumerate(todo, 1):
-        used = time.perf_counter() - start
-        if used + last > hours * 3600:
-            break
-        run_start = time.perf_counter()
-        new = [
-            {**row, "startup_seconds": startup}
-            for row in record_run(dataset, config, seed=seed, data=data)
-        ]
-        last = time.perf_counter() - run_start
-        rows += new
-        done += 1
-        log(
-            f"[{n}/{len(todo)}] {settings.config_key(config)} seed {seed}: "
-            f"val {new[-1]['val']:.4f} in {new[-1]['trial_seconds']:.1f} s "
-            f"({used / 60:.1f} min used)"
-        )
-        if done % flush_every == 0 or len(rows) >= SHARD_ROWS:
+    try:
+        for n, (config, seed) in enumerate(todo, 1):
+            used = time.perf_counter() - start
+            if used + last > hours * 3600:
+                break
+            run_start = time.perf_counter()
+            new = [
+                {**row, "startup_seconds": startup}
+                for row in record_run(dataset, config, seed=seed, data=data)
+            ]
+            last = time.perf_counter() - run_start
+            rows += new
+            done += 1
+            log(
+                f"[{n}/{len(todo)}] {settings.config_key(config)} seed {seed}: "
+                f"val {new[-1]['val']:.4f} in {new[-1]['trial_seconds']:.1f} s "
+                f"({used / 60:.1f} min used)"
+            )
+            if done % flush_every == 0 or len(rows) >= SHARD_ROWS:
+                write_shard(folder, rows)
+                rows = []
+    finally:  # Ctrl-C (or SIGINT) mid-run keeps every run already finished
+        if rows:
             write_shard(folder, rows)
-            rows = []
-    if rows:
-        write_shard(folder, rows)
-    log(f"{dataset}: {done} runs recorded; digest {write_digest(folder)['sha256'][:16]}")
+        log(f"{dataset}: {done} runs recorded; digest {write_digest(folder)['sha256'][:16]}")
     return done
 
 

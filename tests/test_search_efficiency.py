@@ -169,7 +169,8 @@ def test_arms_lie_in_the_grid_and_targets(table):
 @pytest.mark.slow
 def test_recorder_resumes(tmp_path, monkeypatch):
     """A real recording of 1, then 2 configs x 1 epoch on 32 SST-5 rows (1-layer MiniLM): the
-    second piece records only the new config; the digest counts both runs."""
+    second piece records only the new config, and keeps it though Ctrl-C stops the piece right
+    after it; the digest counts both runs."""
     monkeypatch.setitem(
         settings.DATASETS, "sst5", settings.DatasetSlice("sst5", 32, 16, num_layers=1)
     )
@@ -186,8 +187,15 @@ def test_recorder_resumes(tmp_path, monkeypatch):
     ]
     logged: list[str] = []
     kwargs = {"hours": 1.0, "root": tmp_path, "seeds": (0,), "log": logged.append}
+
+    def interrupted_after_a_run(line: str) -> None:
+        logged.append(line)
+        if line.startswith("[1/"):
+            raise KeyboardInterrupt
+
     assert recorder.record("sst5", configs=configs[:1], **kwargs) == 1
-    assert recorder.record("sst5", configs=configs, **kwargs) == 1
+    with pytest.raises(KeyboardInterrupt):
+        recorder.record("sst5", configs=configs, **{**kwargs, "log": interrupted_after_a_run})
     assert recorder.record("sst5", configs=configs, **kwargs) == 0
     folder = recorder.table_dir("sst5", tmp_path)
     frame = recorder.read_table(folder)
