@@ -29,6 +29,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -313,6 +314,9 @@ def main(argv: list[str] | None = None) -> None:
             f"{dataset}'s slice is provisional: probe that it learns and mark it probed=True "
             "in benchmarks/efficiency_settings.py before recording its table"
         )
+    # SIGTERM (kill, Slurm's scancel, timeout) stops a piece as Ctrl-C does: the runs it
+    # finished are written first (a background job started by a shell ignores SIGINT).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     record(dataset, hours=args.hours, part=parse_part(args.part))
 
 
