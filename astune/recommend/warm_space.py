@@ -41,24 +41,26 @@ def warm_space(rec: Recommendation, space: SearchSpace) -> SearchSpace:
     shipped = space.points  # before delta's narrowing drops those outside its range
     start: dict[str, Any] = {}
     if loss in space.loss_params:
-        space, start = _delta_and_r(space, loss, rec, shipped)
+        space, start = _delta_and_r(space, loss, rec, _first_seed(shipped, loss))
         space = _with_schedule(space, loss, rec.schedule)
     point_loss = loss if loss in space.losses else space.losses[0]
     space, moved = _moved_ranges(space, point_loss, rec.transfer, shipped)
-    first = {**_shipped_point(space, point_loss, shipped), **moved}
+    first = {**_held(space, point_loss, _first_seed(shipped, point_loss)), **moved}
     if point_loss == loss:
         first |= _recommended_point(space, loss, rec, start)
     points = [first, *_trial_points(space, loss, rec.transfer)]
     return _with_points(space, points)
 
 
-def _shipped_point(
-    space: SearchSpace, loss: str, shipped: Sequence[dict[str, Any]]
-) -> dict[str, Any]:
-    """The space's first shipped seed point of ``loss``, less the values the warmed ``space``
-    no longer holds: what the first point keeps where history moves nothing (so that without
-    history the points are the shipped ones, in their order)."""
-    seed = next((p for p in shipped if p["loss"] == loss), {"loss": loss})
+def _first_seed(shipped: Sequence[dict[str, Any]], loss: str) -> dict[str, Any]:
+    """The first of the ``shipped`` seed points of ``loss`` (empty where none is)."""
+    return next((p for p in shipped if p["loss"] == loss), {})
+
+
+def _held(space: SearchSpace, loss: str, seed: dict[str, Any]) -> dict[str, Any]:
+    """``seed`` as a point of ``loss`` less the values the warmed ``space`` no longer holds:
+    what the first point keeps where history moves nothing (so that without history the points
+    are the shipped ones, in their order)."""
     kept = {"loss": loss}
     for key, value in seed.items():
         param = _param(space, key, loss) if key != "loss" else None
@@ -68,17 +70,16 @@ def _shipped_point(
 
 
 def _delta_and_r(
-    space: SearchSpace, loss: str, rec: Recommendation, shipped: Sequence[dict[str, Any]]
+    space: SearchSpace, loss: str, rec: Recommendation, seed: dict[str, Any]
 ) -> tuple[SearchSpace, dict[str, Any]]:
     """The space with delta's and r's ranges, and the first seed point's delta and r.
 
-    Where the space ships them (its first ``loss`` seed point of ``shipped``: the paper's
+    Where the space ships them (in ``seed``, its first ``loss`` seed point: the paper's
     values for a paper's dataset), they move toward history's fit by delta's history weight
     and keep their range without history: the paper's rule, which ``recommend`` falls back
     to, does not displace a value tuned for the dataset. Where the space ships none, the
     recommendation's values and ranges, as ``recommend`` prints them.
     """
-    seed = next((p for p in shipped if p["loss"] == loss), {})
     r = rec.warmup_ratio
     wanted = {
         "delta": (rec.delta, rec.low, rec.high, rec.fit_delta),
