@@ -102,8 +102,9 @@ def anything_to_learn(
     *, tracking_uri: str | None = None, reference: str | Path | None = PRIOR_FILE
 ) -> bool:
     """Whether :func:`recommend` would learn from anything: reference trials, or finished
-    trials in the store. Without either, the space it warms is the one it was given (delta and
-    r stay as the space ships them), so a warm start need not probe the dataset."""
+    trials in the store. Without either it transfers nothing and fits no delta; what is left,
+    the paper's rule for delta, gives way to a space's own seed values, so a warm start may
+    search the space as given without probing the dataset."""
     if reference is not None and load_reference(reference):
         return True
     return bool(finished_trials(Store(tracking_uri).trials()))
