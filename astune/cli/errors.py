@@ -14,9 +14,10 @@ class CLIError(Exception):
 
 
 @contextmanager
-def refused_as_bad_input() -> Iterator[None]:
-    """A ValueError or OSError raised in the block is bad input: its first line, exit 2."""
+def refused_as_bad_input(*also: type[Exception]) -> Iterator[None]:
+    """A ValueError or OSError (or one of ``also``: MLflow's exception where the store is
+    read) raised in the block is bad input: its first line, exit 2."""
     try:
         yield
-    except (ValueError, OSError) as err:
+    except (ValueError, OSError, *also) as err:
         raise CLIError(str(err).splitlines()[0]) from None

@@ -17,10 +17,8 @@ def search(args: argparse.Namespace) -> int:
     from astune.search.settings import SearchError, settings_from_args
     from astune.search.stop import SearchStopped
 
-    try:
+    with refused_as_bad_input():  # bad input found before Ray starts
         prepared = prepare_search(settings_from_args(args))
-    except (ValueError, OSError) as err:  # bad input found before Ray starts
-        raise CLIError(str(err).splitlines()[0]) from None
     for line in prepared.notes:
         print(line, flush=True)
     try:
@@ -56,10 +54,8 @@ def confirm(args: argparse.Namespace) -> int:
     from astune.search.confirm import execute_confirm, prepare_confirm
     from astune.search.stop import SearchStopped
 
-    try:
+    with refused_as_bad_input(MlflowException):  # bad input found before Ray starts
         prepared = prepare_confirm(settings)
-    except (ValueError, OSError, MlflowException) as err:  # bad input found before Ray starts
-        raise CLIError(str(err).splitlines()[0]) from None
     try:
         summary = execute_confirm(prepared)  # a failure from here on is a failed confirm (exit 1)
     except SearchStopped as stopped:  # SIGTERM or Ctrl-C: the runs ended, the rest run anew
@@ -79,14 +75,12 @@ def export(args: argparse.Namespace) -> int:
     from astune.export import find_best_trial, render
     from astune.export.pick import Pick
 
-    try:
+    with refused_as_bad_input(MlflowException):  # unknown experiment, no trial, bad store
         pick = Pick(kind=args.pick or "best", within=args.within)
         best = find_best_trial(args.experiment, args.tracking_uri, pick=pick)
         text = render(best, args.format)
         if args.output is not None:
             Path(args.output).write_text(text)
-    except (ValueError, OSError, MlflowException) as err:  # unknown experiment, no trial, bad store
-        raise CLIError(str(err).splitlines()[0]) from None
     if args.output is None:
         print(text, end="")
     else:
@@ -108,7 +102,7 @@ def recommend(args: argparse.Namespace) -> int:
     from astune.recommend import format_recommendation, probe_options, recommend, write_space
     from astune.recommend.reference import reference_file
 
-    try:
+    with refused_as_bad_input(MlflowException):  # unknown dataset, bad data or store
         options = probe_options(
             validation_fraction=args.validation_fraction, backbone=args.probe_backbone
         )
@@ -123,8 +117,6 @@ def recommend(args: argparse.Namespace) -> int:
             reference=reference_file(args.reference),
         )
         space = write_space(rec, args.dataset, args.write_space) if args.write_space else None
-    except (ValueError, OSError, MlflowException) as err:  # unknown dataset, bad data or store
-        raise CLIError(str(err).splitlines()[0]) from None
     print(format_recommendation(rec))
     if space is not None:
         print(
@@ -140,11 +132,9 @@ def report(args: argparse.Namespace) -> int:
     from astune.analysis.entry import summary
     from astune.analysis.report import write_report
 
-    try:
+    with refused_as_bad_input():  # an unknown store or experiment, an unwritable folder
         report = write_report(
             args.experiment, output_dir=args.output_dir, tracking_uri=args.tracking_uri
         )
-    except (ValueError, OSError) as err:  # an unknown store or experiment, an unwritable folder
-        raise CLIError(str(err).splitlines()[0]) from None
     print(summary(report))
     return 0
