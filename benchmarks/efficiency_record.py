@@ -317,7 +317,10 @@ def main(argv: list[str] | None = None) -> None:
     # SIGTERM (kill, Slurm's scancel, timeout) stops a piece as Ctrl-C does: the runs it
     # finished are written first (a background job started by a shell ignores SIGINT).
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    record(dataset, hours=args.hours, part=parse_part(args.part))
+    try:
+        record(dataset, hours=args.hours, part=parse_part(args.part))
+    except KeyboardInterrupt:  # the finished runs are written: say so, without a traceback
+        raise SystemExit(f"{dataset}: stopped; the runs it finished are kept") from None
 
 
 if __name__ == "__main__":
