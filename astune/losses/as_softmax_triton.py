@@ -98,14 +98,9 @@ class _TritonASFunction(torch.autograd.Function):
         max_single: int,
     ):
         kernels = _kernels(logits)
-        if logits.stride(1) != 1:
-            logits = logits.contiguous()
+        logits, grad, rows, masked, margin = forward_buffers(ctx, logits, overwrite)
         n_rows, n_cols = logits.shape
         store_grad = ctx.needs_input_grad[0]
-        grad = logits if overwrite or not store_grad else torch.empty_like(logits)
-        rows = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
-        masked = torch.empty(n_rows, dtype=torch.int8, device=logits.device)
-        margin = torch.empty_like(rows)
         count = (labels != ignore_index).sum() if reduction == "mean" else rows
         shape = launch_shape(n_cols, max_single)
         if n_rows:
@@ -126,6 +121,19 @@ class _TritonASFunction(torch.autograd.Function):
     def backward(ctx, grad_loss: Tensor, _grad_masked: Tensor, _grad_margin: Tensor):  # type: ignore[override]
         (grad,) = ctx.saved_tensors
         return scaled_gradient(grad, grad_loss, ctx.shape), None, None, None, None, None, None
+
+
+def forward_buffers(ctx: Any, logits: Tensor, overwrite: bool) -> tuple[Tensor, ...]:
+    """The logits with contiguous rows ``(M, C)``, the gradient's buffer (the logits themselves
+    when ``overwrite`` or when no gradient is wanted), and per row ``(M,)`` the float32 loss,
+    the int8 fully-masked flag and a float32 statistic (p-margin or gap)."""
+    if logits.stride(1) != 1:
+        logits = logits.contiguous()
+    store_grad = ctx.needs_input_grad[0]
+    grad = logits if overwrite or not store_grad else torch.empty_like(logits)
+    rows = torch.empty(len(logits), dtype=torch.float32, device=logits.device)
+    masked = torch.empty(len(logits), dtype=torch.int8, device=logits.device)
+    return logits, grad, rows, masked, torch.empty_like(rows)
 
 
 def kept_for_backward(

@@ -21,6 +21,7 @@ from astune.losses.as_base import MaskStats, past_threshold
 from astune.losses.as_softmax_triton import (
     MAX_SINGLE_BLOCK,
     ASRows,
+    forward_buffers,
     kept_for_backward,
     kernel_module,
     launch_shape,
@@ -45,15 +46,10 @@ class _TritonMultiLabelFunction(torch.autograd.Function):
         ctx, logits: Tensor, positive: Tensor, delta: float, reduction: str, overwrite: bool
     ):
         kernels = kernel_module(logits.device, logits.dtype)
-        if logits.stride(1) != 1:
-            logits = logits.contiguous()
+        logits, grad, rows, masked, gap = forward_buffers(ctx, logits, overwrite)
         positive = positive.contiguous().view(torch.int8)
         n_rows, n_cols = logits.shape
         store_grad = ctx.needs_input_grad[0]
-        grad = logits if overwrite or not store_grad else torch.empty_like(logits)
-        rows = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
-        masked = torch.empty(n_rows, dtype=torch.int8, device=logits.device)
-        gap = torch.empty_like(rows)
         shape = launch_shape(n_cols)  # one block a row: callers check fits_one_block
         shape.pop("SINGLE")
         if n_rows:
