@@ -8,8 +8,8 @@ each with the real Ray Tune searcher and scheduler a search of that arm builds.
 - ``astune``: the dataset's shipped space (losses and ranges) plus softmax and the epochs;
   astune's ``PruneAwareOptunaSearch``; ASHA with the space's grace period and reduction factor;
   the shipped seed points snapped to the grid.
-- ``astune-fast-cold``: ``astune`` plus the AS-Speed and AS-Skip variants (a diagnostic: the
-  fast arm without the recommendation).
+- ``astune-fast-cold``: ``astune`` plus the fast levers (AS-Skip, alone or with InfoBatch's
+  pruning, grouped by length; a diagnostic: the fast arm without the recommendation).
 - ``astune-warm`` and ``astune-fast``: benchmarks/efficiency_warm.py.
 """
 
@@ -41,14 +41,16 @@ class Arm:
 
     def define_by_run(self, trial: Any) -> dict[str, Any]:
         """Ray's define-by-run space over this arm's grid cells (conditional on the loss); the
-        AS-Speed and AS-Skip variants take the grid's one delta, returned as a constant."""
+        fast levers take the grid's one delta and length window, returned as constants."""
         loss = trial.suggest_categorical("loss", list(self.values["loss"]))
         names = ["lr", "batch_size", "epochs"]
         names += ["lr_warmup_ratio"] if loss == "softmax" else ["warmup_ratio"]
         names += ["delta"] if loss == "as_softmax" else []
         for name in names:
             trial.suggest_categorical(name, list(self.values[name]))
-        return {"delta": settings.FAST_DELTA} if loss in ("as_speed", "as_skip") else {}
+        if loss not in settings.FAST_LEVERS:
+            return {}
+        return {"delta": settings.FAST_DELTA, "length_window": settings.FAST_LENGTH_WINDOW}
 
     def contains(self, config: dict[str, Any]) -> bool:
         """Whether a grid config lies in this arm's space."""
@@ -145,7 +147,7 @@ def _paper_point(dataset: str) -> dict[str, Any]:
 
 def astune_arm(dataset: str, *, fast: bool = False) -> Arm:
     """The shipped space of ``dataset`` plus softmax and the epochs (``fast``: plus the
-    AS-Speed and AS-Skip variants), on the grid."""
+    fast levers), on the grid."""
     from astune.space import load_space
 
     space = load_space(dataset=dataset)
@@ -157,7 +159,7 @@ def astune_arm(dataset: str, *, fast: bool = False) -> Arm:
         return inside or (snap(mid(space.param(name, loss)) * scale, grid),)
 
     values = {
-        "loss": ("softmax", "as_softmax", *(("as_speed", "as_skip") if fast else ())),
+        "loss": ("softmax", "as_softmax", *(settings.FAST_LEVERS if fast else ())),
         "lr": keep("lr", settings.LRS),
         "batch_size": keep("batch_size", settings.BATCH_SIZES),
         "lr_warmup_ratio": (0.0,),
@@ -166,7 +168,7 @@ def astune_arm(dataset: str, *, fast: bool = False) -> Arm:
         "warmup_ratio": keep("warmup_ratio", settings.DELTA_WARMUPS),
     }
     plain = settings.DATASETS[dataset].loss_name("softmax")
-    points = tuple(
+    points = unique(
         _snapped_point(p, values, loss)
         for p in space.points
         if (loss := grid_loss(p, as_loss, plain)) in values["loss"]
@@ -187,13 +189,28 @@ def mid(param: Any) -> float:
     return (param.choices or (param.value,))[0]
 
 
+def unique(points: Any) -> tuple[dict[str, Any], ...]:
+    """``points`` in their order, each once (two shipped points may snap to one cell)."""
+    out: list[dict[str, Any]] = []
+    for point in points:
+        if point not in out:
+            out.append(point)
+    return tuple(out)
+
+
 def grid_loss(point: dict[str, Any], as_loss: str, plain: str) -> str | None:
-    """The grid loss of a shipped seed point (None: a loss the grid lacks)."""
+    """The grid loss of a seed point (None: a loss the grid lacks): an AS-Softmax point with
+    AS-Skip on is a lever's variant, by its skip policy (AS-Speed, not in the grid, is
+    dropped)."""
+    if point.get("infobatch"):  # InfoBatch is in the grid only as AS-Skip's soft policy
+        return None
     if point["loss"] == plain:
         return "softmax"
-    if point["loss"] == as_loss:
-        return "as_speed" if point.get("as_speed") else "as_softmax"
-    return None
+    if point["loss"] != as_loss:
+        return None
+    if not point.get("as_skip"):
+        return "as_softmax"
+    return "as_skip_soft" if point.get("skip_policy") == "soft" else "as_skip"
 
 
 def _snapped_point(point: dict[str, Any], values: dict[str, tuple], loss: str) -> dict:

@@ -4,7 +4,7 @@ non-dominated sorting (:class:`astune.search.mo_halving.MOHalvingScheduler`) and
 (every trial to its end: what ``auto`` did with several objectives before), in the same replay.
 
 The search: the ``astune-fast-cold`` arm's grid (the shipped space, softmax, the epochs, the
-AS-Speed and AS-Skip variants), its seed points first, objectives (validation metric, max;
+fast levers), its seed points first, objectives (validation metric, max;
 ``train_seconds``, min) proposed by astune's prune-aware ``OptunaSearch`` over Optuna's
 multi-objective TPE; a stopped trial is told PRUNED and never enters the front.
 

@@ -64,6 +64,45 @@ def read_table(folder: Path):
     return pd.concat([pd.read_parquet(s) for s in shards], ignore_index=True)
 
 
+def grid_table(dataset: str, root: Path | None = None):
+    """``dataset``'s table (under ``root``) as the replay reads it: one clear error when it
+    holds runs of configs the grid no longer has (a grid change), which :func:`prune` drops."""
+    table = read_table(table_dir(dataset, root))
+    if table.empty:
+        return table
+    stray = sorted(set(table["key"]) - {settings.config_key(c) for c in settings.grid(dataset)})
+    if stray:
+        raise SystemExit(
+            f"{dataset}'s table holds {len(stray)} configs outside the grid (e.g. {stray[0]}): "
+            f"drop them with `search_efficiency.py prune --dataset {dataset}`"
+        )
+    return table
+
+
+def prune(dataset: str, root: Path | None = None, *, log: Callable[[str], None] = print) -> int:
+    """Rewrite ``dataset``'s table without the runs of configs outside the grid (after a grid
+    change; git keeps the old shards) and return how many runs were dropped."""
+    folder = table_dir(dataset, root)
+    table = read_table(folder)
+    if table.empty:
+        return 0
+    keep = table["key"].isin({settings.config_key(c) for c in settings.grid(dataset)})
+    dropped = int(table[~keep].groupby(["key", "seed"]).ngroups)
+    if dropped:
+        old = sorted(folder.glob("part-*.parquet"))
+        rows = table[keep].to_dict("records")
+        written = {
+            write_shard(folder, rows[start : start + SHARD_ROWS])
+            for start in range(0, len(rows), SHARD_ROWS)
+        }
+        for shard in old:
+            if shard not in written:  # a shard rewritten in the same second keeps its name
+                shard.unlink()
+        write_digest(folder)
+    log(f"{dataset}: {dropped} runs outside the grid dropped")
+    return dropped
+
+
 def recorded_runs(folder: Path) -> set[tuple[str, int]]:
     """The (key, seed) pairs a table already holds (a run's rows are written together)."""
     table = read_table(folder)
@@ -88,6 +127,18 @@ def pending_runs(
     runs = [(c, seed) for seed in seeds for c in configs]
     index, count = part
     return [run for run in runs[index::count] if (settings.config_key(run[0]), run[1]) not in done]
+
+
+def grid_of_losses(dataset: str, losses: str) -> list[dict[str, Any]]:
+    """The grid configs of ``dataset`` whose loss is one of ``losses`` (comma-separated
+    :data:`efficiency_settings.GRID_LOSSES` names); one clear error for another name."""
+    names = [name.strip() for name in losses.split(",") if name.strip()]
+    unknown = [name for name in names if name not in settings.GRID_LOSSES]
+    if unknown or not names:
+        raise SystemExit(
+            f"--losses must name grid losses ({', '.join(settings.GRID_LOSSES)}), got {losses!r}"
+        )
+    return [config for config in settings.grid(dataset) if config["loss"] in names]
 
 
 def parse_part(text: str) -> tuple[int, int]:
@@ -305,6 +356,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dataset", required=True, help=", ".join(settings.DATASETS))
     p.add_argument("--hours", type=float, required=True, help="wall-clock limit of this piece")
     p.add_argument("--part", default="0/1", help="I/N: this recorder's share, one per core")
+    p.add_argument(
+        "--losses",
+        default=",".join(settings.GRID_LOSSES),
+        help="record only the grid configs of these grid losses (default: all)",
+    )
     args = p.parse_args(argv)
     if not args.hours > 0:
         raise SystemExit(f"--hours must be > 0, got {args.hours}")
@@ -318,7 +374,8 @@ def main(argv: list[str] | None = None) -> None:
     # finished are written first (a background job started by a shell ignores SIGINT).
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        record(dataset, hours=args.hours, part=parse_part(args.part))
+        configs = grid_of_losses(dataset, args.losses)
+        record(dataset, hours=args.hours, part=parse_part(args.part), configs=configs)
     except KeyboardInterrupt:  # the finished runs are written: say so, without a traceback
         raise SystemExit(f"{dataset}: stopped; the runs it finished are kept") from None
 

@@ -63,9 +63,7 @@ class Table:
             ]
             self.trial_seconds[key, int(seed)] = startup + float(runs["trial_seconds"].iloc[-1])
             first = runs.iloc[0]
-            self.configs[key] = settings.normalized(
-                {k: (None if _missing(first[k]) else first[k]) for k in settings.CONFIG_KEYS}
-            )
+            self.configs[key] = settings.normalized({k: first.get(k) for k in settings.CONFIG_KEYS})
         means = frame.groupby(["key", "evaluation"])["val"].mean()
         self.seed_mean = {(k, int(e)): float(v) for (k, e), v in means.items()}
         self.seeds = {key: sorted(s for k, s in self.curves if k == key) for key in self.configs}
@@ -88,10 +86,6 @@ class Table:
             for (k, _), v in self.seed_mean.items()
             if not np.isnan(v) and (keep is None or keep(self.configs[k]))
         )
-
-
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and np.isnan(value))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,8 +20,9 @@ Choices, and why:
   (``settings``), about 24 CPU-hours for the four tables (SST-5 7.3 h), an upper bound at the
   load of the day; benchmarks/RESULTS.md has the table.
 - Grid, per dataset (the union of every arm's space, discretised): the loss (``softmax``,
-  ``as_softmax``, and the astune-fast arm's ``as_speed`` and ``as_skip`` variants of
-  AS-Softmax; the multi-label pair for GoEmotions), the learning rate, the batch size, the
+  ``as_softmax``, and the astune-fast arm's levers ``as_skip`` and ``as_skip_soft``:
+  AS-Softmax with AS-Skip, alone or with InfoBatch's pruning, each grouped by length; the
+  multi-label pair for GoEmotions), the learning rate, the batch size, the
   learning-rate warm-up (softmax: by-hand's "warm-up"), delta and its warm-up ratio r (AS
   losses), and epochs as a table dimension: with a decaying learning rate a 2-epoch run is not
   the first half of a 4-epoch one, so each epoch count is its own recording. Seeds: 3.
@@ -37,7 +38,7 @@ Choices, and why:
   space's losses and ranges plus softmax and epochs, astune's prune-aware searcher and
   seed points), ``astune-warm`` (``astune`` after ``recommend`` from the other datasets'
   history: needs the recommendation, item 4) and ``astune-fast`` (``astune-warm`` plus the
-  AS-Speed / AS-Skip variants). ``astune-fast-cold`` (the fast arm without a recommendation)
+  fast levers, ``FAST_LEVERS``). ``astune-fast-cold`` (the fast arm without a recommendation)
   is a diagnostic, not an arm of item 6.
 - Targets: ``T_common`` is the best seed-mean validation score, over (config, epochs,
   evaluation) cells of by-hand's space, minus ``TARGET_MARGIN`` (0.5 percentage points);
@@ -100,10 +101,24 @@ LR_WARMUPS = (0.0, 0.1)
 DELTAS = (0.2, 0.3, 0.4)
 DELTA_WARMUPS = (0.0, 0.15)
 FAST_DELTA = 0.3
-"""The one delta of the AS-Speed / AS-Skip variants (the paper's general value)."""
-SPEED_LAM, SPEED_MAX_STEPS = 1.0, 4
-GRID_LOSSES = ("softmax", "as_softmax", "as_speed", "as_skip")
-"""The grid's loss names: ``as_speed`` and ``as_skip`` are AS-Softmax with that lever on."""
+"""The one delta of the fast levers' variants (the paper's general value)."""
+FAST_LENGTH_WINDOW = 8
+"""The fast levers' micro-batches grouped by length, windows of 8 (RESULTS.md, "AS-Skip v2,
+steps 2 and 3": grouped softmax trained in 0.71x plain softmax's time on SST-5)."""
+FAST_LEVERS = ("as_skip", "as_skip_soft")
+"""The astune-fast arm's trial-cost levers (issue 44 item 1: AS-Skip or InfoBatch as the search
+chooses, grouping by length), each a grid loss: AS-Softmax at :data:`FAST_DELTA` with AS-Skip,
+its micro-batches grouped by length; ``as_skip`` leaves out the samples of zero loss,
+``as_skip_soft`` (``skip_policy`` soft) also InfoBatch's share of the low-loss ones, rescaling
+the kept. That is how an astune space lets the search choose InfoBatch's pruning: a space may
+not leave both ``as_skip`` and ``infobatch`` free (astune/space/checks.py).
+
+Changed on 2026-11-27 from AS-Speed and ungrouped AS-Skip, after SST-5's table: their 4-epoch
+runs took AS-Softmax's time (55.5 and 54.7 s against 55.7 s, medians). AS-Speed saves optimizer
+steps, not forward and backward work, and AS-Skip left no sample out there (every epoch
+computed all 1,000)."""
+GRID_LOSSES = ("softmax", "as_softmax", *FAST_LEVERS)
+"""The grid's loss names."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,27 +176,39 @@ def grid(dataset: str) -> list[dict[str, Any]]:
             rows.append({"loss": "softmax", **base, "lr_warmup_ratio": warm})
         for delta, r in itertools.product(DELTAS, DELTA_WARMUPS):
             rows.append({"loss": "as_softmax", **base, "delta": delta, "warmup_ratio": r})
-        for lever, r in itertools.product(("as_speed", "as_skip"), DELTA_WARMUPS):
+        for lever, r in itertools.product(FAST_LEVERS, DELTA_WARMUPS):
             rows.append({"loss": lever, **base, "delta": FAST_DELTA, "warmup_ratio": r})
     return [normalized(row) for row in rows]
 
 
-CONFIG_KEYS = ("loss", "lr", "batch_size", "lr_warmup_ratio", "delta", "warmup_ratio", "epochs")
+CONFIG_KEYS = (
+    "loss", "lr", "batch_size", "lr_warmup_ratio", "delta", "warmup_ratio", "epochs",
+    "length_window",
+)  # fmt: skip
 
 
 def normalized(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` with every :data:`CONFIG_KEYS` key: an AS loss has no lr warm-up (0), softmax
-    no delta nor r (None), the AS-Speed / AS-Skip variants :data:`FAST_DELTA` when unset."""
-    out = {key: config.get(key) for key in CONFIG_KEYS}
+    no delta nor r (None), the fast levers :data:`FAST_DELTA` and :data:`FAST_LENGTH_WINDOW`
+    when unset, and no other loss a length window (None)."""
+    out = {key: _value(config.get(key)) for key in CONFIG_KEYS}
     if out["loss"] == "softmax":
         out["delta"] = out["warmup_ratio"] = None
         out["lr_warmup_ratio"] = float(out["lr_warmup_ratio"] or 0.0)
     else:
         out["lr_warmup_ratio"] = 0.0
-    if out["loss"] in ("as_speed", "as_skip") and out["delta"] is None:
-        out["delta"] = FAST_DELTA  # the variants' one delta
+    if out["loss"] in FAST_LEVERS:  # the levers' one delta and length window
+        out["delta"] = FAST_DELTA if out["delta"] is None else out["delta"]
+        out["length_window"] = int(out["length_window"] or FAST_LENGTH_WINDOW)
+    else:
+        out["length_window"] = None
     out["batch_size"], out["epochs"] = int(out["batch_size"]), int(out["epochs"])
     return out
+
+
+def _value(x: Any) -> Any:
+    """A config value as given, None for a missing one (a table's NaN: not applicable)."""
+    return None if isinstance(x, float) and x != x else x
 
 
 def config_key(config: dict[str, Any]) -> str:
@@ -214,10 +241,10 @@ def train_fields(
     }
     if config["loss"] != "softmax":
         fields.update(delta=config["delta"], warmup_ratio=config["warmup_ratio"])
-    if config["loss"] == "as_speed":
-        fields.update(as_speed=True, lam=SPEED_LAM, max_accum_steps=SPEED_MAX_STEPS)
-    if config["loss"] == "as_skip":
-        fields["as_skip"] = True
+    if config["loss"] in FAST_LEVERS:
+        fields.update(as_skip=True, length_window=config["length_window"])
+    if config["loss"] == "as_skip_soft":
+        fields["skip_policy"] = "soft"
     return fields
 
 

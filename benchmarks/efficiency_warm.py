@@ -75,7 +75,7 @@ def warm_start(dataset: str, *, root: Path | None = None) -> WarmStart:
 
 def base_space(dataset: str, *, fast: bool) -> Any:
     """The cold arms' space as a SearchSpace: the shipped space plus softmax (and, ``fast``,
-    AS-Speed and AS-Skip searched), the lr range and seed points times ``LR_SCALE``, the
+    AS-Skip and its policy searched), the lr range and seed points times ``LR_SCALE``, the
     grid's epochs as a range."""
     from astune.space.space import load_space
 
@@ -96,18 +96,18 @@ def base_space(dataset: str, *, fast: bool) -> Any:
 
 
 def _with_switches(space: Any) -> Any:
-    """``space`` searching AS-Speed (the grid's lambda and s) and AS-Skip as switches."""
+    """``space`` searching the fast levers: AS-Skip as a switch and its skip policy (``soft``:
+    InfoBatch's pruning too), which history's best trials may set (recommend transfers both)."""
+    from astune.config import SKIP_POLICIES
     from astune.space.params import named, parse_param
 
     specs = {
-        "as_speed": {"type": "categorical", "choices": [True, False]},
-        "lam": {"type": "fixed", "value": settings.SPEED_LAM},
-        "max_accum_steps": {"type": "fixed", "value": settings.SPEED_MAX_STEPS},
         "as_skip": {"type": "categorical", "choices": [True, False]},
+        "skip_policy": {"type": "categorical", "choices": list(SKIP_POLICIES)},
     }
     with named(space.source):
-        speed = {k: parse_param(k, v, f"speed_params.{k}") for k, v in specs.items()}
-    return dataclasses.replace(space, speed_params={**space.speed_params, **speed})
+        levers = {k: parse_param(k, v, f"speed_params.{k}") for k, v in specs.items()}
+    return dataclasses.replace(space, speed_params={**space.speed_params, **levers})
 
 
 def _fits(space: Any, point: dict[str, Any]) -> bool:
@@ -133,7 +133,7 @@ def warm_arm(dataset: str, start: WarmStart, *, fast: bool) -> arms.Arm:
         return inside or (arms.snap(arms.mid(param), grid),)
 
     values = {
-        "loss": ("softmax", "as_softmax", *(("as_speed", "as_skip") if fast else ())),
+        "loss": ("softmax", "as_softmax", *(settings.FAST_LEVERS if fast else ())),
         "lr": keep("lr", settings.LRS),
         "batch_size": keep("batch_size", settings.BATCH_SIZES),
         "lr_warmup_ratio": (0.0,),
@@ -144,7 +144,7 @@ def warm_arm(dataset: str, start: WarmStart, *, fast: bool) -> arms.Arm:
     plain = settings.DATASETS[dataset].loss_name("softmax")
     points = []
     for point in space.points:
-        loss = _grid_loss(point, as_loss, plain)
+        loss = arms.grid_loss(point, as_loss, plain)
         if loss in values["loss"]:
             cell = grid_cell(point, values, loss)
             if cell not in points:
@@ -158,13 +158,6 @@ def warm_arm(dataset: str, start: WarmStart, *, fast: bool) -> arms.Arm:
         grace_period=int(space.scheduler["grace_period"]),
         reduction_factor=int(space.scheduler["reduction_factor"]),
     )
-
-
-def _grid_loss(point: dict[str, Any], as_loss: str, plain: str) -> str | None:
-    """A seed point's grid loss: AS-Skip and AS-Speed points as their variants."""
-    if point["loss"] == as_loss and point.get("as_skip"):
-        return "as_skip"
-    return arms.grid_loss(point, as_loss, plain)
 
 
 def grid_cell(point: dict[str, Any], values: dict[str, tuple], loss: str) -> dict[str, Any]:

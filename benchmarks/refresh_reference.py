@@ -27,15 +27,15 @@ from benchmarks import efficiency_settings as settings  # noqa: E402
 
 
 def trial_config(dataset: str, config: dict[str, Any]) -> dict[str, Any]:
-    """A grid config as the flat trial config astune logs (the AS-Speed / AS-Skip variants as
-    AS-Softmax with their switch on)."""
+    """A grid config as the flat trial config astune logs (the fast levers as AS-Softmax with
+    AS-Skip on, its skip policy, grouped by length)."""
     fields = settings.train_fields(dataset, config, seed=0)
     keys = ("loss", "lr", "batch_size", "epochs", "delta", "warmup_ratio", "lr_warmup_ratio")
     out = {k: fields[k] for k in keys if fields.get(k) is not None}
-    out["as_speed"] = bool(fields.get("as_speed"))
-    out["as_skip"] = bool(fields.get("as_skip"))
-    if out["as_speed"]:
-        out.update(lam=fields["lam"], max_accum_steps=fields["max_accum_steps"])
+    out.update(as_speed=False, as_skip=bool(fields.get("as_skip")), infobatch=False)
+    if out["as_skip"]:
+        out["skip_policy"] = fields.get("skip_policy", "zero")
+    out["length_window"] = int(fields.get("length_window", 0))
     return out
 
 
@@ -75,7 +75,7 @@ def reference_entries(
     scored over at least ``min_seeds`` seeds."""
     entries = []
     for name in datasets:
-        frame = recorder.read_table(recorder.table_dir(name, root))
+        frame = recorder.grid_table(name, root)
         scored = config_scores(frame, min_seeds=min_seeds) if not frame.empty else []
         if not scored:
             log(f"{name}: no config on {min_seeds} seeds yet; left out")

@@ -5,6 +5,7 @@
     python benchmarks/search_efficiency.py replay --datasets sst5 [--arms by-hand,astune]
     python benchmarks/search_efficiency.py pareto --datasets sst5   # item 5's hypervolume
     python benchmarks/search_efficiency.py real --dataset sst5 --arm by-hand --seed 0
+    python benchmarks/search_efficiency.py prune --dataset sst5     # after a grid change
 
 ``replay`` writes ``benchmarks/results/search_efficiency.json`` and, per dataset, the anytime
 curves as ``search_efficiency_<dataset>.png`` (``pareto``: ``search_efficiency_pareto.json`` and
@@ -131,7 +132,7 @@ def replay_dataset(
     """Every arm of ``names`` on ``dataset``'s recorded table (under ``root``, default
     benchmarks/results/tables)."""
     folder = recorder.table_dir(dataset, root)
-    table = replay.Table(recorder.read_table(folder))
+    table = replay.Table(recorder.grid_table(dataset, root))
     goal = targets(table, dataset)
     length = table.trial_length()
     budget = settings.BUDGET_TRIAL_LENGTHS * length
@@ -244,8 +245,7 @@ def real_search(args: Any) -> None:
     from benchmarks import efficiency_real as real
 
     dataset = settings.check_dataset(args.dataset)
-    folder = recorder.table_dir(dataset, args.tables)
-    table = replay.Table(recorder.read_table(folder))
+    table = replay.Table(recorder.grid_table(dataset, args.tables))
     goal = targets(table, dataset)
     budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
     warm = None
@@ -280,7 +280,7 @@ def pareto(args: Any) -> None:
     }
     for dataset in args.datasets.split(","):
         folder = recorder.table_dir(settings.check_dataset(dataset), args.tables)
-        table = replay.Table(recorder.read_table(folder))
+        table = replay.Table(recorder.grid_table(dataset, args.tables))
         budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
         entry = replay_pareto(table, dataset, budget=budget, repetitions=args.repetitions)
         entry["table"] = recorder.table_digest(folder)["sha256"]
@@ -315,6 +315,9 @@ def main(argv: list[str] | None = None) -> None:
     rec.add_argument("--dataset", required=True)
     rec.add_argument("--hours", type=float, required=True)
     rec.add_argument("--part", default="0/1", help="I/N: this recorder's share, one per core")
+    rec.add_argument("--losses", default=",".join(settings.GRID_LOSSES), help="grid losses")
+    pru = sub.add_parser("prune", help="drop a table's runs of configs outside the grid")
+    pru.add_argument("--dataset", required=True)
     rep = sub.add_parser("replay", help="replay the arms on recorded tables")
     rep.add_argument("--datasets", default="sst5")
     rep.add_argument("--arms", default=",".join((*arms.ARMS, *arms.WARM_ARMS)))
@@ -337,7 +340,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "record":
         return recorder.main(
             ["--dataset", args.dataset, "--hours", str(args.hours), "--part", args.part]
+            + ["--losses", args.losses]
         )
+    if args.command == "prune":
+        recorder.prune(settings.check_dataset(args.dataset))
+        return None
     if args.command == "real":
         return real_search(args)
     if args.repetitions < 1:

@@ -236,6 +236,48 @@ def test_parts_share_the_runs_without_overlap(tmp_path):
         recorder.parse_part("2/2")
 
 
+def test_a_grid_change_is_refused_until_pruned_and_pieces_take_chosen_losses(tmp_path):
+    """Runs of a config the grid dropped (the old AS-Speed variant) make the table refused in
+    one line naming ``prune``; ``prune`` drops exactly them and keeps the rest; ``--losses``
+    records only the losses named."""
+    folder = recorder.table_dir("sst5", tmp_path)
+    kept = settings.grid("sst5")[:3]
+    old = {"loss": "as_speed", "lr": 1e-4, "batch_size": 16, "epochs": 1, "delta": 0.3}
+    stray = [{**row, "key": row["key"].replace("as_softmax", "as_speed"), "loss": "as_speed"}
+             for row in synthetic_rows([{**old, "loss": "as_softmax"}])]  # fmt: skip
+    recorder.write_shard(folder, synthetic_rows(kept) + stray)
+    with pytest.raises(SystemExit, match="1 configs outside the grid.*prune --dataset sst5"):
+        recorder.grid_table("sst5", tmp_path)
+    assert recorder.prune("sst5", tmp_path, log=lambda _: None) == len(settings.SEEDS)
+    table = recorder.grid_table("sst5", tmp_path)
+    assert set(table["key"]) == {settings.config_key(c) for c in kept}
+    assert len(list(folder.glob("part-*.parquet"))) == 1
+    assert json.loads((folder / recorder.DIGEST_FILE).read_text())["runs"] == 3 * len(
+        settings.SEEDS
+    )
+    softmax = recorder.grid_of_losses("sst5", "softmax")
+    assert softmax and {c["loss"] for c in softmax} == {"softmax"}
+    with pytest.raises(SystemExit, match="--losses must name grid losses.*got 'as_speed'"):
+        recorder.grid_of_losses("sst5", "as_speed")
+
+
+def test_the_fast_levers_are_grouped_by_length_and_keyed_apart():
+    """A fast lever's grid config trains AS-Softmax with AS-Skip (the soft policy: InfoBatch's
+    pruning too) and grouped micro-batches; its key names the window, so an ungrouped run is
+    another config."""
+    levers = [c for c in settings.grid("sst5") if c["loss"] in settings.FAST_LEVERS]
+    assert {c["loss"] for c in levers} == set(settings.FAST_LEVERS)
+    for config in levers:
+        fields = settings.train_fields("sst5", config, 0)
+        assert fields["loss"] == "as_softmax" and fields["as_skip"] is True
+        assert fields.get("skip_policy", "zero") == ("soft" if "soft" in config["loss"] else "zero")
+        assert fields["length_window"] == settings.FAST_LENGTH_WINDOW
+        assert settings.config_key(config).endswith(f"length_window={settings.FAST_LENGTH_WINDOW}")
+    plain = next(c for c in settings.grid("sst5") if c["loss"] == "as_softmax")
+    assert "length_window" not in settings.train_fields("sst5", plain, 0)
+    assert "length_window" not in settings.config_key(plain)
+
+
 def test_the_json_of_item_7(tmp_path):
     """``replay`` on a synthetic table written as a recorded one: the shape issue 44 item 7
     asks for, the budget in trial-lengths and the table's digest."""

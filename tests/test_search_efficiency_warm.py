@@ -56,7 +56,24 @@ def test_the_warm_arm_lies_on_the_grid_and_starts_from_what_history_knows():
         assert set(arm.values["delta"]) <= {0.2, 0.3, 0.4} and 0.3 in arm.values["delta"]
         assert 1e-4 not in arm.values["lr"]  # the shipped 1e-4 lies outside the moved range
     fast = arms.build_arm("astune-fast", "sst5", warm=_warm_start(advice))
-    assert {"as_speed", "as_skip"} <= set(fast.values["loss"])
+    assert set(settings.FAST_LEVERS) <= set(fast.values["loss"])
+
+
+def test_history_that_pruned_as_infobatch_starts_the_fast_arm_on_its_lever():
+    """The best trials of similar tasks ran AS-Skip's soft policy (InfoBatch's pruning),
+    grouped: the fast arm's first point is that lever; the warm arm, which lacks the levers,
+    starts AS-Softmax."""
+    profile = TaskProfile(0.9, "single_label", 1000, settings.BACKBONE, 2)
+    best = refresh_reference.trial_config(
+        "sst5", {"loss": "as_skip_soft", "lr": 1e-3, "batch_size": 32, "epochs": 2}
+    )
+    assert best["as_skip"] is True and best["skip_policy"] == "soft"
+    assert best["length_window"] == settings.FAST_LENGTH_WINDOW
+    trials = [t for i in range(12) for t in ranked(f"s{i}", "x", profile, [(best, 0.5)] * 4)]
+    start = _warm_start(advise(profile, trials))
+    first = arms.build_arm("astune-fast", "sst5", warm=start).seed_points[0]
+    assert first["loss"] == "as_skip_soft" and first["lr"] == 1e-3 and first["epochs"] == 2
+    assert arms.build_arm("astune-warm", "sst5", warm=start).seed_points[0]["loss"] == "as_softmax"
 
 
 def test_no_history_leaves_the_warm_arm_the_cold_one():

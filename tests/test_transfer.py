@@ -167,6 +167,39 @@ def test_switches_take_historys_mode_once_it_dominates():
     assert first["as_speed"] is True and first["lam"] == 1.5 and first["max_accum_steps"] == 4
 
 
+def _with_sample_levers(space):
+    """``space`` also searching AS-Skip, its skip policy and the length window."""
+    from astune.space.params import named, parse_param
+
+    def choice(key, choices, where):
+        return parse_param(key, {"type": "categorical", "choices": choices}, f"{where}.{key}")
+
+    with named(space.source):
+        speed = {"as_skip": choice("as_skip", [True, False], "speed_params")}
+        speed["skip_policy"] = choice("skip_policy", ["zero", "soft"], "speed_params")
+        window = choice("length_window", [0, 8], "params")
+    return dataclasses.replace(
+        space,
+        speed_params={**space.speed_params, **speed},
+        params={**space.params, "length_window": window},
+    )
+
+
+@pytest.mark.parametrize("as_skip", [True, False])
+def test_the_skip_policy_and_length_grouping_transfer_as_switches(as_skip):
+    """History's best trials grouped by length and pruned as InfoBatch does (AS-Skip's soft
+    policy): the first point does the same; without AS-Skip in history, no policy is set."""
+    space = _with_sample_levers(load_space(dataset="default"))
+    cfg = {"loss": "as_softmax", "lr": 5e-5, "as_skip": as_skip, "length_window": 8}
+    cfg["skip_policy"] = "soft"  # logged either way; it applies only with AS-Skip on
+    trials = [t for i in range(12) for t in _search(f"s{i}", [cfg] * 4)]
+    advice = advise(TARGET, trials)
+    first = warm_space(_rec(advice), space).points[0]
+    assert first["length_window"] == 8 and first["as_skip"] is as_skip
+    assert first.get("skip_policy") == ("soft" if as_skip else None)
+    assert ("skip_policy" in advice.centre) is as_skip
+
+
 def test_reference_file_round_trip_exclusion_and_one_line_errors(tmp_path):
     trials = _search("x", [{"lr": 1e-4}, {"lr": 2e-4}] * 2, dataset="sst5")
     entry = {

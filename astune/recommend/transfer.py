@@ -31,13 +31,17 @@ from typing import Any
 from astune.losses.catalogue import MULTI_LABEL_TASKS
 from astune.recommend.prior import HISTORY_SHRINK
 
-TRANSFER_KEYS = ("lr", "epochs", "batch_size", "as_speed", "lam", "max_accum_steps", "as_skip")
-"""The config keys transferred as seed points and ranges (delta and r have their own rule)."""
+TRANSFER_KEYS = (
+    "lr", "epochs", "batch_size", "as_speed", "lam", "max_accum_steps", "as_skip",
+    "skip_policy", "infobatch", "length_window",
+)  # fmt: skip
+"""The config keys transferred as seed points and ranges (delta and r have their own rule);
+a key the target space does not search is left as it is."""
 LOG_KEYS = ("lr", "epochs")
 """Keys whose centre and spread are taken on a log scale (they act multiplicatively)."""
 MIN_SPREAD = {"lr": math.log(10) / 4, "epochs": math.log(1.5), "lam": 0.25, "max_accum_steps": 1.0}
 """The smallest history sd per key (log units for :data:`LOG_KEYS`): a quarter decade of lr."""
-SWITCHES = ("batch_size", "as_speed", "as_skip")
+SWITCHES = ("batch_size", "as_speed", "as_skip", "skip_policy", "infobatch", "length_window")
 """Keys transferred as a weighted mode, not a range."""
 BEST_SHARE = 0.25
 SCALES = {"difficulty": 0.15, "size_decades": 0.5}
@@ -171,12 +175,15 @@ def advise(target: TaskProfile, trials: Iterable[ReferenceTrial]) -> TransferAdv
 
 
 def _applies(trial: ReferenceTrial, key: str) -> bool:
-    """Whether ``key`` was a setting of the trial (lam and s only with AS-Speed on)."""
+    """Whether ``key`` was a setting of the trial (lam and s only with AS-Speed on, the skip
+    policy only with AS-Skip on)."""
     value = trial.config.get(key)
     if value is None:
         return False
     if key in ("lam", "max_accum_steps"):
         return bool(trial.config.get("as_speed"))
+    if key == "skip_policy":
+        return bool(trial.config.get("as_skip"))
     return True
 
 

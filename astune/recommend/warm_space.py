@@ -192,10 +192,16 @@ def _moved_ranges(
 
 def _consistent(point: dict[str, Any], loss: str) -> dict[str, Any]:
     """``point`` without the keys its loss or switches leave unsampled: AS-Speed's lam and s
-    without ``as_speed``, every speed key and delta/r for a loss that is not AS-Softmax."""
+    without ``as_speed``, the skip policy without ``as_skip``, every speed key and delta/r for a
+    loss that is not AS-Softmax; and InfoBatch turned off where AS-Skip is on (two ways of
+    leaving samples out; AS-Skip, AS-Softmax's own, stays)."""
     drop = set() if point.get("as_speed") else {"lam", "max_accum_steps"}
+    drop |= set() if point.get("as_skip") else {"skip_policy"}
+    if point.get("as_skip") and point.get("infobatch") and loss in AS_LOSSES:
+        point = {**point, "infobatch": False}
     if loss not in AS_LOSSES:
         drop |= {"as_speed", "as_skip", "lam", "max_accum_steps", "delta", "warmup_ratio"}
+        drop.add("skip_policy")
     return {k: v for k, v in point.items() if k not in drop}
 
 
