@@ -70,7 +70,7 @@ def grid_table(dataset: str, root: Path | None = None):
     table = read_table(table_dir(dataset, root))
     if table.empty:
         return table
-    stray = sorted(set(table["key"]) - {settings.config_key(c) for c in settings.grid(dataset)})
+    stray = sorted(set(table["key"]) - settings.grid_keys(dataset))
     if stray:
         raise SystemExit(
             f"{dataset}'s table holds {len(stray)} configs outside the grid (e.g. {stray[0]}): "
@@ -86,7 +86,7 @@ def prune(dataset: str, root: Path | None = None, *, log: Callable[[str], None] 
     table = read_table(folder)
     if table.empty:
         return 0
-    keep = table["key"].isin({settings.config_key(c) for c in settings.grid(dataset)})
+    keep = table["key"].isin(settings.grid_keys(dataset))
     dropped = int(table[~keep].groupby(["key", "seed"]).ngroups)
     if dropped:
         old = sorted(folder.glob("part-*.parquet"))

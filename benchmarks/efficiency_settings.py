@@ -211,6 +211,11 @@ def _value(x: Any) -> Any:
     return None if isinstance(x, float) and x != x else x
 
 
+def grid_keys(dataset: str) -> set[str]:
+    """The keys of every config of ``dataset``'s grid."""
+    return {config_key(config) for config in grid(dataset)}
+
+
 def config_key(config: dict[str, Any]) -> str:
     """The stable text key of a grid config (seed excluded): ``loss=softmax,lr=2e-05,...``."""
     config = normalized(config)

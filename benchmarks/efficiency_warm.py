@@ -142,18 +142,16 @@ def warm_arm(dataset: str, start: WarmStart, *, fast: bool) -> arms.Arm:
         "warmup_ratio": keep("warmup_ratio", settings.DELTA_WARMUPS),
     }
     plain = settings.DATASETS[dataset].loss_name("softmax")
-    points = []
-    for point in space.points:
-        loss = arms.grid_loss(point, as_loss, plain)
-        if loss in values["loss"]:
-            cell = grid_cell(point, values, loss)
-            if cell not in points:
-                points.append(cell)
+    points = arms.unique(
+        grid_cell(point, values, loss)
+        for point in space.points
+        if (loss := arms.grid_loss(point, as_loss, plain)) in values["loss"]
+    )
     name = "astune-fast" if fast else "astune-warm"
     return arms.Arm(
         name,
         values,
-        tuple(points),
+        points,
         prune_aware=True,
         grace_period=int(space.scheduler["grace_period"]),
         reduction_factor=int(space.scheduler["reduction_factor"]),

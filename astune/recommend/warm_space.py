@@ -200,8 +200,15 @@ def _consistent(point: dict[str, Any], loss: str) -> dict[str, Any]:
     if point.get("as_skip") and point.get("infobatch") and loss in AS_LOSSES:
         point = {**point, "infobatch": False}
     if loss not in AS_LOSSES:
-        drop |= {"as_speed", "as_skip", "lam", "max_accum_steps", "delta", "warmup_ratio"}
-        drop.add("skip_policy")
+        drop |= {
+            "as_speed",
+            "as_skip",
+            "skip_policy",
+            "lam",
+            "max_accum_steps",
+            "delta",
+            "warmup_ratio",
+        }
     return {k: v for k, v in point.items() if k not in drop}
 
 
