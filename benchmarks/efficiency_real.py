@@ -1,8 +1,10 @@
 """Real searches of the benchmark's arms, to validate the replay (issue 44 item 3): the same
 searcher and scheduler an arm replays (:mod:`benchmarks.efficiency_arms`), driven by Ray Tune
 on real trials that train the proposed grid config on the dataset's slice with astune's loop,
-``WORKERS`` trials at once, one CPU and one torch thread each, until the budget of
-trial-seconds is spent.
+``WORKERS`` trials at once, one CPU and one torch thread each, until ``T_common`` is reached
+or the budget of trial-seconds is spent (``--full-budget``: the budget in any case; what a
+search does after reaching the target does not change its time to it, and stopping there
+makes a real search of a fast arm minutes rather than the budget's 20).
 
     python benchmarks/search_efficiency.py real --dataset sst5 --arm by-hand --seed 0
 
@@ -20,6 +22,7 @@ import json
 import tempfile
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +66,10 @@ def trainable(
         run.train(report)
 
 
-def budget_stopper(budget: float, workers: int) -> Any:
+def budget_stopper(budget: float, workers: int, *, done: Callable[[], bool] = bool) -> Any:
     """Ray Tune's experiment-wide stopper: every trial stops once the workers have spent the
-    budget of trial-seconds (wall seconds since the start times the workers); ``spent()`` says
-    how many so far."""
+    budget of trial-seconds (wall seconds since the start times the workers), or once
+    ``done()`` holds; ``spent()`` says how many so far."""
     from ray.tune import Stopper
 
     class Budget(Stopper):
@@ -77,19 +80,27 @@ def budget_stopper(budget: float, workers: int) -> Any:
             return (time.time() - self.start) * workers
 
         def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
-            return self.spent() >= budget
+            return self.stop_all()
 
         def stop_all(self) -> bool:
-            return self.spent() >= budget
+            return self.spent() >= budget or done()
 
     return Budget()
 
 
 def real_search(
-    dataset: str, arm: Any, *, seed: int, budget: float, storage: Path
+    dataset: str,
+    arm: Any,
+    *,
+    seed: int,
+    budget: float,
+    storage: Path,
+    until: Callable[[list[dict[str, Any]]], bool] | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``arm``'s searcher and scheduler for real on a local Ray of ``WORKERS`` CPUs (started
-    here unless one runs); every report, with the trial-seconds spent when it arrived."""
+    here unless one runs) until the budget is spent or ``until(reports)`` holds (the target
+    reached: what comes after it does not change the time to it); every report, with the
+    trial-seconds spent when it arrived."""
     import ray
 
     started = not ray.is_initialized()
@@ -98,19 +109,26 @@ def real_search(
         runtime_env = {"env_vars": {"PYTHONPATH": root}}
         ray.init(num_cpus=settings.WORKERS, include_dashboard=False, runtime_env=runtime_env)
     try:
-        return _search(dataset, arm, seed=seed, budget=budget, storage=storage)
+        return _search(dataset, arm, seed=seed, budget=budget, storage=storage, until=until)
     finally:
         if started:
             ray.shutdown()
 
 
 def _search(
-    dataset: str, arm: Any, *, seed: int, budget: float, storage: Path
+    dataset: str,
+    arm: Any,
+    *,
+    seed: int,
+    budget: float,
+    storage: Path,
+    until: Callable[[list[dict[str, Any]]], bool] | None,
 ) -> list[dict[str, Any]]:
     from ray import tune
 
-    stopper = budget_stopper(budget, settings.WORKERS)
     reports: list[dict[str, Any]] = []
+    reached = [False]  # until(reports), checked once a report rather than at every stop check
+    stopper = budget_stopper(budget, settings.WORKERS, done=lambda: reached[0])
 
     class Keep(tune.Callback):
         def on_trial_result(self, iteration, trials, trial, result, **info):
@@ -119,6 +137,7 @@ def _search(
                 "evaluation": result["evaluation"], "val": result["objective"],
                 "seed": result["seed"],
             })  # fmt: skip
+            reached[0] = reached[0] or (until is not None and until(reports))
 
     tuner = tune.Tuner(
         tune.with_resources(

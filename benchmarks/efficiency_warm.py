@@ -50,7 +50,7 @@ def warm_start(dataset: str, *, root: Path | None = None) -> WarmStart:
 
     import torch
 
-    from astune.recommend import anything_to_learn, recommend
+    from astune.recommend import nothing_to_learn, recommend
 
     torch.set_num_threads(settings.THREADS)
     data = settings.DATASETS[dataset]
@@ -59,16 +59,17 @@ def warm_start(dataset: str, *, root: Path | None = None) -> WarmStart:
         learnt = tuple(e["dataset"] for e in json.loads(reference.read_text())["searches"])
         store = f"sqlite:///{folder}/empty.db"
         start = time.perf_counter()
+        task = {
+            "backbone": settings.BACKBONE,
+            "num_layers": data.num_layers,
+            "train_size": data.train,
+        }
         rec = None  # nothing to learn from: the cold space, unprobed (as search --warm-start)
-        if anything_to_learn(tracking_uri=store, reference=reference):
-            rec = recommend(
-                dataset,
-                tracking_uri=store,
-                backbone=settings.BACKBONE,
-                num_layers=data.num_layers,
-                train_size=data.train,
-                reference=reference,
-            )
+        why = nothing_to_learn(dataset, tracking_uri=store, reference=reference, **task)
+        if why is None:
+            rec = recommend(dataset, tracking_uri=store, reference=reference, **task)
+        else:
+            print(f"  {dataset}: nothing to learn from ({why}): not probed")
         seconds = time.perf_counter() - start
     return WarmStart(rec, seconds, learnt)
 

@@ -256,12 +256,18 @@ def real_search(args: Any) -> None:
     arm = arms.build_arm(args.arm, dataset, warm=warm)
     with tempfile.TemporaryDirectory() as storage:
         folder_path = Path(storage)
-        reports = real.real_search(dataset, arm, seed=args.seed, budget=budget, storage=folder_path)
+        reports = real.real_search(
+            dataset, arm, seed=args.seed, budget=budget, storage=folder_path,
+            until=None if args.full_budget else (
+                lambda so_far: real.seconds_to_target(
+                    so_far, table, goal["T_common"], budget=budget)[1]),
+        )  # fmt: skip
     seconds, reached = real.seconds_to_target(reports, table, goal["T_common"], budget=budget)
     path = real.save(dataset, args.arm, args.seed, {
         "dataset": dataset, "arm": args.arm, "seed": args.seed, "budget_seconds": budget,
         "target": goal["T_common"], "seconds_to_target": seconds, "reached": reached,
         "overhead_seconds": warm.seconds if warm is not None else 0.0,
+        "stopped_at_target": reached and not args.full_budget,
         "machine": machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna")),
         "commit": commit(), "reports": reports,
     })  # fmt: skip
@@ -328,6 +334,11 @@ def main(argv: list[str] | None = None) -> None:
     real.add_argument("--dataset", default="sst5")
     real.add_argument("--arm", required=True)
     real.add_argument("--seed", type=int, default=0)
+    real.add_argument(
+        "--full-budget",
+        action="store_true",
+        help="search the whole budget (default: stop once T_common is reached)",
+    )
     real.add_argument("--tables", type=Path, default=recorder.TABLES, help="the tables' folder")
     par = sub.add_parser("pareto", help="hypervolume with and without MO successive halving")
     par.add_argument("--datasets", default="sst5")

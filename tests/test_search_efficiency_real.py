@@ -58,3 +58,15 @@ def test_a_real_search_runs_the_arms_grid_until_the_budget(tmp_path, monkeypatch
     assert all(len(e) <= 2 for e in by_trial.values())
     # the stopper ends every trial once the budget is spent: no report long after it
     assert seconds[-1] < budget + 60.0 * settings.WORKERS
+
+
+def test_the_budget_stopper_ends_the_search_once_done_holds():
+    """``real`` stops a search at its target: the stopper ends every trial once ``done()``
+    holds, before the budget; without it, only the budget does."""
+    reached = [False]
+    stopper = real.budget_stopper(1e9, settings.WORKERS, done=lambda: reached[0])
+    assert not stopper.stop_all() and not stopper("t", {})
+    reached[0] = True
+    assert stopper.stop_all() and stopper("t", {})
+    spent = real.budget_stopper(0.0, settings.WORKERS)
+    assert spent.stop_all() and spent("t", {})

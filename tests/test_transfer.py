@@ -24,8 +24,9 @@ from astune.recommend.transfer import (
     advise,
     ranked,
     similarity,
+    weight_bound,
 )
-from astune.recommend.warm_space import snapped, warm_space
+from astune.recommend.warm_space import PROBE_MIN_WEIGHT, snapped, warm_space
 from astune.space.space import load_space
 
 TARGET = TaskProfile(0.9, "single_label", 1000, "minilm", 2)
@@ -67,6 +68,26 @@ def test_similarity_is_one_for_the_same_task_and_falls_with_each_difference():
     token = TaskProfile(0.9, "token", 1000, "minilm", 2)
     assert similarity(TARGET, token) == pytest.approx(OTHER_TASK)
     assert similarity(TARGET, token) == similarity(token, TARGET)
+
+
+def test_weight_bound_is_the_share_at_the_difficulty_most_alike():
+    """Before the probe the difficulty is unknown: the bound takes each search at its own
+    difficulty, so it is advise's weight at the best difficulty, and no less than any other."""
+    configs = [{"lr": 1e-4, "epochs": 2}] * 40
+    ner = TaskProfile(0.42, "token", 1000, "minilm", 2)
+    far = _search("ner", configs, ner)
+    unknown = dataclasses.replace(TARGET, difficulty=None)
+    bound = weight_bound(unknown, far)
+    confidence = 40 / (40 + HISTORY_SHRINK)
+    n_eff = OTHER_TASK * confidence
+    assert bound == pytest.approx(n_eff / (n_eff + HISTORY_SHRINK))
+    assert bound < PROBE_MIN_WEIGHT  # another family alone is not worth a probe
+    at_its_difficulty = dataclasses.replace(TARGET, difficulty=0.42)
+    assert advise(at_its_difficulty, far).weight == pytest.approx(bound)
+    assert advise(TARGET, far).weight < bound / 100  # SST-5's 0.9 is far from 0.42
+    near = _search("near", configs, dataclasses.replace(TARGET, difficulty=0.5))
+    assert weight_bound(unknown, far + near) > PROBE_MIN_WEIGHT  # a like task makes it worth
+    assert weight_bound(unknown, []) == 0.0
 
 
 def test_ranked_keeps_the_best_quarter_in_order_and_drops_failed_trials():

@@ -21,12 +21,12 @@ from astune.space.space import load_space
 BEST = {"loss": "as_softmax", "lr": 3e-3, "epochs": 1, "batch_size": 32, "as_speed": False}
 
 
-def reference(folder, *, lr: float = BEST["lr"]):
+def reference(folder, *, lr: float = BEST["lr"], task: str = "single_label"):
     """A reference file of one search like the tiny one (1-layer MiniLM, 64 rows, SST-5's
-    difficulty) whose best trials ran ``lr``."""
+    difficulty; ``task`` its family) whose best trials ran ``lr``."""
     entry = {
         "dataset": "sst5-elsewhere",
-        "task": "single_label",
+        "task": task,
         "difficulty": 0.9,
         "train_size": 64,
         "backbone": "minilm",
@@ -69,6 +69,21 @@ def test_nothing_to_learn_from_searches_the_space_as_given(tmp_path, data_dir):
     assert warmed.points == given.points and warmed.params == given.params
     assert warmed.loss_params == given.loss_params
     assert prepared.notes[0].startswith("warm start: nothing to learn from")
+    assert "not probed" in prepared.notes[0]
+
+
+def test_a_reference_too_unlike_to_weigh_is_not_worth_a_probe(tmp_path, data_dir):
+    """A reference search of another task family (token tagging) could weigh at most
+    0.25 x 40/43 -> h = 0.07 < 0.1 whatever SST-5's difficulty: the space as given, unprobed,
+    and the report names the bound."""
+    space = write_space(tmp_path)
+    settings = tiny_settings(root=tmp_path, data_dir=data_dir, space=str(space), warm_start=True)
+    settings.reference = str(reference(tmp_path, task="token"))
+    prepared = prepare_search(settings)
+    given, warmed = load_space(space), load_space(prepared.settings.space)
+    assert warmed.points == given.points and warmed.params == given.params
+    assert prepared.notes[0].startswith("warm start: nothing to learn from")
+    assert "could weigh at most 0.072 < 0.1 for a single_label task of 64 rows" in prepared.notes[0]
     assert "not probed" in prepared.notes[0]
 
 

@@ -18,7 +18,7 @@ none did), and the delta trajectories of the band's best trials: as they ran whe
 for fixed-delta trials the ``ema`` schedule replayed on their logged training margins.
 """
 
-from astune.recommend.advice import anything_to_learn, probe_options, recommend
+from astune.recommend.advice import nothing_to_learn, probe_options, recommend
 from astune.recommend.difficulty import dataset_name, measure_difficulty
 from astune.recommend.history import HistoryPoint, LineFit, fit_line, history_points
 from astune.recommend.prior import band_of, prior_delta, prior_warmup
@@ -43,13 +43,13 @@ __all__ = [
     "ScheduleAdvice",
     "ScheduleTally",
     "Trajectory",
-    "anything_to_learn",
     "band_of",
     "dataset_name",
     "fit_line",
     "format_recommendation",
     "history_points",
     "measure_difficulty",
+    "nothing_to_learn",
     "prior_delta",
     "prior_warmup",
     "probe_options",

@@ -21,7 +21,7 @@ from astune.recommend.reference import PRIOR_FILE, load_reference
 from astune.recommend.report import rationale
 from astune.recommend.result import Recommendation
 from astune.recommend.schedules import ScheduleAdvice, schedule_advice
-from astune.recommend.transfer import TaskProfile, advise
+from astune.recommend.transfer import TaskProfile, advise, weight_bound
 from astune.recommend.trial_history import store_trials
 from astune.store.conventions import BEST_TAG_PREFIX
 from astune.store.reader import Store, finished_trials
@@ -98,16 +98,63 @@ def probe_options(
     return options or None
 
 
-def anything_to_learn(
-    *, tracking_uri: str | None = None, reference: str | Path | None = PRIOR_FILE
-) -> bool:
-    """Whether :func:`recommend` would learn from anything: reference trials, or finished
-    trials in the store. Without either it transfers nothing and fits no delta; what is left,
-    the paper's rule for delta, gives way to a space's own seed values, so a warm start may
-    search the space as given without probing the dataset."""
-    if reference is not None and load_reference(reference):
-        return True
-    return bool(finished_trials(Store(tracking_uri).trials()))
+def nothing_to_learn(
+    dataset: str,
+    *,
+    tracking_uri: str | None = None,
+    reference: str | Path | None = PRIOR_FILE,
+    data_dir: str | None = None,
+    backbone: str | None = None,
+    num_layers: int | None = None,
+    train_size: int | None = None,
+) -> str | None:
+    """Why :func:`recommend` would learn nothing worth probing ``dataset`` for (one line), or
+    None when it would. Nothing: no finished trial in the store, and reference trials (its
+    other arguments as :func:`recommend`'s) that could weigh less than
+    :data:`~astune.recommend.warm_space.PROBE_MIN_WEIGHT` whatever difficulty the probe
+    measured (none at all: the paper's rule for delta, which gives way to a space's own seed
+    values). A warm start then searches the space as given without probing the dataset."""
+    from astune.recommend.warm_space import PROBE_MIN_WEIGHT
+
+    if finished_trials(Store(tracking_uri).trials()):
+        return None
+    trials = load_reference(reference) if reference is not None else []
+    if not trials:
+        return "no finished trials in the store, no reference trials"
+    notes: list[str] = []
+    profile = TaskProfile(
+        difficulty=None,
+        task=_task(dataset, data_dir),
+        train_size=train_size or _train_rows(dataset, data_dir, notes),
+        backbone=backbone or _default_backbone(dataset),
+        num_layers=num_layers,
+    )
+    if profile.task is None:  # no bound without the task's family: the probe will tell
+        return None
+    bound = weight_bound(profile, trials)
+    if bound >= PROBE_MIN_WEIGHT:
+        return None
+    return (
+        f"no finished trials in the store; the reference trials could weigh at most "
+        f"{bound:.3f} < {PROBE_MIN_WEIGHT} for a {profile.task} task of "
+        f"{profile.train_size or 'unknown'} rows on {profile.backbone}"
+    )
+
+
+def _task(dataset: str, data_dir: str | None) -> str | None:
+    """The dataset's task family before any probe: the registry's, or a folder's spec."""
+    from astune.data import load_dataset_splits
+    from astune.data.resolve import resolve_dataset
+
+    spec = resolve_dataset(dataset).spec
+    if spec is None:
+        try:
+            spec = load_dataset_splits(
+                dataset, data_dir=data_dir, max_train_samples=1, max_eval_samples=1
+            ).spec
+        except (ValueError, OSError):
+            return None
+    return spec.task
 
 
 def _default_backbone(dataset: str) -> str:

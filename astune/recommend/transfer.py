@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from astune.losses.catalogue import MULTI_LABEL_TASKS
@@ -155,12 +155,9 @@ def advise(target: TaskProfile, trials: Iterable[ReferenceTrial]) -> TransferAdv
         ((t, w) for t in trials if (w := sims[id(t)] * t.confidence * (1 - t.rank / 2)) > 1e-6),
         key=lambda tw: -tw[1],
     )
-    by_source: dict[str, float] = {}  # a search counts once, by its best trial
-    for t, _ in weighted:
-        by_source[t.source] = max(by_source.get(t.source, 0.0), sims[id(t)] * t.confidence)
-    n_eff = sum(by_source.values())
+    by_source = _by_source((t, sims[id(t)]) for t, _ in weighted)
     advice = TransferAdvice(
-        weight=n_eff / (n_eff + HISTORY_SHRINK),
+        weight=_share(by_source),
         centre={},
         spread={},
         sources=sorted(by_source.items(), key=lambda kv: -kv[1]),
@@ -172,6 +169,33 @@ def advise(target: TaskProfile, trials: Iterable[ReferenceTrial]) -> TransferAdv
     for key in TRANSFER_KEYS:
         _centre(advice, key, [(t.config[key], w) for t, w in weighted if _applies(t, key)])
     return advice
+
+
+def weight_bound(target: TaskProfile, trials: Iterable[ReferenceTrial]) -> float:
+    """The largest share ``h`` that ``trials`` could have in :func:`advise` for ``target``
+    whatever its difficulty turns out to be: each trial as similar as if the target's
+    difficulty were the trial's own. Known before the probe that measures the difficulty."""
+    return _share(
+        _by_source(
+            (t, similarity(replace(target, difficulty=t.profile.difficulty), t.profile))
+            for t in trials
+        )
+    )
+
+
+def _by_source(similar: Iterable[tuple[ReferenceTrial, float]]) -> dict[str, float]:
+    """Each search's weight from its trials' similarities: a search counts once, by its best
+    trial, times its confidence."""
+    out: dict[str, float] = {}
+    for trial, sim in similar:
+        out[trial.source] = max(out.get(trial.source, 0.0), sim * trial.confidence)
+    return out
+
+
+def _share(by_source: Mapping[str, float]) -> float:
+    """History's share ``h = n_eff / (n_eff + 3)`` of searches weighing ``by_source``."""
+    n_eff = sum(by_source.values())
+    return n_eff / (n_eff + HISTORY_SHRINK)
 
 
 def _applies(trial: ReferenceTrial, key: str) -> bool:

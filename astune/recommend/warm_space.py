@@ -31,6 +31,11 @@ MODE_WEIGHT = 0.5
 """History's share from which a categorical or switch takes history's mode."""
 EXTRA_POINTS_WEIGHT = 0.25
 """History's share from which its best trials are seed points of their own."""
+PROBE_MIN_WEIGHT = 0.1
+"""History's share below which a warm start does not probe the dataset: below it no range or
+first seed value moves a tenth of the way toward history, and history adds no point of its own
+(:data:`EXTRA_POINTS_WEIGHT`) and sets no switch (:data:`MODE_WEIGHT`), so the probe's seconds
+would buy a space hardly apart from the one given."""
 
 
 def warm_space(rec: Recommendation, space: SearchSpace) -> SearchSpace:

@@ -30,9 +30,10 @@ def warm_space_path(settings: SearchSettings) -> Path:
 def warm_start(settings: SearchSettings, ref: "DatasetRef") -> tuple[SearchSettings, list[str]]:
     """``settings`` searching the warmed space (``space`` set to its file), and the report's
     lines; the space it starts from is ``--space`` or the dataset's shipped one. With nothing
-    to learn from (no finished trials in the store, no reference trials) the dataset is not
-    probed and the space is searched as given."""
-    from astune.recommend import anything_to_learn, probe_options, recommend
+    to learn from (:func:`astune.recommend.nothing_to_learn`: no finished trials in the store,
+    no reference trials that could weigh) the dataset is not probed and the space is searched
+    as given."""
+    from astune.recommend import nothing_to_learn, probe_options, recommend
     from astune.recommend.reference import reference_file
     from astune.recommend.transfer import describe
     from astune.recommend.warm_space import warm_space
@@ -42,11 +43,20 @@ def warm_start(settings: SearchSettings, ref: "DatasetRef") -> tuple[SearchSetti
     path = warm_space_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     reference = reference_file(settings.reference)
-    if not anything_to_learn(tracking_uri=settings.tracking_uri, reference=reference):
+    why = nothing_to_learn(
+        settings.dataset,
+        tracking_uri=settings.tracking_uri,
+        reference=reference,
+        data_dir=settings.data_dir,
+        backbone=settings.backbone,
+        num_layers=settings.num_layers,
+        train_size=settings.max_train_samples,
+    )
+    if why is not None:
         base.dump(path)
         lines = [
-            "warm start: nothing to learn from (no finished trials in the store, no reference "
-            "trials): the space as given, the dataset not probed",
+            f"warm start: nothing to learn from ({why}): the space as given, the dataset "
+            "not probed",
             f"warm start: searching {path}",
         ]
         return dataclasses.replace(settings, space=str(path)), lines
