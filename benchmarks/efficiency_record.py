@@ -349,19 +349,21 @@ def record(
     return done
 
 
-def main(argv: list[str] | None = None) -> None:
-    import argparse
-
-    p = argparse.ArgumentParser(description="record a search-efficiency table (resumes)")
-    p.add_argument("--dataset", required=True, help=", ".join(settings.DATASETS))
-    p.add_argument("--hours", type=float, required=True, help="wall-clock limit of this piece")
-    p.add_argument("--part", default="0/1", help="I/N: this recorder's share, one per core")
-    p.add_argument(
+def add_arguments(parser: Any) -> None:
+    """The recorder's flags on ``parser`` (its own command line, and ``search_efficiency.py
+    record``'s)."""
+    parser.add_argument("--dataset", required=True, help=", ".join(settings.DATASETS))
+    parser.add_argument("--hours", type=float, required=True, help="wall-clock limit of a piece")
+    parser.add_argument("--part", default="0/1", help="I/N: this recorder's share, one per core")
+    parser.add_argument(
         "--losses",
         default=",".join(settings.GRID_LOSSES),
         help="record only the grid configs of these grid losses (default: all)",
     )
-    args = p.parse_args(argv)
+
+
+def run(args: Any) -> None:
+    """Record a piece as the parsed flags ask (one clear line for a bad one)."""
     if not args.hours > 0:
         raise SystemExit(f"--hours must be > 0, got {args.hours}")
     dataset = settings.check_dataset(args.dataset)
@@ -378,6 +380,14 @@ def main(argv: list[str] | None = None) -> None:
         record(dataset, hours=args.hours, part=parse_part(args.part), configs=configs)
     except KeyboardInterrupt:  # the finished runs are written: say so, without a traceback
         raise SystemExit(f"{dataset}: stopped; the runs it finished are kept") from None
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="record a search-efficiency table (resumes)")
+    add_arguments(parser)
+    run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -317,11 +317,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("settings", help="print the header and the CPU-hours the tables need")
-    rec = sub.add_parser("record", help="record a piece of a dataset's table (resumes)")
-    rec.add_argument("--dataset", required=True)
-    rec.add_argument("--hours", type=float, required=True)
-    rec.add_argument("--part", default="0/1", help="I/N: this recorder's share, one per core")
-    rec.add_argument("--losses", default=",".join(settings.GRID_LOSSES), help="grid losses")
+    recorder.add_arguments(sub.add_parser("record", help="record a piece of a table (resumes)"))
     pru = sub.add_parser("prune", help="drop a table's runs of configs outside the grid")
     pru.add_argument("--dataset", required=True)
     rep = sub.add_parser("replay", help="replay the arms on recorded tables")
@@ -349,10 +345,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "settings":
         return settings.main([])
     if args.command == "record":
-        return recorder.main(
-            ["--dataset", args.dataset, "--hours", str(args.hours), "--part", args.part]
-            + ["--losses", args.losses]
-        )
+        return recorder.run(args)
     if args.command == "prune":
         recorder.prune(settings.check_dataset(args.dataset))
         return None

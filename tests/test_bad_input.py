@@ -47,6 +47,7 @@ CASES: list[tuple[str, str]] = [
     ("search --dataset sst5 --resume --name never", "--resume: no search 'never' at"),
     ("search --dataset sst5 --reference ref.json", "--reference is read by --warm-start only; add --warm-start"),
     ("search --dataset sst5 --warm-start --reference nope.json", "--reference nope.json: no such file"),
+    ("search --dataset sst5 --probe-backbone minilm", "--probe-backbone is read by --warm-start only; add --warm-start"),
     ("search --dataset sst5 --backbone minilm --loss-kernel triton", "kernel='triton' needs CUDA tensors"),
     ("search --dataset sst5 --loss-kernel fused", "invalid choice: 'fused' (choose from 'auto', 'triton', 'torch')"),
     ("recommend --dataset sst5 --num-layers 0", "--num-layers must be an integer in [1, inf), but got 0"),

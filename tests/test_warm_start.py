@@ -93,6 +93,9 @@ def test_reference_without_warm_start_or_missing_is_refused(tmp_path):
     with pytest.raises(SearchError, match="--reference .*nope.json: no such file"):
         tiny_settings(warm_start=True, reference=str(tmp_path / "nope.json")).validate()
     tiny_settings(warm_start=True, reference="none").validate()
+    with pytest.raises(SearchError, match="--probe-backbone is read by --warm-start only"):
+        tiny_settings(probe_backbone="minilm").validate()
+    tiny_settings(warm_start=True, probe_backbone="minilm").validate()
 
 
 @pytest.mark.ray

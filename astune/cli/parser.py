@@ -117,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="--warm-start's reference trials beside the store's (default: the prior packaged "
         "with astune; 'none': the store's alone)",
     )
+    search.add_argument(
+        "--probe-backbone",
+        default=None,
+        help="--warm-start's probe backbone, as recommend's (needed for your own image or "
+        "audio folder)",
+    )
     search.add_argument("--num-samples", type=int, default=None)
     search.add_argument("--max-concurrent", type=int, default=None)
     search.add_argument("--cpus-per-trial", type=float, default=None)

@@ -44,6 +44,7 @@ class SearchSettings:
     space: str | None = None
     warm_start: bool = False  # search the space `recommend` warms (search/warm_start.py)
     reference: str | None = None  # --warm-start's reference trials (None: the packaged prior)
+    probe_backbone: str | None = None  # --warm-start's probe (None: recommend's default)
     num_samples: int | None = None
     max_concurrent: int | None = None
     cpus_per_trial: float = 1.0
@@ -113,6 +114,8 @@ class SearchSettings:
         return self
 
     def _check_reference(self) -> None:
+        if self.probe_backbone is not None and not self.warm_start:
+            raise SearchError("--probe-backbone is read by --warm-start only; add --warm-start")
         if self.reference is None or self.reference.strip().lower() == "none":
             return
         if not self.warm_start:

@@ -64,7 +64,9 @@ def warm_start(settings: SearchSettings, ref: "DatasetRef") -> tuple[SearchSetti
         settings.dataset,
         tracking_uri=settings.tracking_uri,
         data_dir=settings.data_dir,
-        probe_options=probe_options(validation_fraction=settings.validation_fraction),
+        probe_options=probe_options(
+            validation_fraction=settings.validation_fraction, backbone=settings.probe_backbone
+        ),
         backbone=settings.backbone,
         num_layers=settings.num_layers,
         train_size=settings.max_train_samples,
