@@ -6,82 +6,18 @@ from __future__ import annotations
 import argparse
 
 from astune.checkpoint_policy import SEARCH_DEFAULT, TRAIN_DEFAULT
+from astune.cli.flags import (
+    add_checkpoint_flag,
+    add_data_flags,
+    add_loss_kernel_flag,
+    add_storage_timeout_flag,
+    add_tracking_flag,
+    add_validation_flag,
+)
 from astune.config import SKIP_POLICIES
-from astune.losses.catalogue import DELTA_SCHEDULES, LOSS_KERNELS
+from astune.losses.catalogue import DELTA_SCHEDULES
 from astune.metrics.objectives import COSTS
 from astune.search.settings import SAMPLERS
-from astune.store.storage_retry import DEFAULT_STORAGE_TIMEOUT
-
-
-def _add_data_flags(parser: argparse.ArgumentParser) -> None:
-    """Flags shared by ``train`` and ``search``: data, backbone and budget."""
-    parser.add_argument("--dataset", help="registry name (see `astune datasets`) or a folder")
-    parser.add_argument("--data-dir", help="folder of <name>/{train,validation,test}.jsonl")
-    parser.add_argument("--backbone", default=None, help="alias, hub id or local path")
-    parser.add_argument("--num-layers", type=int, default=None, help="keep the first N layers")
-    parser.add_argument("--max-train-samples", type=int, default=None)
-    parser.add_argument("--max-eval-samples", type=int, default=None)
-    parser.add_argument("--epochs", type=float, default=None)
-    parser.add_argument(
-        "--max-length", type=int, default=None, help="text: tokens kept per example (default 128)"
-    )
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument(
-        "--max-audio-seconds",
-        type=float,
-        default=None,
-        metavar="S",
-        help="audio: cut longer clips at S seconds, saying how many (default 30); 0 refuses them",
-    )
-    _add_validation_flag(parser)
-
-
-def _add_loss_kernel_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--loss-kernel",
-        choices=LOSS_KERNELS,
-        default=None,
-        help="AS-Softmax's implementation: the fused Triton kernel (CUDA) or torch's; auto: "
-        "the kernel on CUDA when triton is installed (default)",
-    )
-
-
-def _add_validation_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--validation-fraction",
-        type=float,
-        default=None,
-        help="share of train carved as validation when a folder has none (default 0.1)",
-    )
-
-
-def _add_tracking_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--tracking-uri",
-        default=None,
-        help="MLflow tracking URI (default: the embedded sqlite store)",
-    )
-
-
-def _add_storage_timeout_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--storage-timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="how long a call to an s3:// storage path is retried while the storage cannot be "
-        f"reached, before the trial fails and is retried (default {DEFAULT_STORAGE_TIMEOUT:.0f})",
-    )
-
-
-def _add_checkpoint_flag(parser: argparse.ArgumentParser, default: str) -> None:
-    parser.add_argument(
-        "--checkpoint-every",
-        default=None,
-        metavar="WHEN",
-        help=f"resume checkpoints: 'eval' (every evaluation), 'end', or minutes such as '10m' "
-        f"(default: {default})",
-    )
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -100,10 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     search = sub.add_parser("search", help="run a Ray Tune + Optuna search, tracked in MLflow")
-    _add_data_flags(search)
-    _add_tracking_flag(search)
+    add_data_flags(search)
+    add_tracking_flag(search)
     search.add_argument("--space", help="YAML search space (default: search_spaces/<dataset>.yaml)")
-    _add_loss_kernel_flag(search)
+    add_loss_kernel_flag(search)
     search.add_argument(
         "--warm-start",
         action="store_true",
@@ -131,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--address", default=None, help="`auto` or ray://host:port to join a cluster"
     )
     search.add_argument("--storage-path", default=None)
-    _add_storage_timeout_flag(search)
+    add_storage_timeout_flag(search)
     search.add_argument("--name", default=None, help="search name = MLflow experiment name")
     search.add_argument("--resume", action="store_true")
     search.add_argument("--losses", default=None, help="comma-separated losses to compare")
@@ -151,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--sampler", choices=list(SAMPLERS), default=None, help="Optuna's sampler (default: tpe)"
     )
-    _add_checkpoint_flag(search, SEARCH_DEFAULT)
+    add_checkpoint_flag(search, SEARCH_DEFAULT)
     search.add_argument(
         "--keep-checkpoints",
         action="store_true",
@@ -161,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     train = sub.add_parser("train", help="one training run (the unit of a search trial)")
-    _add_data_flags(train)
+    add_data_flags(train)
     train.add_argument("--config", help="YAML config written by `astune export`")
     train.add_argument(
         "--resume",
@@ -248,11 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None)
     train.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None)
-    _add_loss_kernel_flag(train)
-    _add_checkpoint_flag(train, TRAIN_DEFAULT)
+    add_loss_kernel_flag(train)
+    add_checkpoint_flag(train, TRAIN_DEFAULT)
 
     export = sub.add_parser("export", help="write the best config of a search as code or config")
-    _add_tracking_flag(export)
+    add_tracking_flag(export)
     export.add_argument("--experiment", required=True)
     export.add_argument("--format", choices=["yaml", "json", "python", "hf"], default="yaml")
     export.add_argument("-o", "--output", default=None)
@@ -273,10 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     recommend = sub.add_parser("recommend", help="recommend delta (and r) by task difficulty")
-    _add_tracking_flag(recommend)
+    add_tracking_flag(recommend)
     recommend.add_argument("--dataset", required=True)
     recommend.add_argument("--data-dir", default=None)
-    _add_validation_flag(recommend)
+    add_validation_flag(recommend)
     recommend.add_argument("--write-space", default=None)
     recommend.add_argument(
         "--backbone", default=None, help="the search's backbone (default: the dataset's)"
@@ -303,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     report = sub.add_parser("report", help="the paper's analyses for one search, as PNG + markdown")
-    _add_tracking_flag(report)
+    add_tracking_flag(report)
     report.add_argument("--experiment", required=True)
     report.add_argument("--output-dir", default=None)
 
@@ -372,7 +308,7 @@ def _add_confirm_parser(sub: argparse._SubParsersAction) -> None:
     confirm = sub.add_parser(
         "confirm", help="re-run a search's best configs and a baseline over seeds"
     )
-    _add_tracking_flag(confirm)
+    add_tracking_flag(confirm)
     confirm.add_argument("--experiment", required=True)
     confirm.add_argument(
         "--top", type=int, default=None, help="the K best trials (default 2; with --front: all)"
@@ -398,4 +334,4 @@ def _add_confirm_parser(sub: argparse._SubParsersAction) -> None:
     confirm.add_argument("--gpus-per-trial", type=float, default=None)
     confirm.add_argument("--address", default=None)
     confirm.add_argument("--storage-path", default=None)
-    _add_storage_timeout_flag(confirm)
+    add_storage_timeout_flag(confirm)
