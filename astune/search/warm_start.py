@@ -43,15 +43,15 @@ def warm_start(settings: SearchSettings, ref: "DatasetRef") -> tuple[SearchSetti
     path = warm_space_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     reference = reference_file(settings.reference)
-    why = nothing_to_learn(
-        settings.dataset,
-        tracking_uri=settings.tracking_uri,
-        reference=reference,
-        data_dir=settings.data_dir,
-        backbone=settings.backbone,
-        num_layers=settings.num_layers,
-        train_size=settings.max_train_samples,
-    )
+    search = {  # the store, the reference and the search to come, as both calls take them
+        "tracking_uri": settings.tracking_uri,
+        "reference": reference,
+        "data_dir": settings.data_dir,
+        "backbone": settings.backbone,
+        "num_layers": settings.num_layers,
+        "train_size": settings.max_train_samples,
+    }
+    why = nothing_to_learn(settings.dataset, **search)
     if why is not None:
         base.dump(path)
         lines = [
@@ -60,18 +60,10 @@ def warm_start(settings: SearchSettings, ref: "DatasetRef") -> tuple[SearchSetti
             f"warm start: searching {path}",
         ]
         return dataclasses.replace(settings, space=str(path)), lines
-    rec = recommend(
-        settings.dataset,
-        tracking_uri=settings.tracking_uri,
-        data_dir=settings.data_dir,
-        probe_options=probe_options(
-            validation_fraction=settings.validation_fraction, backbone=settings.probe_backbone
-        ),
-        backbone=settings.backbone,
-        num_layers=settings.num_layers,
-        train_size=settings.max_train_samples,
-        reference=reference,
+    options = probe_options(
+        validation_fraction=settings.validation_fraction, backbone=settings.probe_backbone
     )
+    rec = recommend(settings.dataset, probe_options=options, **search)
     if rec.difficulty.task is not None:
         base = base.for_task(rec.difficulty.task)
     warmed = warm_space(rec, base)
