@@ -66,15 +66,17 @@ def trainable(
         run.train(report)
 
 
-def budget_stopper(budget: float, workers: int, *, done: Callable[[], bool] = bool) -> Any:
+def budget_stopper(
+    budget: float, workers: int, *, done: Callable[[], bool] = bool, overhead: float = 0.0
+) -> Any:
     """Ray Tune's experiment-wide stopper: every trial stops once the workers have spent the
-    budget of trial-seconds (wall seconds since the start times the workers), or once
-    ``done()`` holds; ``spent()`` says how many so far."""
+    budget of trial-seconds (wall seconds since the start, plus ``overhead`` seconds before
+    it, times the workers), or once ``done()`` holds; ``spent()`` says how many so far."""
     from ray.tune import Stopper
 
     class Budget(Stopper):
         def __init__(self) -> None:
-            self.start = time.time()
+            self.start = time.time() - overhead
 
         def spent(self) -> float:
             return (time.time() - self.start) * workers
@@ -96,11 +98,13 @@ def real_search(
     budget: float,
     storage: Path,
     until: Callable[[list[dict[str, Any]]], bool] | None = None,
+    overhead: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Run ``arm``'s searcher and scheduler for real on a local Ray of ``WORKERS`` CPUs (started
     here unless one runs) until the budget is spent or ``until(reports)`` holds (the target
     reached: what comes after it does not change the time to it); every report, with the
-    trial-seconds spent when it arrived."""
+    trial-seconds spent when it arrived. ``overhead``: wall seconds before the first trial (a
+    warm arm's probe and recommend), counted as the replay counts them: ``WORKERS`` times."""
     import ray
 
     started = not ray.is_initialized()
@@ -109,7 +113,9 @@ def real_search(
         runtime_env = {"env_vars": {"PYTHONPATH": root}}
         ray.init(num_cpus=settings.WORKERS, include_dashboard=False, runtime_env=runtime_env)
     try:
-        return _search(dataset, arm, seed=seed, budget=budget, storage=storage, until=until)
+        return _search(
+            dataset, arm, seed=seed, budget=budget, storage=storage, until=until, overhead=overhead
+        )
     finally:
         if started:
             ray.shutdown()
@@ -123,12 +129,13 @@ def _search(
     budget: float,
     storage: Path,
     until: Callable[[list[dict[str, Any]]], bool] | None,
+    overhead: float,
 ) -> list[dict[str, Any]]:
     from ray import tune
 
     reports: list[dict[str, Any]] = []
     reached = [False]  # until(reports), checked once a report rather than at every stop check
-    stopper = budget_stopper(budget, settings.WORKERS, done=lambda: reached[0])
+    stopper = budget_stopper(budget, settings.WORKERS, done=lambda: reached[0], overhead=overhead)
 
     class Keep(tune.Callback):
         def on_trial_result(self, iteration, trials, trial, result, **info):

@@ -261,6 +261,7 @@ def real_search(args: Any) -> None:
             until=None if args.full_budget else (
                 lambda so_far: real.seconds_to_target(
                     so_far, table, goal["T_common"], budget=budget)[1]),
+            overhead=warm.seconds if warm is not None else 0.0,
         )  # fmt: skip
     seconds, reached = real.seconds_to_target(reports, table, goal["T_common"], budget=budget)
     path = real.save(dataset, args.arm, args.seed, {

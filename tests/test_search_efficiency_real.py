@@ -70,3 +70,12 @@ def test_the_budget_stopper_ends_the_search_once_done_holds():
     assert stopper.stop_all() and stopper("t", {})
     spent = real.budget_stopper(0.0, settings.WORKERS)
     assert spent.stop_all() and spent("t", {})
+
+
+def test_a_warm_arms_probe_opens_its_real_search_as_it_opens_the_replay():
+    """The probe's and recommend's wall seconds count once per worker, who waits them out
+    (efficiency_replay.Replay's ``overhead``): a search opens with them spent."""
+    probed = real.budget_stopper(1e9, settings.WORKERS, overhead=30.0)
+    assert 30.0 * settings.WORKERS <= probed.spent() < 31.0 * settings.WORKERS
+    assert not real.budget_stopper(100.0, settings.WORKERS, overhead=10.0).stop_all()
+    assert real.budget_stopper(100.0, settings.WORKERS, overhead=60.0).stop_all()
