@@ -90,6 +90,25 @@ def test_weight_bound_is_the_share_at_the_difficulty_most_alike():
     assert weight_bound(unknown, []) == 0.0
 
 
+def test_weight_bound_takes_one_difficulty_for_every_search():
+    """Two searches of another family, 0.64 apart in difficulty, as SST-5 and CLINC150 are for
+    CoNLL-2003: the target can be as hard as one of them, not both, so the bound is the most of
+    advise's weight over difficulties, below the share of both searches at full similarity."""
+    configs = [{"lr": 1e-4, "epochs": 2}] * 40
+    unknown = TaskProfile(None, "token", 1000, "minilm", 2)
+    easy = _search("easy", configs, dataclasses.replace(TARGET, difficulty=0.29))
+    hard = _search("hard", configs, dataclasses.replace(TARGET, difficulty=0.93))
+    bound = weight_bound(unknown, easy + hard)
+    weights = [
+        advise(dataclasses.replace(unknown, difficulty=d), easy + hard).weight
+        for d in (None, *(i / 100 for i in range(101)))
+    ]
+    assert bound == pytest.approx(max(weights), rel=1e-3) and bound >= max(weights)
+    n_each = OTHER_TASK * 40 / (40 + HISTORY_SHRINK)
+    assert bound < 2 * n_each / (2 * n_each + HISTORY_SHRINK) - 0.02  # the sum of both alike
+    assert bound < PROBE_MIN_WEIGHT
+
+
 def test_ranked_keeps_the_best_quarter_in_order_and_drops_failed_trials():
     scored = [({"lr": 10.0**-k}, s) for k, s in enumerate([0.2, 0.9, float("nan"), 0.5, 0.7])]
     scored += [({"lr": 0.5}, 0.1), ({"lr": 0.6}, 0.3), ({"lr": 0.7}, 0.4), ({"lr": 0.8}, 0.6)]

@@ -51,6 +51,9 @@ OTHER_TASK, OTHER_BACKBONE, OTHER_LAYERS, UNKNOWN = 0.25, 0.3, 0.6, 0.5
 layers kept, and an unknown difficulty or size."""
 TRANSFER_POINTS = 3
 """Seed points transferred: the consensus first, then the best trials of the nearest tasks."""
+BOUND_GRID = 201
+"""Difficulties :func:`weight_bound` tries across [0, 1]: steps of 0.005, a thirtieth of the
+difficulty scale (:data:`SCALES`), so the share between two points exceeds theirs by < 0.1%."""
 
 
 @dataclass(frozen=True)
@@ -173,14 +176,21 @@ def advise(target: TaskProfile, trials: Iterable[ReferenceTrial]) -> TransferAdv
 
 def weight_bound(target: TaskProfile, trials: Iterable[ReferenceTrial]) -> float:
     """The largest share ``h`` that ``trials`` could have in :func:`advise` for ``target``
-    whatever its difficulty turns out to be: each trial as similar as if the target's
-    difficulty were the trial's own. Known before the probe that measures the difficulty."""
-    return _share(
-        _by_source(
-            (t, similarity(replace(target, difficulty=t.profile.difficulty), t.profile))
-            for t in trials
-        )
-    )
+    whatever its difficulty turns out to be: the most of :func:`advise`'s share over the
+    difficulties the probe could measure (every reference search's own, a grid of
+    :data:`BOUND_GRID` points across [0, 1], and unknown). Known before the probe.
+
+    One difficulty for all searches at once: the target cannot be as hard as two searches of
+    different difficulties (summing each search at its own would overstate the share)."""
+    trials = list(trials)
+    grid = [i / (BOUND_GRID - 1) for i in range(BOUND_GRID)]
+    own = {t.profile.difficulty for t in trials if t.profile.difficulty is not None}
+
+    def share_at(difficulty: float | None) -> float:
+        at = replace(target, difficulty=difficulty)
+        return _share(_by_source((t, similarity(at, t.profile)) for t in trials))
+
+    return max(share_at(d) for d in (None, *own, *grid))
 
 
 def _by_source(similar: Iterable[tuple[ReferenceTrial, float]]) -> dict[str, float]:
