@@ -79,3 +79,40 @@ def test_a_warm_arms_probe_opens_its_real_search_as_it_opens_the_replay():
     assert 30.0 * settings.WORKERS <= probed.spent() < 31.0 * settings.WORKERS
     assert not real.budget_stopper(100.0, settings.WORKERS, overhead=10.0).stop_all()
     assert real.budget_stopper(100.0, settings.WORKERS, overhead=60.0).stop_all()
+
+
+def test_the_ranking_check_counts_only_pairs_ordered_the_other_way_round():
+    """Item 3's "same ranking": a pair is discordant only when both sides order it, oppositely;
+    arms tied in the replay (astune and astune-warm with nothing to learn) or in the real
+    searches (both at the budget) may come in either order."""
+    replayed = {"by-hand": 584.0, "astune": 1323.0, "astune-warm": 1323.0, "astune-fast": 1546.0}
+    real_ok = {"by-hand": 600.0, "astune": 1400.0, "astune-warm": 1350.0, "astune-fast": 1546.0}
+    assert real.discordant_pairs(real_ok, replayed) == []
+    tied = {**real_ok, "astune": 1546.0}  # tied with astune-fast at the budget
+    assert real.discordant_pairs(tied, replayed) == []
+    crossed = {**real_ok, "by-hand": 1500.0}
+    assert real.discordant_pairs(crossed, replayed) == [
+        ("astune", "by-hand"),
+        ("astune-warm", "by-hand"),
+    ]
+
+
+def test_the_replay_check_reads_the_saved_searches(tmp_path):
+    """Per arm, each saved real time against the replay's 10-90% range; the ranking once an arm
+    has 3 searches."""
+    import json
+
+    for arm, times in {"by-hand": [500.0, 700.0, 1546.0], "astune": [1546.0] * 3}.items():
+        for seed, seconds in enumerate(times):
+            saved = {"arm": arm, "seconds_to_target": seconds}
+            (tmp_path / f"conll2003-{arm}-{seed}.json").write_text(json.dumps(saved))
+    per_rep = {"by-hand": [400.0 + 60 * i for i in range(20)], "astune": [1546.0] * 20}
+    result = {
+        arm: {"seconds_to_target": {"per_repetition": v, "median": sorted(v)[10]}}
+        for arm, v in per_rep.items()
+    }
+    check = real.replay_check("conll2003", result, tmp_path)
+    assert check["searches"] == {"astune": 3, "by-hand": 3}
+    assert check["arms"]["astune"]["within"] is True
+    assert check["arms"]["by-hand"]["within"] is False  # 1546 s lies above the replay's 90%
+    assert check["same_ranking"] is True and check["discordant_pairs"] == []
