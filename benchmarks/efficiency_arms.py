@@ -38,6 +38,8 @@ class Arm:
     prune_aware: bool
     grace_period: int
     reduction_factor: int
+    max_epochs: int
+    """ASHA's ``max_t``: the most epochs of the dataset's grid, whatever this arm searches."""
 
     def define_by_run(self, trial: Any) -> dict[str, Any]:
         """Ray's define-by-run space over this arm's grid cells (conditional on the loss); the
@@ -87,7 +89,7 @@ class Arm:
             time_attr="training_iteration",
             metric="objective",
             mode="max",
-            max_t=max(settings.EPOCHS),
+            max_t=self.max_epochs,
             grace_period=self.grace_period,
             reduction_factor=self.reduction_factor,
         )
@@ -113,12 +115,13 @@ def by_hand(dataset: str) -> Arm:
     lrs = tuple(v for v in settings.LRS if in_param(default.param("lr"), v / settings.LR_SCALE))
     batches = tuple(v for v in settings.BATCH_SIZES if in_param(default.param("batch_size"), v))
     paper = _paper_point(dataset)
+    epochs = settings.epochs_of(dataset)
     seed = {
         "loss": "softmax",
         "lr": snap(paper["lr"] * settings.LR_SCALE, lrs),
         "lr_warmup_ratio": 0.0,
         "batch_size": snap(paper["batch_size"], batches),
-        "epochs": max(settings.EPOCHS),
+        "epochs": max(epochs),
     }
     return Arm(
         "by-hand",
@@ -127,12 +130,13 @@ def by_hand(dataset: str) -> Arm:
             "lr": lrs,
             "batch_size": batches,
             "lr_warmup_ratio": settings.LR_WARMUPS,
-            "epochs": settings.EPOCHS,
+            "epochs": epochs,
         },
         (seed,),
         prune_aware=False,
         grace_period=1,
         reduction_factor=2,
+        max_epochs=max(epochs),
     )
 
 
@@ -163,7 +167,7 @@ def astune_arm(dataset: str, *, fast: bool = False) -> Arm:
         "lr": keep("lr", settings.LRS),
         "batch_size": keep("batch_size", settings.BATCH_SIZES),
         "lr_warmup_ratio": (0.0,),
-        "epochs": settings.EPOCHS,
+        "epochs": settings.epochs_of(dataset),
         "delta": keep("delta", settings.DELTAS),
         "warmup_ratio": keep("warmup_ratio", settings.DELTA_WARMUPS),
     }
@@ -180,6 +184,7 @@ def astune_arm(dataset: str, *, fast: bool = False) -> Arm:
         prune_aware=True,
         grace_period=int(space.scheduler["grace_period"]),
         reduction_factor=int(space.scheduler["reduction_factor"]),
+        max_epochs=max(values["epochs"]),
     )
 
 
@@ -214,13 +219,13 @@ def grid_loss(point: dict[str, Any], as_loss: str, plain: str) -> str | None:
 
 
 def _snapped_point(point: dict[str, Any], values: dict[str, tuple], loss: str) -> dict:
-    """A shipped seed point as a grid cell of the arm (``loss`` a grid loss), at the grid's
+    """A shipped seed point as a grid cell of the arm (``loss`` a grid loss), at the arm's
     most epochs: each value the grid's nearest."""
     cell = {
         "loss": loss,
         "lr": snap(point["lr"] * settings.LR_SCALE, values["lr"]),
         "batch_size": snap(point["batch_size"], values["batch_size"]),
-        "epochs": max(settings.EPOCHS),
+        "epochs": max(values["epochs"]),
     }
     if loss == "softmax":
         return {**cell, "lr_warmup_ratio": 0.0}

@@ -63,7 +63,7 @@ class ParetoArm:
             metrics=list(OBJECTIVES),
             modes=list(MODES),
             time_attr="training_iteration",
-            max_t=max(settings.EPOCHS),
+            max_t=self.base.max_epochs,
             grace_period=self.base.grace_period,
             reduction_factor=self.base.reduction_factor,
         )

@@ -25,6 +25,7 @@ A run whose loss diverges (``FloatingPointError``) ends with one more row whose 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -79,6 +80,22 @@ def grid_table(dataset: str, root: Path | None = None):
     return table
 
 
+def complete_table(dataset: str, root: Path | None = None):
+    """``dataset``'s table as a replay needs it: every grid config on every seed, or one clear
+    error naming how many runs are missing (after a grid grows, until they are recorded)."""
+    table = grid_table(dataset, root)
+    runs = {(settings.config_key(c), s) for c in settings.grid(dataset) for s in settings.SEEDS}
+    missing = sorted(runs - runs_of(table))
+    if missing:
+        key, seed = missing[0]
+        raise SystemExit(
+            f"{dataset}'s table lacks {len(missing)} of its grid's {len(runs)} runs (e.g. {key} "
+            f"seed {seed}): record them first (`search_efficiency.py record --dataset {dataset}"
+            " --hours H`)"
+        )
+    return table
+
+
 def prune(dataset: str, root: Path | None = None, *, log: Callable[[str], None] = print) -> int:
     """Rewrite ``dataset``'s table without the runs of configs outside the grid (after a grid
     change; git keeps the old shards) and return how many runs were dropped."""
@@ -105,7 +122,11 @@ def prune(dataset: str, root: Path | None = None, *, log: Callable[[str], None] 
 
 def recorded_runs(folder: Path) -> set[tuple[str, int]]:
     """The (key, seed) pairs a table already holds (a run's rows are written together)."""
-    table = read_table(folder)
+    return runs_of(read_table(folder))
+
+
+def runs_of(table) -> set[tuple[str, int]]:
+    """The (key, seed) pairs of a table's rows (none for an empty table)."""
     if table.empty:
         return set()
     return set(zip(table["key"], table["seed"].astype(int)))
@@ -266,6 +287,10 @@ def write_shard(folder: Path, rows: list[dict]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     path = folder / f"part-{stamp}-{os.getpid()}.parquet"
+    for n in itertools.count(1):  # a second shard within the same second must not replace it
+        if not path.exists():
+            break
+        path = folder / f"part-{stamp}-{os.getpid()}-{n}.parquet"
     scratch = folder / f".writing-{path.name}"  # a reader never sees half a shard
     pd.DataFrame(rows).to_parquet(scratch, index=False)
     os.replace(scratch, path)

@@ -90,7 +90,8 @@ def base_space(dataset: str, *, fast: bool) -> Any:
     points = tuple({**p, "lr": p["lr"] * scale} if "lr" in p else p for p in space.points)
     space = dataclasses.replace(space, points=())
     space = space.narrowed("lr", lr.low * scale, lr.high * scale)
-    space = space.narrowed("epochs", min(settings.EPOCHS), max(settings.EPOCHS), step=1.0)
+    epochs = settings.epochs_of(dataset)
+    space = space.narrowed("epochs", min(epochs), max(epochs), step=1.0)
     if fast:
         space = _with_switches(space)
     return dataclasses.replace(space, points=tuple(p for p in points if _fits(space, p)))
@@ -138,7 +139,7 @@ def warm_arm(dataset: str, start: WarmStart, *, fast: bool) -> arms.Arm:
         "lr": keep("lr", settings.LRS),
         "batch_size": keep("batch_size", settings.BATCH_SIZES),
         "lr_warmup_ratio": (0.0,),
-        "epochs": keep("epochs", settings.EPOCHS),
+        "epochs": keep("epochs", settings.epochs_of(dataset)),
         "delta": keep("delta", settings.DELTAS),
         "warmup_ratio": keep("warmup_ratio", settings.DELTA_WARMUPS),
     }
@@ -156,6 +157,7 @@ def warm_arm(dataset: str, start: WarmStart, *, fast: bool) -> arms.Arm:
         prune_aware=True,
         grace_period=int(space.scheduler["grace_period"]),
         reduction_factor=int(space.scheduler["reduction_factor"]),
+        max_epochs=max(settings.epochs_of(dataset)),
     )
 
 

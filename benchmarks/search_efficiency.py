@@ -132,7 +132,7 @@ def replay_dataset(
     """Every arm of ``names`` on ``dataset``'s recorded table (under ``root``, default
     benchmarks/results/tables)."""
     folder = recorder.table_dir(dataset, root)
-    table = replay.Table(recorder.grid_table(dataset, root))
+    table = replay.Table(recorder.complete_table(dataset, root))
     goal = targets(table, dataset)
     length = table.trial_length()
     budget = settings.BUDGET_TRIAL_LENGTHS * length
@@ -245,7 +245,7 @@ def real_search(args: Any) -> None:
     from benchmarks import efficiency_real as real
 
     dataset = settings.check_dataset(args.dataset)
-    table = replay.Table(recorder.grid_table(dataset, args.tables))
+    table = replay.Table(recorder.complete_table(dataset, args.tables))
     goal = targets(table, dataset)
     budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
     warm = None
@@ -287,7 +287,7 @@ def pareto(args: Any) -> None:
     }
     for dataset in args.datasets.split(","):
         folder = recorder.table_dir(settings.check_dataset(dataset), args.tables)
-        table = replay.Table(recorder.grid_table(dataset, args.tables))
+        table = replay.Table(recorder.complete_table(dataset, args.tables))
         budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
         entry = replay_pareto(table, dataset, budget=budget, repetitions=args.repetitions)
         entry["table"] = recorder.table_digest(folder)["sha256"]

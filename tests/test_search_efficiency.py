@@ -73,7 +73,15 @@ def one_config_arm(epochs: int) -> arms.Arm:
         "lr_warmup_ratio": (0.0,),
         "epochs": (epochs,),
     }
-    return arms.Arm("one", values, (), prune_aware=True, grace_period=epochs, reduction_factor=2)
+    return arms.Arm(
+        "one",
+        values,
+        (),
+        prune_aware=True,
+        grace_period=epochs,
+        reduction_factor=2,
+        max_epochs=max(settings.EPOCHS),
+    )
 
 
 def overlapping(trials: list[replay.TrialLog], now: float) -> int:
@@ -164,6 +172,23 @@ def test_arms_lie_in_the_grid_and_targets(table):
         arms.build_arm("astune-warm", "sst5")
     with pytest.raises(SystemExit, match="unknown arm 'warm'"):
         arms.build_arm("warm", "sst5")
+
+
+def test_a_dataset_may_name_its_own_epochs():
+    """CLINC150's grid runs to 8 epochs, the others' to 4: every arm searches the dataset's
+    epochs, starts at its most, and ASHA's ``max_t`` is that most (the whole grid's, even where
+    a warm space narrows the epochs)."""
+    assert settings.epochs_of("clinc_oos") == (1, 2, 4, 8)
+    assert settings.epochs_of("sst5") == settings.EPOCHS == (1, 2, 4)
+    clinc = settings.grid("clinc_oos")
+    assert len(clinc) == len(settings.grid("sst5")) * 4 // 3
+    assert {c["epochs"] for c in clinc} == {1, 2, 4, 8}
+    for dataset, most in (("clinc_oos", 8), ("sst5", 4)):
+        for name in arms.ARMS:
+            arm = arms.build_arm(name, dataset)
+            assert arm.values["epochs"] == settings.epochs_of(dataset)
+            assert arm.max_epochs == most
+            assert {p["epochs"] for p in arm.seed_points} == {most}
 
 
 @pytest.mark.slow
@@ -259,6 +284,27 @@ def test_a_grid_change_is_refused_until_pruned_and_pieces_take_chosen_losses(tmp
     assert softmax and {c["loss"] for c in softmax} == {"softmax"}
     with pytest.raises(SystemExit, match="--losses must name grid losses.*got 'as_speed'"):
         recorder.grid_of_losses("sst5", "as_speed")
+
+
+def test_a_replay_refuses_a_table_the_grid_outgrew(tmp_path):
+    """A table that lacks runs of its grid (CLINC150's before its 8-epoch runs) is refused by
+    the replay in one line naming how many runs are missing; the reference (refresh_reference)
+    still reads it whole, leaving out the configs short of seeds. Two shards written within
+    one second both stay."""
+    folder = recorder.table_dir("clinc_oos", tmp_path)
+    four = [c for c in settings.grid("clinc_oos") if c["epochs"] <= 4]
+    recorder.write_shard(folder, synthetic_rows(four))
+    missing = (len(settings.grid("clinc_oos")) - len(four)) * len(settings.SEEDS)
+    assert missing == 288
+    with pytest.raises(SystemExit, match=f"lacks {missing} of its grid's 1152 runs.*epochs=8"):
+        recorder.complete_table("clinc_oos", tmp_path)
+    assert len(recorder.grid_table("clinc_oos", tmp_path)) == len(synthetic_rows(four))
+    recorder.write_shard(
+        folder, synthetic_rows([c for c in settings.grid("clinc_oos") if c not in four])
+    )
+    assert recorder.runs_of(recorder.complete_table("clinc_oos", tmp_path)) == {
+        (settings.config_key(c), s) for c in settings.grid("clinc_oos") for s in settings.SEEDS
+    }
 
 
 def test_the_fast_levers_are_grouped_by_length_and_keyed_apart():

@@ -40,7 +40,9 @@ def test_a_real_search_runs_the_arms_grid_until_the_budget(tmp_path, monkeypatch
         "lr_warmup_ratio": (0.0,),
         "epochs": (1, 2),
     }
-    arm = arms.Arm("two", values, (), prune_aware=True, grace_period=1, reduction_factor=2)
+    arm = arms.Arm(
+        "two", values, (), prune_aware=True, grace_period=1, reduction_factor=2, max_epochs=2
+    )
     budget = 200.0  # trial-seconds: 100 s of two workers, a few trials of a few seconds each
     reports = real.real_search("sst5", arm, seed=0, budget=budget, storage=tmp_path)
     keys = {settings.config_key({**c, "loss": "softmax"}) for c in (
