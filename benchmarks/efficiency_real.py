@@ -18,6 +18,7 @@ ranking of arms, each real time within the replay's 10-90% range) reads them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 import time
@@ -90,6 +91,17 @@ def budget_stopper(
     return Budget()
 
 
+@dataclasses.dataclass
+class RealSearch:
+    """What a real search saw: every report (trial-seconds spent when it arrived, the trial, the
+    grid cell, the evaluation, the observed score and the seed) and, per trial id, the
+    trial-seconds spent when Ray Tune started it and when it ended (completed, stopped or
+    errored; None while it ran at the search's end)."""
+
+    reports: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    trials: dict[str, dict[str, float | None]] = dataclasses.field(default_factory=dict)
+
+
 def real_search(
     dataset: str,
     arm: Any,
@@ -99,11 +111,11 @@ def real_search(
     storage: Path,
     until: Callable[[list[dict[str, Any]]], bool] | None = None,
     overhead: float = 0.0,
-) -> list[dict[str, Any]]:
+) -> RealSearch:
     """Run ``arm``'s searcher and scheduler for real on a local Ray of ``WORKERS`` CPUs (started
     here unless one runs) until the budget is spent or ``until(reports)`` holds (the target
-    reached: what comes after it does not change the time to it); every report, with the
-    trial-seconds spent when it arrived. ``overhead``: wall seconds before the first trial (a
+    reached: what comes after it does not change the time to it); its reports and trials.
+    ``overhead``: wall seconds before the first trial (a
     warm arm's probe and recommend), counted as the replay counts them: ``WORKERS`` times."""
     import ray
 
@@ -130,10 +142,11 @@ def _search(
     storage: Path,
     until: Callable[[list[dict[str, Any]]], bool] | None,
     overhead: float,
-) -> list[dict[str, Any]]:
+) -> RealSearch:
     from ray import tune
 
-    reports: list[dict[str, Any]] = []
+    seen = RealSearch()
+    reports = seen.reports
     reached = [False]  # until(reports), checked once a report rather than at every stop check
     stopper = budget_stopper(budget, settings.WORKERS, done=lambda: reached[0], overhead=overhead)
 
@@ -145,6 +158,14 @@ def _search(
                 "seed": result["seed"],
             })  # fmt: skip
             reached[0] = reached[0] or (until is not None and until(reports))
+
+        def on_trial_start(self, iteration, trials, trial, **info):
+            seen.trials[trial.trial_id] = {"start": stopper.spent(), "end": None}
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            seen.trials.setdefault(trial.trial_id, {"start": None})["end"] = stopper.spent()
+
+        on_trial_error = on_trial_complete
 
     tuner = tune.Tuner(
         tune.with_resources(
@@ -168,7 +189,7 @@ def _search(
         ),
     )
     tuner.fit()
-    return reports
+    return seen
 
 
 def seconds_to_target(
@@ -193,15 +214,22 @@ def save(dataset: str, arm: str, seed: int, result: dict[str, Any]) -> Path:
     return path
 
 
-def replay_check(dataset: str, arms_result: dict[str, Any], folder: Path = REAL) -> dict[str, Any]:
+def replay_check(
+    dataset: str, arms_result: dict[str, Any], *, table: str, folder: Path = REAL
+) -> dict[str, Any]:
     """Item 3's check of the replay against the real searches of ``dataset`` saved in
     ``folder``: per arm, each real time-to-target against the replay's 10-90% range, and the
-    arms' order by median time, real against replayed."""
+    arms' order by median time, real against replayed. Only searches run on the replayed
+    table (``table``: its digest) are compared; the others are counted apart."""
     import numpy as np
 
     real: dict[str, list[float]] = {}
+    other_table = 0
     for path in sorted(folder.glob(f"{dataset}-*.json")):
         saved = json.loads(path.read_text())
+        if saved.get("table") != table:
+            other_table += 1
+            continue
         real.setdefault(saved["arm"], []).append(saved["seconds_to_target"])
     arms = {}
     for name, seconds in real.items():
@@ -220,6 +248,7 @@ def replay_check(dataset: str, arms_result: dict[str, Any], folder: Path = REAL)
         "same_ranking": not crossed if len(compared) > 1 else None,
         "discordant_pairs": crossed,
         "searches": {n: len(v) for n, v in real.items()},
+        "searches_of_another_table": other_table,
     }
 
 

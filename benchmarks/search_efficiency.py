@@ -254,23 +254,25 @@ def real_search(args: Any) -> None:
 
         warm = warm_start(dataset, root=args.tables)
     arm = arms.build_arm(args.arm, dataset, warm=warm)
+    code = commit()  # the code that runs the search, not the one at its end
     with tempfile.TemporaryDirectory() as storage:
         folder_path = Path(storage)
-        reports = real.real_search(
+        seen = real.real_search(
             dataset, arm, seed=args.seed, budget=budget, storage=folder_path,
             until=None if args.full_budget else (
                 lambda so_far: real.seconds_to_target(
                     so_far, table, goal["T_common"], budget=budget)[1]),
             overhead=warm.seconds if warm is not None else 0.0,
         )  # fmt: skip
-    seconds, reached = real.seconds_to_target(reports, table, goal["T_common"], budget=budget)
+    seconds, reached = real.seconds_to_target(seen.reports, table, goal["T_common"], budget=budget)
     path = real.save(dataset, args.arm, args.seed, {
         "dataset": dataset, "arm": args.arm, "seed": args.seed, "budget_seconds": budget,
         "target": goal["T_common"], "seconds_to_target": seconds, "reached": reached,
         "overhead_seconds": warm.seconds if warm is not None else 0.0,
         "stopped_at_target": reached and not args.full_budget,
         "machine": machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna")),
-        "commit": commit(), "reports": reports,
+        "table": recorder.table_digest(recorder.table_dir(dataset, args.tables))["sha256"],
+        "commit": code, "reports": seen.reports, "trials": seen.trials,
     })  # fmt: skip
     print(f"{args.arm} seed {args.seed}: {seconds:.0f} s to T_common (reached {reached}); {path}")
 
@@ -337,6 +339,9 @@ def main(argv: list[str] | None = None) -> None:
         help="search the whole budget (default: stop once T_common is reached)",
     )
     real.add_argument("--tables", type=Path, default=recorder.TABLES, help="the tables' folder")
+    chk = sub.add_parser("check", help="the replay against the real searches saved since")
+    chk.add_argument("--output", type=Path, default=OUTPUT)
+    chk.add_argument("--real", type=Path, default=None, help="the real searches' folder")
     par = sub.add_parser("pareto", help="hypervolume with and without MO successive halving")
     par.add_argument("--datasets", default="sst5")
     par.add_argument("--repetitions", type=int, default=settings.REPETITIONS)
@@ -352,6 +357,8 @@ def main(argv: list[str] | None = None) -> None:
         return None
     if args.command == "real":
         return real_search(args)
+    if args.command == "check":
+        return check(args)
     if args.repetitions < 1:
         raise SystemExit(f"--repetitions must be >= 1, got {args.repetitions}")
     if args.command == "pareto":
@@ -368,15 +375,34 @@ def main(argv: list[str] | None = None) -> None:
             for d in datasets
         },
     }
-    from benchmarks.efficiency_real import replay_check
-
-    result["replay_check"] = {
-        d: replay_check(d, entry["arms"]) for d, entry in result["datasets"].items()
-    }
+    result["replay_check"] = replay_checks(result)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.output}")
     for dataset, entry in result["datasets"].items():
         print(f"wrote {plots.plot_replay(entry, dataset, plot_path(args.output, dataset))}")
+
+
+def replay_checks(result: dict[str, Any], folder: Path | None = None) -> dict[str, Any]:
+    """Item 3's check of each replayed dataset of ``result`` against its real searches saved
+    in ``folder`` (default: benchmarks/results/efficiency_real)."""
+    from benchmarks import efficiency_real as real
+
+    return {
+        d: real.replay_check(d, entry["arms"], table=entry["table"], folder=folder or real.REAL)
+        for d, entry in result["datasets"].items()
+    }
+
+
+def check(args: Any) -> None:
+    """``check``: item 3's check again, into the saved replay ``--output``, after more real
+    searches (the replay itself unchanged)."""
+    if not args.output.exists():
+        raise SystemExit(f"no replay at {args.output}: run `search_efficiency.py replay` first")
+    result = json.loads(args.output.read_text())
+    result["replay_check"] = replay_checks(result, args.real)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    for dataset, entry in result["replay_check"].items():
+        print(f"{dataset}: {entry['searches']} real searches; same ranking {entry['same_ranking']}")
 
 
 def plot_path(output: Path, dataset: str) -> Path:

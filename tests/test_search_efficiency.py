@@ -349,6 +349,18 @@ def test_the_json_of_item_7(tmp_path):
     assert hand["final_regret"]["low"] >= 0.0
     curve = hand["curve_by_trials"]["val_seed_mean"]
     assert curve[0] is None and None not in curve[1:]  # 2 trials start before any report
+    # `check` reads real searches saved since into the replay, those of its table only
+    real = tmp_path / "real"
+    real.mkdir()
+    for seed, table in enumerate([sst5["table"]] * 3 + ["another"]):
+        saved = {"arm": "by-hand", "seconds_to_target": 1e9, "table": table}
+        (real / f"sst5-by-hand-{seed}.json").write_text(json.dumps(saved))
+    search_efficiency.main(["check", "--output", str(out), "--real", str(real)])
+    checked = json.loads(out.read_text())["replay_check"]["sst5"]
+    assert checked["searches"] == {"by-hand": 3} and checked["searches_of_another_table"] == 1
+    assert checked["arms"]["by-hand"]["within"] is False  # 1e9 s: past the whole budget
+    with pytest.raises(SystemExit, match="no replay at"):
+        search_efficiency.main(["check", "--output", str(tmp_path / "none.json")])
 
 
 def test_a_diverged_run_is_an_errored_trial():

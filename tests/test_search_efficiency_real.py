@@ -44,7 +44,8 @@ def test_a_real_search_runs_the_arms_grid_until_the_budget(tmp_path, monkeypatch
         "two", values, (), prune_aware=True, grace_period=1, reduction_factor=2, max_epochs=2
     )
     budget = 200.0  # trial-seconds: 100 s of two workers, a few trials of a few seconds each
-    reports = real.real_search("sst5", arm, seed=0, budget=budget, storage=tmp_path)
+    seen = real.real_search("sst5", arm, seed=0, budget=budget, storage=tmp_path)
+    reports = seen.reports
     keys = {settings.config_key({**c, "loss": "softmax"}) for c in (
         {"lr": lr, "batch_size": 16, "epochs": e, "lr_warmup_ratio": 0.0}
         for lr in values["lr"] for e in values["epochs"])}  # fmt: skip
@@ -60,6 +61,11 @@ def test_a_real_search_runs_the_arms_grid_until_the_budget(tmp_path, monkeypatch
     assert all(len(e) <= 2 for e in by_trial.values())
     # the stopper ends every trial once the budget is spent: no report long after it
     assert seconds[-1] < budget + 60.0 * settings.WORKERS
+    # each trial's start and end bracket its reports; every trial that reported has ended
+    assert set(by_trial) <= set(seen.trials)
+    for r in reports:
+        times = seen.trials[r["trial"]]
+        assert times["start"] <= r["seconds"] <= times["end"]
 
 
 def test_the_budget_stopper_ends_the_search_once_done_holds():
@@ -101,20 +107,23 @@ def test_the_ranking_check_counts_only_pairs_ordered_the_other_way_round():
 
 def test_the_replay_check_reads_the_saved_searches(tmp_path):
     """Per arm, each saved real time against the replay's 10-90% range; the ranking once an arm
-    has 3 searches."""
+    has 3 searches; a search of another table (its digest) counted apart."""
     import json
 
     for arm, times in {"by-hand": [500.0, 700.0, 1546.0], "astune": [1546.0] * 3}.items():
         for seed, seconds in enumerate(times):
-            saved = {"arm": arm, "seconds_to_target": seconds}
+            saved = {"arm": arm, "seconds_to_target": seconds, "table": "abc"}
             (tmp_path / f"conll2003-{arm}-{seed}.json").write_text(json.dumps(saved))
+    stale = {"arm": "by-hand", "seconds_to_target": 9.0, "table": "old"}  # another table's
+    (tmp_path / "conll2003-by-hand-9.json").write_text(json.dumps(stale))
     per_rep = {"by-hand": [400.0 + 60 * i for i in range(20)], "astune": [1546.0] * 20}
     result = {
         arm: {"seconds_to_target": {"per_repetition": v, "median": sorted(v)[10]}}
         for arm, v in per_rep.items()
     }
-    check = real.replay_check("conll2003", result, tmp_path)
+    check = real.replay_check("conll2003", result, table="abc", folder=tmp_path)
     assert check["searches"] == {"astune": 3, "by-hand": 3}
+    assert check["searches_of_another_table"] == 1
     assert check["arms"]["astune"]["within"] is True
     assert check["arms"]["by-hand"]["within"] is False  # 1546 s lies above the replay's 90%
     assert check["same_ranking"] is True and check["discordant_pairs"] == []

@@ -88,7 +88,6 @@ def test_no_history_leaves_the_warm_arm_the_cold_one():
     assert arm.seed_points[0] == cold.seed_points[0]
 
 
-
 def test_a_warm_arm_runs_to_its_datasets_most_epochs():
     """CLINC150's warm arms, with nothing learnt, search its 1 to 8 epochs as the cold one,
     start at 8 and cut by ASHA up to 8 (efficiency_settings.epochs_of)."""
@@ -97,6 +96,7 @@ def test_a_warm_arm_runs_to_its_datasets_most_epochs():
         arm = arms.build_arm(name, "clinc_oos", warm=cold)
         assert arm.values["epochs"] == settings.epochs_of("clinc_oos") == (1, 2, 4, 8)
         assert arm.max_epochs == 8 and {p["epochs"] for p in arm.seed_points} == {8}
+
 
 def test_the_probe_seconds_open_the_replay():
     table = replay.Table(pd.DataFrame(synthetic_rows(settings.grid("sst5"))))
