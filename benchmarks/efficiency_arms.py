@@ -40,6 +40,9 @@ class Arm:
     reduction_factor: int
     max_epochs: int
     """ASHA's ``max_t``: the most epochs of the dataset's grid, whatever this arm searches."""
+    reuse_actors: bool
+    """Whether Ray Tune starts a trial on the actor of one that ended (astune's search does;
+    Ray Tune's default, and so by-hand's, does not)."""
 
     def define_by_run(self, trial: Any) -> dict[str, Any]:
         """Ray's define-by-run space over this arm's grid cells (conditional on the loss); the
@@ -137,6 +140,7 @@ def by_hand(dataset: str) -> Arm:
         grace_period=1,
         reduction_factor=2,
         max_epochs=max(epochs),
+        reuse_actors=ray_default_reuse_actors(),
     )
 
 
@@ -185,7 +189,22 @@ def astune_arm(dataset: str, *, fast: bool = False) -> Arm:
         grace_period=int(space.scheduler["grace_period"]),
         reduction_factor=int(space.scheduler["reduction_factor"]),
         max_epochs=max(values["epochs"]),
+        reuse_actors=astune_reuse_actors(),
     )
+
+
+def ray_default_reuse_actors() -> bool:
+    """Ray Tune's own default for ``TuneConfig.reuse_actors`` (what a user's script gets)."""
+    from ray.tune import TuneConfig
+
+    return bool(TuneConfig().reuse_actors)
+
+
+def astune_reuse_actors() -> bool:
+    """``astune search``'s default for ``reuse_actors``."""
+    from astune.search.settings import SearchSettings
+
+    return bool(SearchSettings.reuse_actors)
 
 
 def mid(param: Any) -> float:

@@ -39,6 +39,10 @@ class ParetoArm:
     def seed_points(self) -> tuple[dict[str, Any], ...]:
         return self.base.seed_points
 
+    @property
+    def reuse_actors(self) -> bool:
+        return self.base.reuse_actors
+
     def searcher(self, seed: int) -> Any:
         import optuna
 

@@ -179,6 +179,7 @@ def _search(
             scheduler=arm.scheduler(),
             num_samples=-1,
             max_concurrent_trials=settings.WORKERS,
+            reuse_actors=arm.reuse_actors,
         ),
         run_config=tune.RunConfig(
             name=f"{dataset}-{arm.name}-{seed}",

@@ -7,8 +7,10 @@ Why not Syne Tune's simulator backend: syne-tune 0.16.0 resolves beside Ray 2.60
 simulator drives only Syne Tune's own schedulers, not the ones this benchmark must measure.
 
 Time: a trial's reports happen at its recorded ``startup_seconds + elapsed_seconds`` after its
-start; a trial
-that runs to its end frees its worker at its ``trial_seconds`` (the final test included), one
+start on a fresh actor, plus Ray's actor start (``ACTOR_START_SECONDS``); on a reused actor
+(an arm whose search reuses them, as astune's does) at ``elapsed_seconds`` plus
+``ACTOR_REUSE_SECONDS``: its imports were paid by the worker's first trial. A trial that runs to
+its end frees its worker at its ``trial_seconds`` (the final test included) so shifted, one
 that ASHA stops frees it at the report that stopped it. Trial-seconds at a moment are the
 seconds every trial has run until then, summed over workers; the search ends when they reach
 the budget. A trial draws one of the table's seeds of its config at random.
@@ -47,9 +49,11 @@ class Table:
         self.curves: dict[tuple[str, int], list[Row]] = {}
         self.trial_seconds: dict[tuple[str, int], float] = {}
         self.configs: dict[str, dict[str, Any]] = {}
+        self.startup: dict[tuple[str, int], float] = {}  # in the times above; a fresh actor's
         for (key, seed), runs in frame.groupby(["key", "seed"]):
             runs = runs.sort_values("evaluation")
             startup = float(runs["startup_seconds"].iloc[0]) if "startup_seconds" in runs else 0.0
+            self.startup[key, int(seed)] = startup
             self.curves[key, int(seed)] = [
                 Row(
                     int(r.evaluation),
@@ -117,6 +121,7 @@ class _Active:
     trial: Any
     log: TrialLog
     curve: list[Row]
+    shift: float  # seconds from the trial's start to its recorded times' zero (Ray's launch)
     result: dict[str, Any] | None = None
 
 
@@ -146,6 +151,7 @@ class Replay:
         np.random.seed(seed)  # ASHA draws its bracket from numpy's global generator
         self.rng = np.random.default_rng(seed)
         self.searcher, self.scheduler = arm.searcher(seed), arm.scheduler()
+        self.reuse_actors = bool(arm.reuse_actors)
         self.curve: list[Point] = []
         self.trials: list[TrialLog] = []
         self.active: dict[str, _Active] = {}
@@ -160,7 +166,7 @@ class Replay:
 
     def run(self) -> Replay:
         for _ in range(self.workers):
-            self._launch(self.overhead)
+            self._launch(self.overhead, fresh=True)
         while self.events:
             now, _, kind, tid = heapq.heappop(self.events)
             if self.busy(now) >= self.budget:
@@ -175,7 +181,10 @@ class Replay:
         self._seq += 1  # ties keep the order they were pushed in
         heapq.heappush(self.events, (when, self._seq, kind, tid))
 
-    def _launch(self, now: float) -> None:
+    def _launch(self, now: float, *, fresh: bool) -> None:
+        """Start the searcher's next trial on a worker at ``now``: on a ``fresh`` actor (Ray's
+        actor start, then the table's start-up), else on the ended trial's, whose imports are
+        paid."""
         tid = f"trial_{len(self.trials):05d}"
         config = settings.normalized(self.searcher.suggest(tid))
         key = settings.config_key(config)
@@ -187,8 +196,12 @@ class Replay:
         trial = SimTrial(tid)
         self.scheduler.on_trial_add(None, trial)
         curve = self.table.curves[key, seed]
-        self.active[tid] = _Active(trial, log, curve)
-        self._push(now + curve[0].elapsed, "report", tid)
+        if fresh:
+            shift = settings.ACTOR_START_SECONDS
+        else:
+            shift = settings.ACTOR_REUSE_SECONDS - self.table.startup[key, seed]
+        self.active[tid] = _Active(trial, log, curve, shift)
+        self._push(now + shift + curve[0].elapsed, "report", tid)
 
     def _report(self, now: float, tid: str) -> None:
         from ray.tune.schedulers import TrialScheduler
@@ -213,11 +226,11 @@ class Replay:
             act.log.stopped = True
             self._end(now, tid)
         elif row.last:
-            self._push(
-                act.log.start + self.table.trial_seconds[act.log.key, act.log.seed], "end", tid
-            )
+            total = self.table.trial_seconds[act.log.key, act.log.seed]
+            self._push(act.log.start + act.shift + total, "end", tid)
         else:
-            self._push(act.log.start + act.curve[act.log.evaluations].elapsed, "report", tid)
+            following = act.curve[act.log.evaluations].elapsed
+            self._push(act.log.start + act.shift + following, "report", tid)
 
     def _end(self, now: float, tid: str, *, error: bool = False) -> None:
         act = self.active.pop(tid)
@@ -230,7 +243,7 @@ class Replay:
             self.scheduler.on_trial_complete(None, act.trial, act.result)
             self.searcher.on_trial_complete(tid, act.result)
         if self.busy(now) < self.budget:
-            self._launch(now)
+            self._launch(now, fresh=not self.reuse_actors)
 
 
 def seconds_to_target(curve: list[Point], target: float, *, budget: float) -> tuple[float, bool]:

@@ -31,7 +31,11 @@ Choices, and why:
   and 8 too for CLINC150, where one cell of the 4-epoch grid alone reached its target
   (``DatasetSlice.epochs``). Seeds: 3.
 - Workers: 2 (the cores here); each recorded run uses one torch thread, so a replayed worker
-  is one core and the recorded seconds are what a worker would spend.
+  is one core and the recorded seconds are what a worker would spend. Ray Tune's own time
+  between trials is measured and replayed (``ACTOR_START_SECONDS``, ``ACTOR_REUSE_SECONDS``;
+  added 2026-11-27 after item 3's first real searches lost 27% of their budget to it): every
+  arm runs as its search would, by-hand with Ray Tune's default of a fresh actor per trial,
+  the astune arms with ``astune search``'s ``reuse_actors``.
 - Budget: ``BUDGET_TRIAL_LENGTHS`` trial-lengths of trial-seconds per dataset, a trial-length
   being the median wall time of the table's runs at the most epochs (start-up, evaluations and
   the final test included). It is a multiple, not seconds, so that it does not depend on how
@@ -84,6 +88,17 @@ BUDGET_TRIAL_LENGTHS = 40
 TARGET_MARGIN = 0.005
 """0.5 percentage points, on metrics in [0, 1]."""
 HV_REFERENCE = {"objective": 0.0, "trial_lengths": 2.0}
+ACTOR_START_SECONDS = 4.3
+"""Wall seconds Ray Tune 2.60 takes on this machine between one trial's end and the next one's
+start on a fresh actor (a process of its own; its imports are the table's ``startup_seconds``,
+after it): the median of 49 such gaps in a real by-hand search of CoNLL-2003 (2026-11-27,
+by-hand seed 1, both cores training); 3.9-4.0 s for trials of 3 s of busy work
+(/work/scratch/ray_gap.py, 16 trials, 4 runs). The replay charges it to every trial that
+starts an actor: each worker's first, and every one of an arm that does not reuse actors."""
+ACTOR_REUSE_SECONDS = 0.01
+"""The same gap where Ray Tune reuses the ended trial's actor for the next (``reuse_actors``,
+astune's default and not Ray's): 0.01 s in the same measurement. A reused actor has paid its
+imports, so its next trial starts without the table's ``startup_seconds``."""
 SECONDS_DECIMALS = 1
 """Trial-seconds differences are read to a tenth of a second: the recorded times do not repeat
 more finely (a warm start with nothing to learn from costs its arm 0.2 ms of checking, which

@@ -158,6 +158,7 @@ def warm_arm(dataset: str, start: WarmStart, *, fast: bool) -> arms.Arm:
         grace_period=int(space.scheduler["grace_period"]),
         reduction_factor=int(space.scheduler["reduction_factor"]),
         max_epochs=max(settings.epochs_of(dataset)),
+        reuse_actors=arms.astune_reuse_actors(),
     )
 
 

@@ -81,6 +81,7 @@ def one_config_arm(epochs: int) -> arms.Arm:
         grace_period=epochs,
         reduction_factor=2,
         max_epochs=max(settings.EPOCHS),
+        reuse_actors=False,
     )
 
 
@@ -90,8 +91,9 @@ def overlapping(trials: list[replay.TrialLog], now: float) -> int:
 
 def test_two_workers_and_summed_trial_seconds(table):
     """By-hand on the synthetic table: never more than 2 trials at once, a freed worker starts
-    the next trial at once, an ended trial ran its recorded seconds, ASHA's stops cost less than
-    the whole run, and the trial-seconds of the curve never pass the budget."""
+    the next trial at once, an ended trial ran Ray's actor start and its recorded seconds (by-hand
+    reuses no actor), ASHA's stops cost less than the whole run, and the trial-seconds of the
+    curve never pass the budget."""
     arm = arms.build_arm("by-hand", "sst5")
     run = replay.Replay(table, arm, seed=0, budget=400.0).run()
     starts = sorted(t.start for t in run.trials)
@@ -104,10 +106,12 @@ def test_two_workers_and_summed_trial_seconds(table):
     for t in (t for t in run.trials if t.end is not None):
         config = table.configs[t.key]
         full = table.trial_seconds[t.key, t.seed]
+        ran = t.end - t.start - settings.ACTOR_START_SECONDS
         if t.stopped:
-            assert t.end - t.start == STARTUP + t.evaluations * epoch_seconds(config) < full
+            assert ran == pytest.approx(STARTUP + t.evaluations * epoch_seconds(config))
+            assert ran < full
         else:
-            assert t.end - t.start == full
+            assert ran == pytest.approx(full)
     seconds = [p.seconds for p in run.curve]
     assert seconds == sorted(seconds) and seconds[-1] <= 400.0
     ended = sum(t.end - t.start for t in run.trials if t.end is not None)
@@ -115,8 +119,10 @@ def test_two_workers_and_summed_trial_seconds(table):
 
 
 def test_seconds_to_target_by_hand(table):
-    """One 2-epoch config on both workers: both report epoch 1 at 2 + 3 = 5 s and epoch 2 at
-    8 s, so at the second report trial-seconds are 2 x 8 = 16 on both workers' clocks."""
+    """One 2-epoch config on both workers, each trial on a fresh actor: both report epoch 1 at
+    Ray's actor start A plus 2 + 3 s and epoch 2 at A + 8 s, so at the second report
+    trial-seconds are 2 x (A + 8) on both workers' clocks."""
+    launch = settings.ACTOR_START_SECONDS
     run = replay.Replay(table, one_config_arm(2), seed=0, budget=100.0).run()
     config = settings.normalized(
         {"loss": "softmax", "lr": settings.LRS[0], "batch_size": 16, "epochs": 2}
@@ -124,10 +130,31 @@ def test_seconds_to_target_by_hand(table):
     first = sum(quality(config, s) for s in settings.SEEDS) / 3 * 0.5
     second = sum(quality(config, s) for s in settings.SEEDS) / 3 * 0.75
     target = (first + second) / 2
-    assert replay.seconds_to_target(run.curve, target, budget=100.0) == (16.0, True)
-    assert replay.seconds_to_target(run.curve, first - 1e-9, budget=100.0) == (10.0, True)
-    # a trial takes 2 + 6 + 1 = 9 s (the final test included): the next pair starts at 9
-    assert [t.start for t in run.trials[:4]] == [0.0, 0.0, 9.0, 9.0]
+    seconds, reached = replay.seconds_to_target(run.curve, target, budget=100.0)
+    assert reached and seconds == pytest.approx(2 * (launch + 8.0))
+    seconds, reached = replay.seconds_to_target(run.curve, first - 1e-9, budget=100.0)
+    assert reached and seconds == pytest.approx(2 * (launch + 5.0))
+    # a trial takes A + 2 + 6 + 1 s (the final test included): the next pair starts then
+    assert [t.start for t in run.trials[:4]] == pytest.approx(
+        [0.0, 0.0, launch + 9.0, launch + 9.0]
+    )
+
+
+def test_a_reused_actor_starts_its_next_trial_without_the_imports():
+    """An arm whose search reuses actors (astune's): each worker's first trial pays Ray's actor
+    start and the table's start-up in a fresh process (5 s here); the next trials on that
+    actor start after Ray's reuse gap and run without the start-up (its imports are paid)."""
+    arm = dataclasses.replace(one_config_arm(2), reuse_actors=True)
+    cells = [c for c in settings.grid("sst5") if arm.contains(c)]
+    rows = [{**row, "startup_seconds": 5.0} for row in synthetic_rows(cells)]
+    run = replay.Replay(replay.Table(pd.DataFrame(rows)), arm, seed=0, budget=100.0).run()
+    own = STARTUP + 2 * 3.0 + TAIL  # the recorded run: its model's construction, 2 epochs, test
+    fresh_end = settings.ACTOR_START_SECONDS + 5.0 + own
+    assert [t.start for t in run.trials[:4]] == pytest.approx([0.0, 0.0, fresh_end, fresh_end])
+    ended = [t for t in run.trials[2:] if t.end is not None]
+    assert ended and all(
+        t.end - t.start == pytest.approx(settings.ACTOR_REUSE_SECONDS + own) for t in ended
+    )
 
 
 def test_never_reached_counts_as_the_budget_flagged(table):
@@ -373,7 +400,8 @@ def test_a_diverged_run_is_an_errored_trial():
     table = replay.Table(pd.DataFrame(rows))
     run = replay.Replay(table, one_config_arm(2), seed=0, budget=40.0).run()
     ended = [t for t in run.trials if t.end is not None]
-    assert ended and all(t.end - t.start == STARTUP + 2 * 3.0 for t in ended)
+    ran = settings.ACTOR_START_SECONDS + STARTUP + 2 * 3.0  # a fresh actor each (by-hand's)
+    assert ended and all(t.end - t.start == pytest.approx(ran) for t in ended)
     assert not any(np.isnan(p.val) for p in run.curve)
     states = {t.state.name for t in search_efficiency_study(run.searcher).get_trials()}
     assert "FAIL" in states and "COMPLETE" not in states
