@@ -8,6 +8,7 @@ import dataclasses
 import importlib
 import os
 import platform
+import subprocess
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -103,3 +104,19 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def commit() -> str:
+    """The commit of this checkout (with ``+dirty`` when it has changes outside
+    benchmarks/results, where this script's own outputs and the tables being recorded live)."""
+    root = Path(__file__).resolve().parent.parent
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", ".", ":!benchmarks/results"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return head + ("+dirty" if dirty else "")

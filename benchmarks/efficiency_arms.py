@@ -268,3 +268,15 @@ def build_arm(name: str, dataset: str, *, warm: Any = None) -> Arm:
     if name == "by-hand":
         return by_hand(dataset)
     return astune_arm(dataset, fast=name == "astune-fast-cold")
+
+
+def targets(table: Any, dataset: str) -> dict[str, float]:
+    """``T_common`` (by-hand's space), ``T_all`` (the grid) and the best seed-mean score on
+    a recorded table (an :class:`efficiency_replay.Table`)."""
+    hand = by_hand(dataset)
+    best = table.best_mean()
+    return {
+        "T_common": table.best_mean(hand.contains) - settings.TARGET_MARGIN,
+        "T_all": best - settings.TARGET_MARGIN,
+        "best": best,
+    }

@@ -27,8 +27,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks import efficiency_arms as arms
+from benchmarks import efficiency_replay as replay
 from benchmarks import efficiency_settings as settings
-from benchmarks._harness import RESULTS
+from benchmarks import efficiency_tables as tables
+from benchmarks._harness import RESULTS, commit, machine_line
 
 REAL = RESULTS / "efficiency_real"
 
@@ -271,3 +274,60 @@ def discordant_pairs(real: dict[str, float], replayed: dict[str, float]) -> list
         for b in names[i + 1 :]
         if sign(real, a, b) * sign(replayed, a, b) < 0
     ]
+
+
+def run_search(args: Any) -> None:
+    """``real``: one real search of ``--arm`` on ``--dataset`` under the benchmark's budget,
+    saved for the replay's check (benchmarks/efficiency_real.py)."""
+    dataset = settings.check_dataset(args.dataset)
+    table = replay.Table(tables.complete_table(dataset, args.tables))
+    goal = arms.targets(table, dataset)
+    budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
+    warm = None
+    if args.arm in arms.WARM_ARMS:
+        from benchmarks.efficiency_warm import warm_start
+
+        warm = warm_start(dataset, root=args.tables)
+    arm = arms.build_arm(args.arm, dataset, warm=warm)
+    code = commit()  # the code that runs the search, not the one at its end
+    with tempfile.TemporaryDirectory() as storage:
+        folder_path = Path(storage)
+        seen = real_search(
+            dataset, arm, seed=args.seed, budget=budget, storage=folder_path,
+            until=None if args.full_budget else (
+                lambda so_far: seconds_to_target(
+                    so_far, table, goal["T_common"], budget=budget)[1]),
+            overhead=warm.seconds if warm is not None else 0.0,
+        )  # fmt: skip
+    seconds, reached = seconds_to_target(seen.reports, table, goal["T_common"], budget=budget)
+    path = save(dataset, args.arm, args.seed, {
+        "dataset": dataset, "arm": args.arm, "seed": args.seed, "budget_seconds": budget,
+        "target": goal["T_common"], "seconds_to_target": seconds, "reached": reached,
+        "overhead_seconds": warm.seconds if warm is not None else 0.0,
+        "stopped_at_target": reached and not args.full_budget,
+        "machine": machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna")),
+        "table": tables.table_digest(tables.table_dir(dataset, args.tables))["sha256"],
+        "commit": code, "reports": seen.reports, "trials": seen.trials,
+    })  # fmt: skip
+    print(f"{args.arm} seed {args.seed}: {seconds:.0f} s to T_common (reached {reached}); {path}")
+
+
+def replay_checks(result: dict[str, Any], folder: Path | None = None) -> dict[str, Any]:
+    """Item 3's check of each replayed dataset of ``result`` against its real searches saved
+    in ``folder`` (default: benchmarks/results/efficiency_real)."""
+    return {
+        d: replay_check(d, entry["arms"], table=entry["table"], folder=folder or REAL)
+        for d, entry in result["datasets"].items()
+    }
+
+
+def check(args: Any) -> None:
+    """``check``: item 3's check again, into the saved replay ``--output``, after more real
+    searches (the replay itself unchanged)."""
+    if not args.output.exists():
+        raise SystemExit(f"no replay at {args.output}: run `search_efficiency.py replay` first")
+    result = json.loads(args.output.read_text())
+    result["replay_check"] = replay_checks(result, args.real)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    for dataset, entry in result["replay_check"].items():
+        print(f"{dataset}: {entry['searches']} real searches; same ranking {entry['same_ranking']}")

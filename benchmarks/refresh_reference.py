@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from astune.recommend.reference import PRIOR_FILE, reference_entry, write_reference  # noqa: E402
 from astune.recommend.transfer import TaskProfile, ranked  # noqa: E402
-from benchmarks import efficiency_record as recorder  # noqa: E402
 from benchmarks import efficiency_settings as settings  # noqa: E402
+from benchmarks import efficiency_tables as tables  # noqa: E402
 
 
 def trial_config(dataset: str, config: dict[str, Any]) -> dict[str, Any]:
@@ -75,7 +75,7 @@ def reference_entries(
     scored over at least ``min_seeds`` seeds."""
     entries = []
     for name in datasets:
-        frame = recorder.grid_table(name, root)
+        frame = tables.grid_table(name, root)
         scored = config_scores(frame, min_seeds=min_seeds) if not frame.empty else []
         if not scored:
             log(f"{name}: no config on {min_seeds} seeds yet; left out")
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     names = [settings.check_dataset(n) for n in args.datasets.split(",")]
     entries = reference_entries(names, min_seeds=args.min_seeds)
     digests = {
-        e["dataset"]: recorder.table_digest(recorder.table_dir(e["dataset"]))["sha256"][:16]
+        e["dataset"]: tables.table_digest(tables.table_dir(e["dataset"]))["sha256"][:16]
         for e in entries
     }
     about = {

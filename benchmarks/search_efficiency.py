@@ -5,6 +5,7 @@
     python benchmarks/search_efficiency.py replay --datasets sst5 [--arms by-hand,astune]
     python benchmarks/search_efficiency.py pareto --datasets sst5   # item 5's hypervolume
     python benchmarks/search_efficiency.py real --dataset sst5 --arm by-hand --seed 0
+    python benchmarks/search_efficiency.py check   # the saved replay against the real searches
     python benchmarks/search_efficiency.py prune --dataset sst5     # after a grid change
 
 ``replay`` writes ``benchmarks/results/search_efficiency.json`` and, per dataset, the anytime
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,25 +35,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import efficiency_arms as arms  # noqa: E402
 from benchmarks import efficiency_plots as plots  # noqa: E402
+from benchmarks import efficiency_real as real  # noqa: E402
 from benchmarks import efficiency_record as recorder  # noqa: E402
 from benchmarks import efficiency_replay as replay  # noqa: E402
 from benchmarks import efficiency_settings as settings  # noqa: E402
-from benchmarks._harness import RESULTS, machine_line  # noqa: E402
+from benchmarks import efficiency_tables as tables  # noqa: E402
+from benchmarks._harness import RESULTS, commit, machine_line  # noqa: E402
 
 OUTPUT = RESULTS / "search_efficiency.json"
 PARETO_OUTPUT = RESULTS / "search_efficiency_pareto.json"
 CURVE_POINTS = 50
-
-
-def targets(table: replay.Table, dataset: str) -> dict[str, float]:
-    """``T_common`` (by-hand's space) and ``T_all`` (the grid), and the best seed-mean score."""
-    hand = arms.by_hand(dataset)
-    best = table.best_mean()
-    return {
-        "T_common": table.best_mean(hand.contains) - settings.TARGET_MARGIN,
-        "T_all": best - settings.TARGET_MARGIN,
-        "best": best,
-    }
 
 
 def time_stats(per_rep: list[tuple[float, bool]]) -> dict[str, Any]:
@@ -131,9 +122,9 @@ def replay_dataset(
 ) -> dict[str, Any]:
     """Every arm of ``names`` on ``dataset``'s recorded table (under ``root``, default
     benchmarks/results/tables)."""
-    folder = recorder.table_dir(dataset, root)
-    table = replay.Table(recorder.complete_table(dataset, root))
-    goal = targets(table, dataset)
+    folder = tables.table_dir(dataset, root)
+    table = replay.Table(tables.complete_table(dataset, root))
+    goal = arms.targets(table, dataset)
     length = table.trial_length()
     budget = settings.BUDGET_TRIAL_LENGTHS * length
     data = settings.DATASETS[dataset]
@@ -160,7 +151,7 @@ def replay_dataset(
         "workers": settings.WORKERS,
         "slices": {"train": data.train, "validation": data.eval, "test": data.eval},
         "trial_length_seconds": length,
-        "table": recorder.table_digest(folder)["sha256"],
+        "table": tables.table_digest(folder)["sha256"],
         "warm_start": None if warm is None else warm_summary(warm),
         "arms": results,
         "warm_minus_cold": {
@@ -237,46 +228,6 @@ def warm_summary(warm: Any) -> dict[str, Any]:
     }
 
 
-def real_search(args: Any) -> None:
-    """``real``: one real search of ``--arm`` on ``--dataset`` under the benchmark's budget,
-    saved for the replay's check (benchmarks/efficiency_real.py)."""
-    import tempfile
-
-    from benchmarks import efficiency_real as real
-
-    dataset = settings.check_dataset(args.dataset)
-    table = replay.Table(recorder.complete_table(dataset, args.tables))
-    goal = targets(table, dataset)
-    budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
-    warm = None
-    if args.arm in arms.WARM_ARMS:
-        from benchmarks.efficiency_warm import warm_start
-
-        warm = warm_start(dataset, root=args.tables)
-    arm = arms.build_arm(args.arm, dataset, warm=warm)
-    code = commit()  # the code that runs the search, not the one at its end
-    with tempfile.TemporaryDirectory() as storage:
-        folder_path = Path(storage)
-        seen = real.real_search(
-            dataset, arm, seed=args.seed, budget=budget, storage=folder_path,
-            until=None if args.full_budget else (
-                lambda so_far: real.seconds_to_target(
-                    so_far, table, goal["T_common"], budget=budget)[1]),
-            overhead=warm.seconds if warm is not None else 0.0,
-        )  # fmt: skip
-    seconds, reached = real.seconds_to_target(seen.reports, table, goal["T_common"], budget=budget)
-    path = real.save(dataset, args.arm, args.seed, {
-        "dataset": dataset, "arm": args.arm, "seed": args.seed, "budget_seconds": budget,
-        "target": goal["T_common"], "seconds_to_target": seconds, "reached": reached,
-        "overhead_seconds": warm.seconds if warm is not None else 0.0,
-        "stopped_at_target": reached and not args.full_budget,
-        "machine": machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna")),
-        "table": recorder.table_digest(recorder.table_dir(dataset, args.tables))["sha256"],
-        "commit": code, "reports": seen.reports, "trials": seen.trials,
-    })  # fmt: skip
-    print(f"{args.arm} seed {args.seed}: {seconds:.0f} s to T_common (reached {reached}); {path}")
-
-
 def pareto(args: Any) -> None:
     """``pareto``: issue 44 item 5's hypervolume replay on each dataset's table."""
     from benchmarks.efficiency_pareto import replay_pareto
@@ -288,32 +239,16 @@ def pareto(args: Any) -> None:
         "datasets": {},
     }
     for dataset in args.datasets.split(","):
-        folder = recorder.table_dir(settings.check_dataset(dataset), args.tables)
-        table = replay.Table(recorder.complete_table(dataset, args.tables))
+        folder = tables.table_dir(settings.check_dataset(dataset), args.tables)
+        table = replay.Table(tables.complete_table(dataset, args.tables))
         budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
         entry = replay_pareto(table, dataset, budget=budget, repetitions=args.repetitions)
-        entry["table"] = recorder.table_digest(folder)["sha256"]
+        entry["table"] = tables.table_digest(folder)["sha256"]
         result["datasets"][dataset] = entry
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.output}")
     for dataset, entry in result["datasets"].items():
         print(f"wrote {plots.plot_pareto(entry, dataset, plot_path(args.output, dataset))}")
-
-
-def commit() -> str:
-    """The commit of this checkout (with ``+dirty`` when it has changes outside
-    benchmarks/results, where this script's own outputs and the tables being recorded live)."""
-    root = Path(__file__).resolve().parent.parent
-    head = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--", ".", ":!benchmarks/results"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    return head + ("+dirty" if dirty else "")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -328,17 +263,17 @@ def main(argv: list[str] | None = None) -> None:
     rep.add_argument("--arms", default=",".join((*arms.ARMS, *arms.WARM_ARMS)))
     rep.add_argument("--repetitions", type=int, default=settings.REPETITIONS)
     rep.add_argument("--output", type=Path, default=OUTPUT)
-    rep.add_argument("--tables", type=Path, default=recorder.TABLES, help="the tables' folder")
-    real = sub.add_parser("real", help="one real search of an arm (the replay's check)")
-    real.add_argument("--dataset", default="sst5")
-    real.add_argument("--arm", required=True)
-    real.add_argument("--seed", type=int, default=0)
-    real.add_argument(
+    rep.add_argument("--tables", type=Path, default=tables.TABLES, help="the tables' folder")
+    one = sub.add_parser("real", help="one real search of an arm (the replay's check)")
+    one.add_argument("--dataset", default="sst5")
+    one.add_argument("--arm", required=True)
+    one.add_argument("--seed", type=int, default=0)
+    one.add_argument(
         "--full-budget",
         action="store_true",
         help="search the whole budget (default: stop once T_common is reached)",
     )
-    real.add_argument("--tables", type=Path, default=recorder.TABLES, help="the tables' folder")
+    one.add_argument("--tables", type=Path, default=tables.TABLES, help="the tables' folder")
     chk = sub.add_parser("check", help="the replay against the real searches saved since")
     chk.add_argument("--output", type=Path, default=OUTPUT)
     chk.add_argument("--real", type=Path, default=None, help="the real searches' folder")
@@ -346,19 +281,19 @@ def main(argv: list[str] | None = None) -> None:
     par.add_argument("--datasets", default="sst5")
     par.add_argument("--repetitions", type=int, default=settings.REPETITIONS)
     par.add_argument("--output", type=Path, default=PARETO_OUTPUT)
-    par.add_argument("--tables", type=Path, default=recorder.TABLES, help="the tables' folder")
+    par.add_argument("--tables", type=Path, default=tables.TABLES, help="the tables' folder")
     args = p.parse_args(argv)
     if args.command == "settings":
         return settings.main([])
     if args.command == "record":
         return recorder.run(args)
     if args.command == "prune":
-        recorder.prune(settings.check_dataset(args.dataset))
+        tables.prune(settings.check_dataset(args.dataset))
         return None
     if args.command == "real":
-        return real_search(args)
+        return real.run_search(args)
     if args.command == "check":
-        return check(args)
+        return real.check(args)
     if args.repetitions < 1:
         raise SystemExit(f"--repetitions must be >= 1, got {args.repetitions}")
     if args.command == "pareto":
@@ -375,34 +310,11 @@ def main(argv: list[str] | None = None) -> None:
             for d in datasets
         },
     }
-    result["replay_check"] = replay_checks(result)
+    result["replay_check"] = real.replay_checks(result)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.output}")
     for dataset, entry in result["datasets"].items():
         print(f"wrote {plots.plot_replay(entry, dataset, plot_path(args.output, dataset))}")
-
-
-def replay_checks(result: dict[str, Any], folder: Path | None = None) -> dict[str, Any]:
-    """Item 3's check of each replayed dataset of ``result`` against its real searches saved
-    in ``folder`` (default: benchmarks/results/efficiency_real)."""
-    from benchmarks import efficiency_real as real
-
-    return {
-        d: real.replay_check(d, entry["arms"], table=entry["table"], folder=folder or real.REAL)
-        for d, entry in result["datasets"].items()
-    }
-
-
-def check(args: Any) -> None:
-    """``check``: item 3's check again, into the saved replay ``--output``, after more real
-    searches (the replay itself unchanged)."""
-    if not args.output.exists():
-        raise SystemExit(f"no replay at {args.output}: run `search_efficiency.py replay` first")
-    result = json.loads(args.output.read_text())
-    result["replay_check"] = replay_checks(result, args.real)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    for dataset, entry in result["replay_check"].items():
-        print(f"{dataset}: {entry['searches']} real searches; same ranking {entry['same_ranking']}")
 
 
 def plot_path(output: Path, dataset: str) -> Path:

@@ -17,6 +17,7 @@ from benchmarks import efficiency_arms as arms
 from benchmarks import efficiency_record as recorder
 from benchmarks import efficiency_replay as replay
 from benchmarks import efficiency_settings as settings
+from benchmarks import efficiency_tables as tables
 from benchmarks import search_efficiency
 
 STARTUP, TAIL = 2.0, 1.0
@@ -193,7 +194,7 @@ def test_arms_lie_in_the_grid_and_targets(table):
         arm = arms.build_arm(name, "sst5")
         assert all(settings.config_key(p) in keys for p in arm.seed_points)
         assert sum(arm.contains(c) for c in settings.grid("sst5")) > 1
-    goal = search_efficiency.targets(table, "sst5")
+    goal = arms.targets(table, "sst5")
     assert goal["T_common"] < goal["T_all"] == pytest.approx(goal["best"] - 0.005)
     with pytest.raises(ValueError, match="needs the dataset's warm start"):
         arms.build_arm("astune-warm", "sst5")
@@ -249,11 +250,11 @@ def test_recorder_resumes(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         recorder.record("sst5", configs=configs, **{**kwargs, "log": interrupted_after_a_run})
     assert recorder.record("sst5", configs=configs, **kwargs) == 0
-    folder = recorder.table_dir("sst5", tmp_path)
-    frame = recorder.read_table(folder)
+    folder = tables.table_dir("sst5", tmp_path)
+    frame = tables.read_table(folder)
     assert sorted(frame["key"]) == sorted(settings.config_key(c) for c in configs)
     assert (frame["elapsed_seconds"] <= frame["trial_seconds"]).all()
-    digest = recorder.write_digest(folder)
+    digest = tables.write_digest(folder)
     assert digest["runs"] == 2 and len(digest["shards"]) == 2
 
 
@@ -292,21 +293,19 @@ def test_a_grid_change_is_refused_until_pruned_and_pieces_take_chosen_losses(tmp
     """Runs of a config the grid dropped (the old AS-Speed variant) make the table refused in
     one line naming ``prune``; ``prune`` drops exactly them and keeps the rest; ``--losses``
     records only the losses named."""
-    folder = recorder.table_dir("sst5", tmp_path)
+    folder = tables.table_dir("sst5", tmp_path)
     kept = settings.grid("sst5")[:3]
     old = {"loss": "as_speed", "lr": 1e-4, "batch_size": 16, "epochs": 1, "delta": 0.3}
     stray = [{**row, "key": row["key"].replace("as_softmax", "as_speed"), "loss": "as_speed"}
              for row in synthetic_rows([{**old, "loss": "as_softmax"}])]  # fmt: skip
-    recorder.write_shard(folder, synthetic_rows(kept) + stray)
+    tables.write_shard(folder, synthetic_rows(kept) + stray)
     with pytest.raises(SystemExit, match="1 configs outside the grid.*prune --dataset sst5"):
-        recorder.grid_table("sst5", tmp_path)
-    assert recorder.prune("sst5", tmp_path, log=lambda _: None) == len(settings.SEEDS)
-    table = recorder.grid_table("sst5", tmp_path)
+        tables.grid_table("sst5", tmp_path)
+    assert tables.prune("sst5", tmp_path, log=lambda _: None) == len(settings.SEEDS)
+    table = tables.grid_table("sst5", tmp_path)
     assert set(table["key"]) == {settings.config_key(c) for c in kept}
     assert len(list(folder.glob("part-*.parquet"))) == 1
-    assert json.loads((folder / recorder.DIGEST_FILE).read_text())["runs"] == 3 * len(
-        settings.SEEDS
-    )
+    assert json.loads((folder / tables.DIGEST_FILE).read_text())["runs"] == 3 * len(settings.SEEDS)
     softmax = recorder.grid_of_losses("sst5", "softmax")
     assert softmax and {c["loss"] for c in softmax} == {"softmax"}
     with pytest.raises(SystemExit, match="--losses must name grid losses.*got 'as_speed'"):
@@ -318,18 +317,18 @@ def test_a_replay_refuses_a_table_the_grid_outgrew(tmp_path):
     the replay in one line naming how many runs are missing; the reference (refresh_reference)
     still reads it whole, leaving out the configs short of seeds. Two shards written within
     one second both stay."""
-    folder = recorder.table_dir("clinc_oos", tmp_path)
+    folder = tables.table_dir("clinc_oos", tmp_path)
     four = [c for c in settings.grid("clinc_oos") if c["epochs"] <= 4]
-    recorder.write_shard(folder, synthetic_rows(four))
+    tables.write_shard(folder, synthetic_rows(four))
     missing = (len(settings.grid("clinc_oos")) - len(four)) * len(settings.SEEDS)
     assert missing == 288
     with pytest.raises(SystemExit, match=f"lacks {missing} of its grid's 1152 runs.*epochs=8"):
-        recorder.complete_table("clinc_oos", tmp_path)
-    assert len(recorder.grid_table("clinc_oos", tmp_path)) == len(synthetic_rows(four))
-    recorder.write_shard(
+        tables.complete_table("clinc_oos", tmp_path)
+    assert len(tables.grid_table("clinc_oos", tmp_path)) == len(synthetic_rows(four))
+    tables.write_shard(
         folder, synthetic_rows([c for c in settings.grid("clinc_oos") if c not in four])
     )
-    assert recorder.runs_of(recorder.complete_table("clinc_oos", tmp_path)) == {
+    assert tables.runs_of(tables.complete_table("clinc_oos", tmp_path)) == {
         (settings.config_key(c), s) for c in settings.grid("clinc_oos") for s in settings.SEEDS
     }
 
@@ -354,15 +353,15 @@ def test_the_fast_levers_are_grouped_by_length_and_keyed_apart():
 def test_the_json_of_item_7(tmp_path):
     """``replay`` on a synthetic table written as a recorded one: the shape issue 44 item 7
     asks for, the budget in trial-lengths and the table's digest."""
-    folder = recorder.table_dir("sst5", tmp_path)
-    recorder.write_shard(folder, synthetic_rows(settings.grid("sst5")))
+    folder = tables.table_dir("sst5", tmp_path)
+    tables.write_shard(folder, synthetic_rows(settings.grid("sst5")))
     out = tmp_path / "search_efficiency.json"
     argv = ["replay", "--arms", "by-hand", "--repetitions", "2", "--output", str(out)]
     search_efficiency.main([*argv, "--tables", str(tmp_path)])
     result = json.loads(out.read_text())
     assert {"machine", "commit", "intervals", "replay_check"} <= result.keys()
     sst5 = result["datasets"]["sst5"]
-    assert sst5["table"] == recorder.table_digest(folder)["sha256"]
+    assert sst5["table"] == tables.table_digest(folder)["sha256"]
     assert sst5["metric"] == "accuracy" and sst5["workers"] == 2
     assert set(sst5["targets"]) == {"T_common", "T_all", "best"}
     hand = sst5["arms"]["by-hand"]

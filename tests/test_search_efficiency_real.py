@@ -135,3 +135,38 @@ def test_the_replay_check_reads_the_saved_searches(tmp_path):
     assert check["arms"]["astune"]["within"] is True
     assert check["arms"]["by-hand"]["within"] is False  # 1546 s lies above the replay's 90%
     assert check["same_ranking"] is True and check["discordant_pairs"] == []
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_real_command_saves_a_search_against_its_table(tmp_path, monkeypatch, data_dir):
+    """``search_efficiency.py real`` on a synthetic table of SST-5's grid (2 trial-lengths of
+    budget, 32 rows, a 1-layer MiniLM): the saved search names the table's digest, its budget,
+    the target, every report and the trials' starts."""
+    import json
+
+    import pandas as pd
+    from test_search_efficiency import synthetic_rows
+
+    from benchmarks import efficiency_replay as replay
+    from benchmarks import efficiency_tables as tables
+    from benchmarks import search_efficiency
+
+    monkeypatch.setenv("ASTUNE_DATA_DIR", str(data_dir))
+    monkeypatch.setitem(
+        settings.DATASETS, "sst5", settings.DatasetSlice("sst5", 32, 16, num_layers=1)
+    )
+    monkeypatch.setattr(settings, "BUDGET_TRIAL_LENGTHS", 2)
+    monkeypatch.setattr(real, "REAL", tmp_path / "real")
+    rows = synthetic_rows(settings.grid("sst5"))
+    folder = tables.table_dir("sst5", tmp_path)
+    tables.write_shard(folder, rows)
+    argv = ["real", "--dataset", "sst5", "--arm", "by-hand", "--tables", str(tmp_path)]
+    search_efficiency.main([*argv, "--full-budget"])
+    saved = json.loads((tmp_path / "real" / "sst5-by-hand-0.json").read_text())
+    table = replay.Table(pd.DataFrame(rows))
+    assert saved["table"] == tables.table_digest(folder)["sha256"]
+    assert saved["budget_seconds"] == pytest.approx(2 * table.trial_length())
+    assert saved["target"] == pytest.approx(arms.targets(table, "sst5")["T_common"])
+    assert saved["reports"] and {r["trial"] for r in saved["reports"]} <= set(saved["trials"])
+    assert saved["stopped_at_target"] is False

@@ -16,9 +16,9 @@ from astune.recommend.result import Recommendation
 from astune.recommend.schedules import ScheduleAdvice
 from astune.recommend.transfer import TaskProfile, advise, ranked
 from benchmarks import efficiency_arms as arms
-from benchmarks import efficiency_record as recorder
 from benchmarks import efficiency_replay as replay
 from benchmarks import efficiency_settings as settings
+from benchmarks import efficiency_tables as tables
 from benchmarks import efficiency_warm as warm
 from benchmarks import refresh_reference
 
@@ -113,9 +113,7 @@ def test_the_held_out_reference_holds_the_other_datasets_only(tmp_path):
     """Synthetic tables for SST-5 and CoNLL-2003: the reference of held-out SST-5 is CoNLL's
     (probed for real), ranked by seed-mean final score; SST-5's table is never read."""
     for name in ("sst5", "conll2003"):
-        recorder.write_shard(
-            recorder.table_dir(name, tmp_path), synthetic_rows(settings.grid(name))
-        )
+        tables.write_shard(tables.table_dir(name, tmp_path), synthetic_rows(settings.grid(name)))
     path = warm.held_out_reference("sst5", tmp_path, root=tmp_path)
     raw = json.loads(path.read_text())
     assert [e["dataset"] for e in raw["searches"]] == ["conll2003"] and raw["held_out"] == "sst5"
@@ -126,7 +124,7 @@ def test_the_held_out_reference_holds_the_other_datasets_only(tmp_path):
     assert scores == sorted(scores, reverse=True)
     assert len(scores) == -(-entry["ranked"] // 4)
     best = refresh_reference.config_scores(
-        recorder.read_table(recorder.table_dir("conll2003", tmp_path))
+        tables.read_table(tables.table_dir("conll2003", tmp_path))
     )
     assert scores[0] == pytest.approx(max(s for _, s in best))
     assert entry["trials"][0]["config"]["lr"] == settings.LRS[1]  # the synthetic optimum
