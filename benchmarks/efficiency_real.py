@@ -25,26 +25,37 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks import efficiency_arms as arms
+from benchmarks import efficiency_record as recorder
 from benchmarks import efficiency_replay as replay
 from benchmarks import efficiency_settings as settings
 from benchmarks import efficiency_tables as tables
 from benchmarks._harness import RESULTS, commit, machine_line
 
+if TYPE_CHECKING:
+    from astune.data.media_encoding import TrainData
+
 REAL = RESULTS / "efficiency_real"
 
 
 def trainable(
-    config: dict[str, Any], *, dataset: str, search_seed: int, data: settings.DatasetSlice
+    config: dict[str, Any],
+    *,
+    dataset: str,
+    search_seed: int,
+    data: settings.DatasetSlice,
+    encoded: TrainData,
 ) -> None:
-    """One real trial: the grid ``config`` trained on ``dataset``'s slice by astune's loop,
-    each evaluation reported to Ray Tune; its seed one of the table's, drawn from the search's
-    seed and the trial's id (the replay draws one at random too)."""
+    """One real trial: the grid ``config`` trained by astune's loop on ``encoded``, the
+    dataset's slice as the table's runs had it (encoded once by the driver, as a search
+    shares it), each evaluation reported to Ray Tune; its seed one of the table's, drawn from
+    the search's seed and the trial's id (the replay draws one at random too)."""
     import torch
     from ray import tune
 
+    from astune.checkpoint_policy import SEARCH_DEFAULT
     from astune.config import TrainConfig
     from astune.training import Run
 
@@ -54,7 +65,9 @@ def trainable(
     grid = settings.normalized(config)
     with tempfile.TemporaryDirectory() as out:
         fields = settings.train_fields(dataset, grid, seed, data=data)
-        run = Run(TrainConfig(**fields, output_dir=out, checkpoint_every="end"))
+        run = Run(
+            TrainConfig(**fields, output_dir=out, checkpoint_every=SEARCH_DEFAULT), data=encoded
+        )
 
         def report(record: dict[str, Any], _checkpoint: Path | None) -> None:
             evaluation = int(record["evaluation"]) + 1  # the table counts from 1, the loop 0
@@ -103,6 +116,8 @@ class RealSearch:
 
     reports: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     trials: dict[str, dict[str, float | None]] = dataclasses.field(default_factory=dict)
+    complete: bool = False
+    """Whether it ended at the budget or the target, not cut short (Ctrl-C, SIGTERM)."""
 
 
 def real_search(
@@ -173,7 +188,11 @@ def _search(
     tuner = tune.Tuner(
         tune.with_resources(
             tune.with_parameters(
-                trainable, dataset=dataset, search_seed=seed, data=settings.DATASETS[dataset]
+                trainable,
+                dataset=dataset,
+                search_seed=seed,
+                data=settings.DATASETS[dataset],
+                encoded=recorder.load_data(dataset),
             ),
             {"cpu": 1},
         ),
@@ -193,6 +212,7 @@ def _search(
         ),
     )
     tuner.fit()
+    seen.complete = stopper.stop_all()  # the budget spent or the target reached: not cut short
     return seen
 
 
@@ -299,6 +319,8 @@ def run_search(args: Any) -> None:
                     so_far, table, goal["T_common"], budget=budget)[1]),
             overhead=warm.seconds if warm is not None else 0.0,
         )  # fmt: skip
+    if not seen.complete:  # a search cut short would read as one that missed its target
+        raise SystemExit(f"{args.arm} seed {args.seed}: stopped before its end; not saved")
     seconds, reached = seconds_to_target(seen.reports, table, goal["T_common"], budget=budget)
     path = save(dataset, args.arm, args.seed, {
         "dataset": dataset, "arm": args.arm, "seed": args.seed, "budget_seconds": budget,

@@ -74,6 +74,25 @@ def test_a_real_search_runs_the_arms_grid_until_the_budget(tmp_path, monkeypatch
         times = seen.trials[r["trial"]]
         assert times["start"] <= r["seconds"] <= (times["end"] or float("inf"))
     assert sum(t["end"] is None for t in seen.trials.values()) <= settings.WORKERS
+    assert seen.complete  # it ran to its budget
+    # a real trial trains on the table's slice: the recorder's run of the same config and seed
+    # scores what it reported, whatever the seed (the slice is chosen once, as a search does)
+    from benchmarks import efficiency_record as recorder
+
+    data = recorder.load_data("sst5")
+    trials_of: dict[str, list[dict]] = {}
+    for r in reports:
+        if r["seed"] != 0:  # seed 0's slice is the table's either way
+            trials_of.setdefault(r["trial"], []).append(r)
+    assert trials_of, "no trial drew a seed other than 0"
+    cells = {(got[0]["key"], got[0]["seed"]): got for got in trials_of.values()}
+    for (key, seed), got in list(cells.items())[:2]:
+        config = next(settings.normalized(c) for c in (
+            {"loss": "softmax", "lr": lr, "batch_size": 16, "epochs": e, "lr_warmup_ratio": 0.0}
+            for lr in values["lr"] for e in values["epochs"])
+            if settings.config_key(c) == key)  # fmt: skip
+        rows = recorder.record_run("sst5", config, seed=seed, data=data)
+        assert [r["val"] for r in got] == [row["val"] for row in rows][: len(got)]
 
 
 def test_the_budget_stopper_ends_the_search_once_done_holds():
