@@ -163,6 +163,7 @@ def _search(
 ) -> RealSearch:
     from ray import tune
 
+    encoded = recorder.load_data(dataset)  # before the clock: a search encodes before Ray
     seen = RealSearch()
     reports = seen.reports
     reached = [False]  # until(reports), checked once a report rather than at every stop check
@@ -192,7 +193,7 @@ def _search(
                 dataset=dataset,
                 search_seed=seed,
                 data=settings.DATASETS[dataset],
-                encoded=recorder.load_data(dataset),
+                encoded=encoded,
             ),
             {"cpu": 1},
         ),
