@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tempfile
 import time
 import zlib
@@ -262,8 +263,12 @@ def replay_check(
             continue
         replayed = arms_result[name]["seconds_to_target"]["per_repetition"]
         low, high = (float(x) for x in np.percentile(replayed, [10, 90]))
-        arms[name] = {"real": seconds, "replay_10_90": [low, high],
-                      "within": all(low <= x <= high for x in seconds)}  # fmt: skip
+        arms[name] = {
+            "real": seconds,
+            "replay_10_90": [low, high],
+            "within": all(low <= x <= high for x in seconds),
+            "replay_share_below": [share_below(x, replayed) for x in seconds],
+        }
     compared = [n for n in arms if len(arms[n]["real"]) >= 3]
     real_median = {n: float(np.median(arms[n]["real"])) for n in compared}
     replay_median = {n: arms_result[n]["seconds_to_target"]["median"] for n in compared}
@@ -274,7 +279,32 @@ def replay_check(
         "discordant_pairs": crossed,
         "searches": {n: len(v) for n, v in real.items()},
         "searches_of_another_table": other_table,
+        "outside_10_90": outside_10_90(arms),
     }
+
+
+def share_below(seconds: float, replayed: list[float]) -> float:
+    """Where a real time lies among the replayed ones: the share of repetitions below it, ties
+    counted half (0.5: the replay's median; a calibrated replay puts real searches anywhere in
+    [0, 1] alike)."""
+    below = sum(x < seconds for x in replayed) + 0.5 * sum(x == seconds for x in replayed)
+    return below / len(replayed)
+
+
+def outside_10_90(arms_checked: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """How many real searches lie outside their arm's replayed 10-90% range, against the share
+    a calibrated replay leaves outside by chance (at most 20%: less where the range's ends
+    are ties, as the budget of searches that never reach the target is), and the chance of at
+    least that many outside were 20% the rate (binomial, one-sided)."""
+    flags = [
+        not low <= x <= high
+        for entry in arms_checked.values()
+        for x in entry["real"]
+        for low, high in [entry["replay_10_90"]]
+    ]
+    n, k = len(flags), sum(flags)
+    p = sum(math.comb(n, i) * 0.2**i * 0.8 ** (n - i) for i in range(k, n + 1))
+    return {"searches": n, "outside": k, "expected_at_most": 0.2 * n, "binomial_p": p}
 
 
 def discordant_pairs(real: dict[str, float], replayed: dict[str, float]) -> list[tuple[str, str]]:
@@ -353,4 +383,10 @@ def check(args: Any) -> None:
     result["replay_check"] = replay_checks(result, args.real)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     for dataset, entry in result["replay_check"].items():
-        print(f"{dataset}: {entry['searches']} real searches; same ranking {entry['same_ranking']}")
+        outside = entry["outside_10_90"]
+        print(
+            f"{dataset}: {entry['searches']} real searches; same ranking {entry['same_ranking']}; "
+            f"{outside['outside']} of {outside['searches']} outside the replay's 10-90% range "
+            f"(a calibrated replay: at most {outside['expected_at_most']:.1f}; "
+            f"P(at least as many) {outside['binomial_p']:.2f})"
+        )

@@ -153,6 +153,12 @@ def test_the_replay_check_reads_the_saved_searches(tmp_path):
     assert check["searches_of_another_table"] == 1
     assert check["arms"]["astune"]["within"] is True
     assert check["arms"]["by-hand"]["within"] is False  # 1546 s lies above the replay's 90%
+    assert check["arms"]["by-hand"]["replay_share_below"] == [0.1, 0.275, 1.0]  # 700 s ties one
+    assert check["arms"]["astune"]["replay_share_below"] == [0.5] * 3  # ties count half
+    # 500 s lies below the replay's 10% (514 s) and 1546 s above its 90% (1426 s): 2 of 6
+    outside = check["outside_10_90"]
+    assert (outside["searches"], outside["outside"]) == (6, 2)
+    assert outside["binomial_p"] == pytest.approx(1 - 0.8**6 - 6 * 0.2 * 0.8**5)
     assert check["same_ranking"] is True and check["discordant_pairs"] == []
 
 
