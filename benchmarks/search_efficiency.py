@@ -6,11 +6,14 @@
     python benchmarks/search_efficiency.py pareto --datasets sst5   # item 5's hypervolume
     python benchmarks/search_efficiency.py real --dataset sst5 --arm by-hand --seed 0
     python benchmarks/search_efficiency.py check   # the saved replay against the real searches
+    python benchmarks/search_efficiency.py transfer --datasets sst5,conll2003  # configs across
     python benchmarks/search_efficiency.py prune --dataset sst5     # after a grid change
 
 ``replay`` writes ``benchmarks/results/search_efficiency.json`` and, per dataset, the anytime
 curves as ``search_efficiency_<dataset>.png`` (``pareto``: ``search_efficiency_pareto.json`` and
-``search_efficiency_pareto_<dataset>.png``); per held-out dataset and arm,
+``search_efficiency_pareto_<dataset>.png``; ``transfer``: ``search_efficiency_transfer.json``,
+how each dataset's best configs score on the others', see benchmarks/efficiency_transfer.py);
+per held-out dataset and arm,
 ``seconds_to_target`` (``T_common``) and ``seconds_to_target_all`` (``T_all``) as
 ``{median, low, high, per_repetition, reached}``, ``final_regret`` as ``{median, low, high}``
 (percentage points), ``repetitions``, ``budget_seconds`` and the anytime curves (medians over
@@ -44,6 +47,7 @@ from benchmarks._harness import RESULTS, commit, machine_line  # noqa: E402
 
 OUTPUT = RESULTS / "search_efficiency.json"
 PARETO_OUTPUT = RESULTS / "search_efficiency_pareto.json"
+TRANSFER_OUTPUT = RESULTS / "search_efficiency_transfer.json"
 CURVE_POINTS = 50
 
 
@@ -251,6 +255,30 @@ def pareto(args: Any) -> None:
         print(f"wrote {plots.plot_pareto(entry, dataset, plot_path(args.output, dataset))}")
 
 
+def transfer(args: Any) -> None:
+    """``transfer``: each dataset's best configs read on every other one's table."""
+    from benchmarks.efficiency_transfer import markdown
+    from benchmarks.efficiency_transfer import transfer as read_across
+
+    names = [settings.check_dataset(d) for d in args.datasets.split(",") if d]
+    if len(set(names)) < 2:
+        raise SystemExit(f"--datasets needs two datasets or more, got {args.datasets!r}")
+    loaded = {d: replay.Table(tables.complete_table(d, args.tables)) for d in names}
+    result = {
+        "commit": commit(),
+        "tables": {
+            d: tables.table_digest(tables.table_dir(d, args.tables))["sha256"] for d in loaded
+        },
+        "datasets": {
+            held: read_across(held, loaded[held], {s: t for s, t in loaded.items() if s != held})
+            for held in names
+        },
+    }
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(markdown(result["datasets"]))
+    print(f"wrote {args.output}")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -282,6 +310,10 @@ def main(argv: list[str] | None = None) -> None:
     par.add_argument("--repetitions", type=int, default=settings.REPETITIONS)
     par.add_argument("--output", type=Path, default=PARETO_OUTPUT)
     par.add_argument("--tables", type=Path, default=tables.TABLES, help="the tables' folder")
+    tra = sub.add_parser("transfer", help="each dataset's best configs on the others' tables")
+    tra.add_argument("--datasets", default="sst5,conll2003")
+    tra.add_argument("--output", type=Path, default=TRANSFER_OUTPUT)
+    tra.add_argument("--tables", type=Path, default=tables.TABLES, help="the tables' folder")
     args = p.parse_args(argv)
     if args.command == "settings":
         return settings.main([])
@@ -294,6 +326,8 @@ def main(argv: list[str] | None = None) -> None:
         return real.run_search(args)
     if args.command == "check":
         return real.check(args)
+    if args.command == "transfer":
+        return transfer(args)
     if args.repetitions < 1:
         raise SystemExit(f"--repetitions must be >= 1, got {args.repetitions}")
     if args.command == "pareto":

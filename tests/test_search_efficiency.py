@@ -404,3 +404,36 @@ def test_a_diverged_run_is_an_errored_trial():
     assert not any(np.isnan(p.val) for p in run.curve)
     states = {t.state.name for t in search_efficiency_study(run.searcher).get_trials()}
     assert "FAIL" in states and "COMPLETE" not in states
+
+
+def test_transfer_reads_a_sources_best_configs_on_the_held_out_table(table):
+    """A source's top configs are scored on the held-out table at the same cell: its own best
+    reaches the target with no regret; a source whose scores peak at another lr hands over
+    configs that miss it (the synthetic table peaks at the second lr)."""
+    from benchmarks import efficiency_transfer as transfer
+
+    itself = transfer.transfer("sst5", table, {"twin": table})
+    best = itself["transferred"][0]
+    assert best["reaches_T_common"] and best["regret_points"] == pytest.approx(0.0)
+    assert best["share_better"] == 0.0
+
+    frame = pd.DataFrame(synthetic_rows(settings.grid("sst5")))
+    frame.loc[frame["lr"] == settings.LRS[3], "val"] += 0.2  # the source's best lr: the top one
+    other = transfer.transfer("sst5", table, {"other": replay.Table(frame)})
+    rows = other["transferred"]
+    assert len(rows) == transfer.TOP and other["transferred_rate"] == 0.0
+    means = transfer.final_means(table)
+    for row in rows:
+        assert f"lr={settings.LRS[3]!r}" in row["config"]
+        assert row["score"] == means[row["config"]] < other["targets"]["T_common"]
+        assert row["share_better"] > 0.0
+    assert 0.0 < other["base_rate"] < 1.0
+
+
+def test_a_transferred_config_takes_the_nearest_epochs_of_the_held_out_grid():
+    from benchmarks.efficiency_transfer import on_grid
+
+    config = settings.normalized({"loss": "softmax", "lr": np.float64(1e-3), "batch_size": 32,
+                                  "lr_warmup_ratio": 0.0, "epochs": 8})  # fmt: skip
+    assert on_grid(config, "sst5").endswith("epochs=4") and "lr=0.001," in on_grid(config, "sst5")
+    assert on_grid({**config, "epochs": 2}, "clinc_oos").endswith("epochs=2")
