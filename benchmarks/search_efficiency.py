@@ -37,6 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import efficiency_arms as arms  # noqa: E402
+from benchmarks import efficiency_check as check  # noqa: E402
 from benchmarks import efficiency_plots as plots  # noqa: E402
 from benchmarks import efficiency_real as real  # noqa: E402
 from benchmarks import efficiency_record as recorder  # noqa: E402
@@ -325,7 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "real":
         return real.run_search(args)
     if args.command == "check":
-        return real.check(args)
+        return check.check(args)
     if args.command == "transfer":
         return transfer(args)
     if args.repetitions < 1:
@@ -344,7 +345,7 @@ def main(argv: list[str] | None = None) -> None:
             for d in datasets
         },
     }
-    result["replay_check"] = real.replay_checks(result)
+    result["replay_check"] = check.replay_checks(result)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.output}")
     for dataset, entry in result["datasets"].items():

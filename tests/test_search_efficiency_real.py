@@ -5,10 +5,13 @@ and its time-to-target reads the incumbent as the replay does."""
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
+import numpy as np
 import pytest
 
 from benchmarks import efficiency_arms as arms
+from benchmarks import efficiency_check as check
 from benchmarks import efficiency_real as real
 from benchmarks import efficiency_settings as settings
 
@@ -122,11 +125,11 @@ def test_the_ranking_check_counts_only_pairs_ordered_the_other_way_round():
     searches (both at the budget) may come in either order."""
     replayed = {"by-hand": 584.0, "astune": 1323.0, "astune-warm": 1323.0, "astune-fast": 1546.0}
     real_ok = {"by-hand": 600.0, "astune": 1400.0, "astune-warm": 1350.0, "astune-fast": 1546.0}
-    assert real.discordant_pairs(real_ok, replayed) == []
+    assert check.discordant_pairs(real_ok, replayed) == []
     tied = {**real_ok, "astune": 1546.0}  # tied with astune-fast at the budget
-    assert real.discordant_pairs(tied, replayed) == []
+    assert check.discordant_pairs(tied, replayed) == []
     crossed = {**real_ok, "by-hand": 1500.0}
-    assert real.discordant_pairs(crossed, replayed) == [
+    assert check.discordant_pairs(crossed, replayed) == [
         ("astune", "by-hand"),
         ("astune-warm", "by-hand"),
     ]
@@ -148,18 +151,37 @@ def test_the_replay_check_reads_the_saved_searches(tmp_path):
         arm: {"seconds_to_target": {"per_repetition": v, "median": sorted(v)[10]}}
         for arm, v in per_rep.items()
     }
-    check = real.replay_check("conll2003", result, table="abc", folder=tmp_path)
-    assert check["searches"] == {"astune": 3, "by-hand": 3}
-    assert check["searches_of_another_table"] == 1
-    assert check["arms"]["astune"]["within"] is True
-    assert check["arms"]["by-hand"]["within"] is False  # 1546 s lies above the replay's 90%
-    assert check["arms"]["by-hand"]["replay_share_below"] == [0.1, 0.275, 1.0]  # 700 s ties one
-    assert check["arms"]["astune"]["replay_share_below"] == [0.5] * 3  # ties count half
+    checked = check.replay_check("conll2003", result, table="abc", folder=tmp_path)
+    assert checked["searches"] == {"astune": 3, "by-hand": 3}
+    assert checked["searches_of_another_table"] == 1
+    assert checked["arms"]["astune"]["within"] is True
+    assert checked["arms"]["by-hand"]["within"] is False  # 1546 s lies above the replay's 90%
+    assert checked["arms"]["by-hand"]["replay_share_below"] == [0.1, 0.275, 1.0]  # 700 s ties one
+    assert checked["arms"]["astune"]["replay_share_below"] == [0.5] * 3  # ties count half
     # 500 s lies below the replay's 10% (514 s) and 1546 s above its 90% (1426 s): 2 of 6
-    outside = check["outside_10_90"]
+    outside = checked["outside_10_90"]
     assert (outside["searches"], outside["outside"]) == (6, 2)
     assert outside["binomial_p"] == pytest.approx(1 - 0.8**6 - 6 * 0.2 * 0.8**5)
-    assert check["same_ranking"] is True and check["discordant_pairs"] == []
+    assert checked["same_ranking"] is True and checked["discordant_pairs"] == []
+    assert checked["same_ranking_by_chance"] == 1.0  # astune's replay is the budget, always
+
+
+def test_the_rankings_chance_agreement_is_drawn_from_the_replay_itself():
+    """Arms whose replayed times never overlap order alike in every draw; arms 60 s apart over
+    a spread of 1,140 s order the other way round in many draws of three."""
+    spread = [400.0 + 60 * i for i in range(20)]
+
+    def result(times: dict[str, list[float]]) -> dict[str, Any]:
+        return {
+            arm: {"seconds_to_target": {"per_repetition": v, "median": float(np.median(v))}}
+            for arm, v in times.items()
+        }
+
+    apart = result({"a": spread, "b": [x + 5000 for x in spread]})
+    assert check.ranking_agreement_by_chance(apart, {"a": 3, "b": 3}, draws=500) == 1.0
+    close = result({"a": spread, "b": [x + 60 for x in spread]})
+    chance = check.ranking_agreement_by_chance(close, {"a": 3, "b": 3}, draws=2000)
+    assert 0.5 < chance < 0.75
 
 
 @pytest.mark.ray
