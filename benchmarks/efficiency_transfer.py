@@ -42,9 +42,17 @@ def ranked(means: dict[str, float]) -> list[str]:
 
 def on_grid(config: dict[str, Any], dataset: str) -> str:
     """The key of ``config`` on ``dataset``'s grid: its epochs the nearest the grid has."""
-    plain = {k: v.item() if hasattr(v, "item") else v for k, v in config.items()}  # numpy's
+    # a table's values are numpy scalars, whose repr would put np.float64(...) in the key
+    plain = {k: v.item() if hasattr(v, "item") else v for k, v in config.items()}
     epochs = min(settings.epochs_of(dataset), key=lambda e: (abs(e - plain["epochs"]), -e))
     return settings.config_key({**plain, "epochs": epochs})
+
+
+def share_better(score: float, scored: list[float]) -> float:
+    """The share of ``scored`` above ``score`` (all of them above a diverged one, NaN)."""
+    if math.isnan(score):
+        return 1.0
+    return sum(v > score for v in scored) / len(scored)
 
 
 def transfer(held: str, held_table: Table, sources: dict[str, Table]) -> dict[str, Any]:
@@ -69,7 +77,7 @@ def transfer(held: str, held_table: Table, sources: dict[str, Table]) -> dict[st
                     "score": score,
                     "regret_points": 100 * (goal["best"] - score),
                     "reaches_T_common": bool(score >= goal["T_common"]),
-                    "share_better": sum(v > score for v in scored) / len(scored),
+                    "share_better": share_better(score, scored),
                 }
             )
     return {

@@ -437,3 +437,10 @@ def test_a_transferred_config_takes_the_nearest_epochs_of_the_held_out_grid():
                                   "lr_warmup_ratio": 0.0, "epochs": 8})  # fmt: skip
     assert on_grid(config, "sst5").endswith("epochs=4") and "lr=0.001," in on_grid(config, "sst5")
     assert on_grid({**config, "epochs": 2}, "clinc_oos").endswith("epochs=2")
+
+
+def test_a_diverged_transferred_config_has_every_config_above_it():
+    from benchmarks.efficiency_transfer import share_better
+
+    assert share_better(float("nan"), [0.1, 0.2]) == 1.0
+    assert share_better(0.15, [0.1, 0.2, 0.3]) == pytest.approx(2 / 3)
