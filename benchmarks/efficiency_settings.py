@@ -235,10 +235,7 @@ def normalized(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _value(x: Any) -> Any:
-    """A config value as a plain Python value (a table's are numpy scalars, whose repr would
-    put ``np.float64(...)`` in :func:`config_key`), None for a missing one (a table's NaN: not
-    applicable)."""
-    x = x.item() if hasattr(x, "item") else x
+    """A config value as given, None for a missing one (a table's NaN: not applicable)."""
     return None if isinstance(x, float) and x != x else x
 
 

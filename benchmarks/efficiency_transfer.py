@@ -42,8 +42,10 @@ def ranked(means: dict[str, float]) -> list[str]:
 
 def on_grid(config: dict[str, Any], dataset: str) -> str:
     """The key of ``config`` on ``dataset``'s grid: its epochs the nearest the grid has."""
-    epochs = min(settings.epochs_of(dataset), key=lambda e: (abs(e - config["epochs"]), -e))
-    return settings.config_key({**config, "epochs": epochs})
+    # a table's values are numpy scalars, whose repr would put np.float64(...) in the key
+    plain = {k: v.item() if hasattr(v, "item") else v for k, v in config.items()}
+    epochs = min(settings.epochs_of(dataset), key=lambda e: (abs(e - plain["epochs"]), -e))
+    return settings.config_key({**plain, "epochs": epochs})
 
 
 def share_better(score: float, scored: list[float]) -> float:
