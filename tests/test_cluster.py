@@ -23,7 +23,6 @@ from cluster_processes import (
     Processes,
     await_mlflow,
     await_s3,
-    free_port,
     raylet_of,
     s3_keys,
     start_head,
@@ -33,6 +32,7 @@ from cluster_processes import (
     wait_for,
 )
 from mlflow import MlflowClient
+from ports import free_port
 from tiny import fifo_space, tiny_flags
 
 from astune.cli import main

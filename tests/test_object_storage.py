@@ -13,7 +13,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from cluster_processes import S3_CREDENTIALS, Processes, await_s3, free_port, start_s3, wait_for
+from cluster_processes import S3_CREDENTIALS, Processes, await_s3, start_s3, wait_for
+from ports import free_port
 from pyarrow import fs
 
 from astune.store.object_storage import storage_filesystem

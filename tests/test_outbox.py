@@ -8,9 +8,9 @@ import logging
 import os
 
 import pytest
-from cluster_processes import free_port
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
+from ports import free_port
 from stores import new_store
 
 from astune.store.backfill import TrialRecord, backfill_trials

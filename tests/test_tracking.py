@@ -21,6 +21,7 @@ os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
 
 import ray  # noqa: E402
 from mlflow import MlflowClient  # noqa: E402
+from ports import free_port  # noqa: E402
 from ray import tune  # noqa: E402
 from ray.tune.search import Searcher  # noqa: E402
 from stores import new_store, open_store_together  # noqa: E402
@@ -468,12 +469,6 @@ def test_a_finished_trial_leaves_no_checkpoint_on_the_storage_path_a_failed_one_
 
 
 # ------------------------------------------------------------------------------ URIs
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_check_fails_fast_for_an_unreachable_server():
     uri = f"http://127.0.0.1:{free_port()}"
     start = time.monotonic()

@@ -20,8 +20,9 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from cluster_processes import Processes, await_mlflow, free_port, start_mlflow, wait_for
+from cluster_processes import Processes, await_mlflow, start_mlflow, wait_for
 from mlflow import MlflowClient
+from ports import free_port
 from stores import count_rows
 from tiny import fifo_space, tiny_flags
 
