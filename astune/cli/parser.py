@@ -30,11 +30,35 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand; ``main`` dispatches on ``command``."""
     parser = OneLineParser(
         prog="astune", description="Hyperparameter search for AS-Softmax and AS-Speed."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    _add_search_parser(sub)
+    _add_train_parser(sub)
+    _add_export_parser(sub)
+    _add_recommend_parser(sub)
+    report = sub.add_parser("report", help="the paper's analyses for one search, as PNG + markdown")
+    add_tracking_flag(report)
+    report.add_argument("--experiment", required=True)
+    report.add_argument("--output-dir", default=None)
+
+    _add_confirm_parser(sub)
+    _add_prepare_parser(sub)
+    datasets = sub.add_parser("datasets", help="list the dataset registry")
+    datasets.add_argument(
+        "--check",
+        action="store_true",
+        help="ask the hub whether each entry's source still resolves (lists files only)",
+    )
+    sub.add_parser("backbones", help="list the backbone aliases")
+    return parser
+
+
+def _add_search_parser(sub: argparse._SubParsersAction) -> None:
+    """``search``: a Ray Tune + Optuna search of a space, tracked in MLflow."""
     search = sub.add_parser("search", help="run a Ray Tune + Optuna search, tracked in MLflow")
     add_data_flags(search)
     add_tracking_flag(search)
@@ -96,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
         "deleted when a trial finishes; only an unfinished trial resumes from them)",
     )
 
+
+def _add_train_parser(sub: argparse._SubParsersAction) -> None:
+    """``train``: one run, every TrainConfig field a flag (unset: the config's or the
+    default)."""
     train = sub.add_parser("train", help="one training run (the unit of a search trial)")
     add_data_flags(train)
     train.add_argument("--config", help="YAML config written by `astune export`")
@@ -123,7 +151,28 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--lam", type=float, default=None)
     train.add_argument("--max-accum-steps", type=int, default=None)
     train.add_argument("--as-speed", action="store_true", default=None)
-    # AS-Skip (issue 11)
+    _add_pruning_flags(train)
+    train.add_argument(
+        "--fresh-head",
+        action="store_true",
+        default=None,
+        help="spelling correction: a randomly initialised head instead of the backbone's "
+        "embeddings of the candidate characters",
+    )
+    train.add_argument("--lr", type=float, default=None)
+    train.add_argument("--batch-size", type=int, default=None)
+    train.add_argument("--output-dir", default=None)
+    train.add_argument(
+        "--eval-every", type=int, default=None, help="evaluate every N optimizer steps"
+    )
+    train.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None)
+    train.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None)
+    add_loss_kernel_flag(train)
+    add_checkpoint_flag(train, TRAIN_DEFAULT)
+
+
+def _add_pruning_flags(train: argparse.ArgumentParser) -> None:
+    """``train``'s sample pruning: AS-Skip (issue 11) and InfoBatch, and grouping by length."""
     train.add_argument("--as-skip", action="store_true", default=None)
     train.add_argument("--skip-keep", type=float, default=None)
     train.add_argument("--skip-anneal", type=float, default=None)
@@ -169,24 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="group micro-batches by length within windows of this many (text; default 0: off)",
     )
-    train.add_argument(
-        "--fresh-head",
-        action="store_true",
-        default=None,
-        help="spelling correction: a randomly initialised head instead of the backbone's "
-        "embeddings of the candidate characters",
-    )
-    train.add_argument("--lr", type=float, default=None)
-    train.add_argument("--batch-size", type=int, default=None)
-    train.add_argument("--output-dir", default=None)
-    train.add_argument(
-        "--eval-every", type=int, default=None, help="evaluate every N optimizer steps"
-    )
-    train.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None)
-    train.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None)
-    add_loss_kernel_flag(train)
-    add_checkpoint_flag(train, TRAIN_DEFAULT)
 
+
+def _add_export_parser(sub: argparse._SubParsersAction) -> None:
+    """``export``: a search's best config (or a front point) as code or config."""
     export = sub.add_parser("export", help="write the best config of a search as code or config")
     add_tracking_flag(export)
     export.add_argument("--experiment", required=True)
@@ -208,6 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="best metric (default) or the cheapest Pareto-front trial",
     )
 
+
+def _add_recommend_parser(sub: argparse._SubParsersAction) -> None:
+    """``recommend``: delta, r and what history transfers, by task difficulty."""
     recommend = sub.add_parser("recommend", help="recommend delta (and r) by task difficulty")
     add_tracking_flag(recommend)
     recommend.add_argument("--dataset", required=True)
@@ -237,22 +275,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="the probe's backbone (default: MiniLM for text, the paper's ViT / wav2vec2 for "
         "the registry's image / audio datasets; needed for your own image or audio folder)",
     )
-
-    report = sub.add_parser("report", help="the paper's analyses for one search, as PNG + markdown")
-    add_tracking_flag(report)
-    report.add_argument("--experiment", required=True)
-    report.add_argument("--output-dir", default=None)
-
-    _add_confirm_parser(sub)
-    _add_prepare_parser(sub)
-    datasets = sub.add_parser("datasets", help="list the dataset registry")
-    datasets.add_argument(
-        "--check",
-        action="store_true",
-        help="ask the hub whether each entry's source still resolves (lists files only)",
-    )
-    sub.add_parser("backbones", help="list the backbone aliases")
-    return parser
 
 
 def _add_prepare_parser(sub: argparse._SubParsersAction) -> None:
