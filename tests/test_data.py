@@ -464,6 +464,13 @@ def test_sentence_encoding_and_batches(data_dir, tokenizer):
     assert torch.equal(orders[0], orders[1]) and sorted(orders[0].tolist()) == list(range(200))
     assert orders[0].tolist() != list(range(200))
     assert encoded.num_batches("train", 32) == len(list(encoded.batches("train", 32))) == 7
+    by_length = torch.argsort(train.lengths(), stable=True)  # as the probe batches
+    batches = list(encoded.batches("train", 32, order=by_length))
+    assert torch.equal(torch.cat([b["index"] for b in batches]), by_length)
+    widths = [b["input_ids"].shape[1] for b in batches]
+    assert widths == sorted(widths) and sum(widths) < 7 * int(train.lengths().max())
+    with pytest.raises(ValueError, match="shuffle or an order, not both"):
+        next(encoded.batches("train", 32, shuffle=True, order=by_length))
     counts = torch.bincount(train.labels, minlength=5)
     val = torch.tensor([r["label"] for r in loaded.splits["validation"]])
     majority = float((val == counts.argmax()).float().mean())

@@ -25,12 +25,16 @@ class Batching:
         shuffle: bool = False,
         generator: torch.Generator | None = None,
         drop_last: bool = False,
+        order: torch.Tensor | None = None,
     ) -> Iterator[dict[str, torch.Tensor]]:
         """Yield the batches of ``split`` (see ``collate``), in a ``generator``-seeded order if
-        ``shuffle``."""
+        ``shuffle``, or in ``order`` (row indices, e.g. by length so that batches pad little)."""
         check_int("batch_size", batch_size, 1)
         n = len(self.splits[split])
-        order = torch.randperm(n, generator=generator) if shuffle else torch.arange(n)
+        if order is not None and shuffle:
+            raise ValueError("batches: give shuffle or an order, not both")
+        if order is None:
+            order = torch.randperm(n, generator=generator) if shuffle else torch.arange(n)
         for start in range(0, n, batch_size):
             chunk = order[start : start + batch_size]
             if drop_last and len(chunk) < batch_size:
