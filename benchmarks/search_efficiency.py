@@ -280,7 +280,8 @@ def transfer(args: Any) -> None:
     print(f"wrote {args.output}")
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's subcommands and their flags."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("settings", help="print the header and the CPU-hours the tables need")
@@ -315,24 +316,11 @@ def main(argv: list[str] | None = None) -> None:
     tra.add_argument("--datasets", default="sst5,conll2003")
     tra.add_argument("--output", type=Path, default=TRANSFER_OUTPUT)
     tra.add_argument("--tables", type=Path, default=tables.TABLES, help="the tables' folder")
-    args = p.parse_args(argv)
-    if args.command == "settings":
-        return settings.main([])
-    if args.command == "record":
-        return recorder.run(args)
-    if args.command == "prune":
-        tables.prune(settings.check_dataset(args.dataset))
-        return None
-    if args.command == "real":
-        return real.run_search(args)
-    if args.command == "check":
-        return check.check(args)
-    if args.command == "transfer":
-        return transfer(args)
-    if args.repetitions < 1:
-        raise SystemExit(f"--repetitions must be >= 1, got {args.repetitions}")
-    if args.command == "pareto":
-        return pareto(args)
+    return p
+
+
+def replay_all(args: Any) -> None:
+    """``replay``: every arm on each dataset's table, into the JSON and a PNG a dataset."""
     names = [n for n in args.arms.split(",") if n]
     for dataset in (datasets := args.datasets.split(",")):
         settings.check_dataset(dataset)
@@ -350,6 +338,23 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {args.output}")
     for dataset, entry in result["datasets"].items():
         print(f"wrote {plots.plot_replay(entry, dataset, plot_path(args.output, dataset))}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "repetitions", 1) < 1:
+        raise SystemExit(f"--repetitions must be >= 1, got {args.repetitions}")
+    commands = {
+        "settings": lambda _args: settings.main([]),
+        "record": recorder.run,
+        "prune": lambda args: tables.prune(settings.check_dataset(args.dataset)),
+        "real": real.run_search,
+        "check": check.check,
+        "transfer": transfer,
+        "pareto": pareto,
+        "replay": replay_all,
+    }
+    commands[args.command](args)
 
 
 def plot_path(output: Path, dataset: str) -> Path:
