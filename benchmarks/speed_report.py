@@ -208,6 +208,12 @@ def mean_interval(values: list[float]) -> tuple[float, float]:
     return interval.mean, interval.half_width if interval.n > 1 else 0.0
 
 
+def _mean_interval_if_all(values: list[float | None]) -> tuple[float, float] | None:
+    """:func:`mean_interval` of ``values``; None where a run lacks the number (a file written
+    before AS-Skip re-checked zero-loss samples)."""
+    return None if None in values else mean_interval(values)
+
+
 def seed_table(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     """Per variant over seeds: the training-time ratio to softmax (and to softmax_grouped when
     run; paired by seed), test accuracy, its difference to AS-Softmax's (paired by seed), the
@@ -223,8 +229,8 @@ def seed_table(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, 
                 [r["samples_fwd_bwd"] / r["samples_seen"] for r in runs]
             ),
             "train_s": mean_interval([r["train_s"] for r in runs]),
-            "rechecked": mean_interval([r["samples_rechecked"] for r in runs]),
-            "rechecks_active": mean_interval([r["rechecks_active"] for r in runs]),
+            "rechecked": _mean_interval_if_all([r.get("samples_rechecked") for r in runs]),
+            "rechecks_active": _mean_interval_if_all([r.get("rechecks_active") for r in runs]),
         }
         if base is not None:
             row["time_ratio"] = mean_interval(
@@ -256,7 +262,8 @@ def print_seed_table(table: dict[str, dict[str, Any]], args) -> None:
     pm = lambda x, spec: f"{format(x[0], spec)} +- {format(x[1], spec.lstrip('+'))}"  # noqa: E731
     opt = lambda x, spec: "-" if x is None else pm(x, spec)  # noqa: E731
     for v, r in table.items():
-        rechecks = f"{r['rechecked'][0]:.0f} ({r['rechecks_active'][0]:.0f})"
+        rechecks = "-" if r["rechecked"] is None else f"{r['rechecked'][0]:.0f}"
+        rechecks += " (-)" if r["rechecks_active"] is None else f" ({r['rechecks_active'][0]:.0f})"
         print(
             f"| {v} | {pm(r['train_s'], '.1f')} | {opt(r.get('time_ratio'), '.3f')} | "
             f"{opt(r.get('time_ratio_grouped'), '.3f')} | {opt(r.get('steps_ratio'), '.3f')} | "

@@ -1,0 +1,37 @@
+"""Every saved AS-Speed/AS-Skip benchmark file prints its report again, as RESULTS.md says
+(`as_speed.py --from-json FILE`), whatever columns the benchmark has gained since it ran."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+SAVED = sorted(
+    p for p in (BENCHMARKS / "results").glob("as_*.json") if "summary" in json.loads(p.read_text())
+)
+
+
+@pytest.fixture
+def as_speed(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # its modules import each other by name
+    return importlib.import_module("as_speed")
+
+
+def test_there_are_saved_reports_to_read():
+    assert len(SAVED) >= 4, [p.name for p in SAVED]
+
+
+@pytest.mark.parametrize("saved", SAVED, ids=lambda p: p.stem)
+def test_a_saved_report_prints_again(saved: Path, as_speed, capsys):
+    report = as_speed.main(["--from-json", str(saved), "--plot", ""])
+    lines = capsys.readouterr().out.splitlines()
+    tables = 4 if "seeds" in report else 3  # timing, samples, per-unit costs; over seeds
+    for variant in report["summary"]:
+        assert sum(line.startswith(f"| {variant} |") for line in lines) == tables
+    if "seeds" in report:
+        seeds = len(next(iter(report["runs"].values())))
+        assert any(line.startswith(f"Over {seeds} seed(s)") for line in lines)
