@@ -41,6 +41,8 @@ from astune.losses.catalogue import family_loss
 from astune.training import fit
 
 VARIANTS = ("softmax", "as_softmax", "as_speed", "as_skip")
+DEFAULT_JSON = RESULTS / "paper_claims_cpu.json"
+DEFAULT_PLOT = RESULTS / "paper_claims.png"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -49,8 +51,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--seeds", type=int, default=3)
     add_scale_args(p)
-    p.add_argument("--json", default=str(RESULTS / "paper_claims_cpu.json"))
-    p.add_argument("--plot", default=str(RESULTS / "paper_claims.png"))
+    p.add_argument(
+        "--json",
+        default=None,
+        help=f"every run's numbers ('' to skip; default: {DEFAULT_JSON.name} in "
+        "benchmarks/results after training, nothing with --from-json)",
+    )
+    p.add_argument(
+        "--plot",
+        default=None,
+        help=f"the figure ('' to skip; default: {DEFAULT_PLOT.name} in benchmarks/results "
+        "after training, nothing with --from-json)",
+    )
     p.add_argument(
         "--from-json",
         default=None,
@@ -59,6 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.seeds < 2:
         p.error(f"--seeds must be at least 2 (an interval needs two runs), but got {args.seeds}")
+    if not args.from_json:  # a training run keeps its numbers unless told not to
+        args.json = str(DEFAULT_JSON) if args.json is None else args.json
+        args.plot = str(DEFAULT_PLOT) if args.plot is None else args.plot
     return args
 
 
@@ -330,11 +345,13 @@ def main(argv: list[str] | None = None) -> int:
         result["summary"] = summary
         report.append(markdown(result, summary))
     print("\n".join(report))
-    Path(args.json).write_text(
-        json.dumps({"args": vars(args), "machine": machine, "results": results}, indent=1)
-    )
-    plot(results, args.plot)
-    print(f"wrote {args.json} and {args.plot}")
+    if args.json:
+        saved = {"args": vars(args), "machine": machine, "results": results}
+        Path(args.json).write_text(json.dumps(saved, indent=1))
+        print(f"wrote {args.json}")
+    if args.plot:
+        plot(results, args.plot)
+        print(f"wrote {args.plot}")
     return 0
 
 

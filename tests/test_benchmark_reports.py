@@ -1,5 +1,6 @@
 """Every saved AS-Speed/AS-Skip benchmark file prints its report again, as RESULTS.md says
-(`as_speed.py --from-json FILE`), whatever columns the benchmark has gained since it ran."""
+(`as_speed.py --from-json FILE`), whatever columns the benchmark has gained since it ran; so
+does the paper's claims file, without writing over it."""
 
 from __future__ import annotations
 
@@ -21,6 +22,12 @@ def as_speed(monkeypatch: pytest.MonkeyPatch):
     return importlib.import_module("as_speed")
 
 
+@pytest.fixture
+def paper_claims(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    return importlib.import_module("paper_claims")
+
+
 def test_there_are_saved_reports_to_read():
     assert len(SAVED) >= 4, [p.name for p in SAVED]
 
@@ -35,3 +42,14 @@ def test_a_saved_report_prints_again(saved: Path, as_speed, capsys):
     if "seeds" in report:
         seeds = len(next(iter(report["runs"].values())))
         assert any(line.startswith(f"Over {seeds} seed(s)") for line in lines)
+
+
+def test_the_claims_print_again_and_nothing_is_written(paper_claims, tmp_path, monkeypatch, capsys):
+    saved = BENCHMARKS / "results" / "paper_claims_cpu.json"
+    before = saved.read_bytes()
+    monkeypatch.chdir(tmp_path)  # where an empty plot path once wrote ".png"
+    assert paper_claims.main(["--from-json", str(saved)]) == 0
+    out = capsys.readouterr().out
+    for result in json.loads(before)["results"]:
+        assert f"#### {result['dataset']} (3 seeds;" in out
+    assert "wrote" not in out and saved.read_bytes() == before and not list(tmp_path.iterdir())
