@@ -122,8 +122,7 @@ def _add_search_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:
-    """``train``: one run, every TrainConfig field a flag (unset: the config's or the
-    default)."""
+    """``train``: one run, its settings as flags (one left unset: --config's or the default)."""
     train = sub.add_parser("train", help="one training run (the unit of a search trial)")
     add_data_flags(train)
     train.add_argument("--config", help="YAML config written by `astune export`")
