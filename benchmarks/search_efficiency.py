@@ -287,36 +287,76 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("settings", help="print the header and the CPU-hours the tables need")
     recorder.add_arguments(sub.add_parser("record", help="record a piece of a table (resumes)"))
     pru = sub.add_parser("prune", help="drop a table's runs of configs outside the grid")
-    pru.add_argument("--dataset", required=True)
+    pru.add_argument("--dataset", required=True, help=", ".join(settings.DATASETS))
     rep = sub.add_parser("replay", help="replay the arms on recorded tables")
-    rep.add_argument("--datasets", default="sst5")
-    rep.add_argument("--arms", default=",".join((*arms.ARMS, *arms.WARM_ARMS)))
-    rep.add_argument("--repetitions", type=int, default=settings.REPETITIONS)
-    rep.add_argument("--output", type=Path, default=OUTPUT)
-    rep.add_argument("--tables", type=Path, default=tables.TABLES, help="the tables' folder")
+    _add_datasets(rep, "sst5")
+    rep.add_argument(
+        "--arms",
+        default=",".join((*arms.ARMS, *arms.WARM_ARMS)),
+        help="comma-separated arms (default: %(default)s)",
+    )
+    _add_repetitions(rep)
+    _add_output(rep, OUTPUT, "the JSON (a PNG a dataset beside it)")
+    _add_tables(rep)
     one = sub.add_parser("real", help="one real search of an arm (the replay's check)")
-    one.add_argument("--dataset", default="sst5")
-    one.add_argument("--arm", required=True)
-    one.add_argument("--seed", type=int, default=0)
+    one.add_argument("--dataset", default="sst5", help="the dataset (default: %(default)s)")
+    one.add_argument("--arm", required=True, help=", ".join((*arms.ARMS, *arms.WARM_ARMS)))
+    one.add_argument("--seed", type=int, default=0, help="the search's seed (default: 0)")
     one.add_argument(
         "--full-budget",
         action="store_true",
         help="search the whole budget (default: stop once T_common is reached)",
     )
-    one.add_argument("--tables", type=Path, default=tables.TABLES, help="the tables' folder")
+    _add_tables(one)
     chk = sub.add_parser("check", help="the replay against the real searches saved since")
-    chk.add_argument("--output", type=Path, default=OUTPUT)
-    chk.add_argument("--real", type=Path, default=None, help="the real searches' folder")
+    _add_output(chk, OUTPUT, "the replay's JSON, the check written into it")
+    chk.add_argument(
+        "--real",
+        type=Path,
+        default=None,
+        help="the real searches' folder (default: benchmarks/results/efficiency_real)",
+    )
     par = sub.add_parser("pareto", help="hypervolume with and without MO successive halving")
-    par.add_argument("--datasets", default="sst5")
-    par.add_argument("--repetitions", type=int, default=settings.REPETITIONS)
-    par.add_argument("--output", type=Path, default=PARETO_OUTPUT)
-    par.add_argument("--tables", type=Path, default=tables.TABLES, help="the tables' folder")
+    _add_datasets(par, "sst5")
+    _add_repetitions(par)
+    _add_output(par, PARETO_OUTPUT, "the JSON (a PNG a dataset beside it)")
+    _add_tables(par)
     tra = sub.add_parser("transfer", help="each dataset's best configs on the others' tables")
-    tra.add_argument("--datasets", default="sst5,conll2003")
-    tra.add_argument("--output", type=Path, default=TRANSFER_OUTPUT)
-    tra.add_argument("--tables", type=Path, default=tables.TABLES, help="the tables' folder")
+    _add_datasets(tra, "sst5,conll2003")
+    _add_output(tra, TRANSFER_OUTPUT, "the JSON")
+    _add_tables(tra)
     return p
+
+
+def _add_datasets(parser: argparse.ArgumentParser, default: str) -> None:
+    names = ", ".join(settings.DATASETS)
+    parser.add_argument(
+        "--datasets", default=default, help=f"comma-separated, of {names} (default: %(default)s)"
+    )
+
+
+def _add_repetitions(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--repetitions",
+        type=int,
+        default=settings.REPETITIONS,
+        help="replayed searches an arm, repetition i seeded i (default: %(default)s)",
+    )
+
+
+def _add_output(parser: argparse.ArgumentParser, default: Path, what: str) -> None:
+    parser.add_argument(
+        "--output", type=Path, default=default, help=f"{what} (default: %(default)s)"
+    )
+
+
+def _add_tables(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tables",
+        type=Path,
+        default=tables.TABLES,
+        help="the tables' folder (default: %(default)s)",
+    )
 
 
 def replay_all(args: Any) -> None:
