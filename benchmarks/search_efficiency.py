@@ -44,6 +44,7 @@ from benchmarks import efficiency_record as recorder  # noqa: E402
 from benchmarks import efficiency_replay as replay  # noqa: E402
 from benchmarks import efficiency_settings as settings  # noqa: E402
 from benchmarks import efficiency_tables as tables  # noqa: E402
+from benchmarks import efficiency_verdicts as verdicts  # noqa: E402
 from benchmarks._harness import RESULTS, commit, machine_line  # noqa: E402
 
 OUTPUT = RESULTS / "search_efficiency.json"
@@ -123,15 +124,20 @@ def replay_arm(
 
 
 def replay_dataset(
-    dataset: str, names: list[str], *, repetitions: int, root: Path | None = None
+    dataset: str,
+    names: list[str],
+    *,
+    repetitions: int,
+    root: Path | None = None,
+    budget_lengths: float = settings.BUDGET_TRIAL_LENGTHS,
 ) -> dict[str, Any]:
     """Every arm of ``names`` on ``dataset``'s recorded table (under ``root``, default
-    benchmarks/results/tables)."""
+    benchmarks/results/tables), each with a budget of ``budget_lengths`` trial-lengths."""
     folder = tables.table_dir(dataset, root)
     table = replay.Table(tables.complete_table(dataset, root))
     goal = arms.targets(table, dataset)
     length = table.trial_length()
-    budget = settings.BUDGET_TRIAL_LENGTHS * length
+    budget = budget_lengths * length
     data = settings.DATASETS[dataset]
     warm = None
     if any(name in arms.WARM_ARMS for name in names):
@@ -160,59 +166,12 @@ def replay_dataset(
         "warm_start": None if warm is None else warm_summary(warm),
         "arms": results,
         "warm_minus_cold": {
-            warm_name: paired_difference(results[warm_name], results[cold_name])
-            for warm_name, cold_name in WARM_PAIRS
+            warm_name: verdicts.paired_difference(results[warm_name], results[cold_name])
+            for warm_name, cold_name in verdicts.WARM_PAIRS
             if warm_name in results and cold_name in results
         },
-        "target_check": target_check(results, budget=budget, trial_length=length),
+        "target_check": verdicts.target_check(results, budget=budget, trial_length=length),
     }
-
-
-WARM_PAIRS = (("astune-warm", "astune"), ("astune-fast", "astune-fast-cold"))
-"""Each warm arm and the cold arm it is the recommendation away from (issue 44 item 4)."""
-COUNTS_WHEN = {"reached_share": 0.8, "median_trial_lengths": 8.0}
-"""Issue 44 item 2: a dataset counts when by-hand reaches T_common in at least 80% of its
-repetitions with a median of at least 8 trial-lengths."""
-
-
-def paired_difference(warm: dict[str, Any], cold: dict[str, Any]) -> dict[str, Any]:
-    """(warm minus cold) seconds to ``T_common``, paired by repetition (repetition i of both
-    arms shares its seed): the median difference and its percentile-bootstrap 95% interval, and
-    whether the interval lies wholly above 0 (warm slower: item 4 forbids it). Differences are
-    read to ``SECONDS_DECIMALS``."""
-    ours, theirs = (arm["seconds_to_target"]["per_repetition"] for arm in (warm, cold))
-    differences = [round(w - c, settings.SECONDS_DECIMALS) for w, c in zip(ours, theirs)]
-    stats = replay.median_interval(differences)
-    return {**stats, "per_repetition": differences, "wholly_above_zero": stats["low"] > 0}
-
-
-def target_check(
-    results: dict[str, dict[str, Any]], *, budget: float, trial_length: float
-) -> dict[str, Any]:
-    """Item 2's rule for whether the dataset counts, and item 6's: ``astune-fast`` reaches
-    T_common in at most 1/4 of by-hand's trial-seconds (medians) with a final regret no worse."""
-    hand, fast = results.get("by-hand"), results.get("astune-fast")
-    if hand is None:
-        return {"counts": None, "why": "by-hand was not replayed"}
-    reached = hand["seconds_to_target"]["reached"]
-    share = sum(reached) / len(reached)
-    median_lengths = hand["seconds_to_target"]["median"] / trial_length
-    counts = (
-        share >= COUNTS_WHEN["reached_share"]
-        and median_lengths >= COUNTS_WHEN["median_trial_lengths"]
-    )
-    out: dict[str, Any] = {
-        "counts": counts,
-        "by_hand_reached_share": share,
-        "by_hand_median_trial_lengths": median_lengths,
-        "budget_trial_lengths": budget / trial_length,
-    }
-    if fast is not None:
-        ratio = fast["seconds_to_target"]["median"] / hand["seconds_to_target"]["median"]
-        regret_ok = fast["final_regret"]["median"] <= hand["final_regret"]["median"]
-        out.update(fast_over_by_hand=ratio, regret_no_worse=regret_ok,
-                   met=bool(counts and ratio <= 0.25 and regret_ok))  # fmt: skip
-    return out
 
 
 def warm_summary(warm: Any) -> dict[str, Any]:
@@ -296,6 +255,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated arms (default: %(default)s)",
     )
     _add_repetitions(rep)
+    rep.add_argument(
+        "--budget-trial-lengths",
+        type=float,
+        default=settings.BUDGET_TRIAL_LENGTHS,
+        help="each search's budget, in trial-lengths (default: %(default)s, the header's; "
+        "another answers whether a larger budget makes a dataset count, item 2)",
+    )
     _add_output(rep, OUTPUT, "the JSON (a PNG a dataset beside it)")
     _add_tables(rep)
     one = sub.add_parser("real", help="one real search of an arm (the replay's check)")
@@ -369,7 +335,13 @@ def replay_all(args: Any) -> None:
         "commit": commit(),
         "intervals": settings.INTERVAL,
         "datasets": {
-            d: replay_dataset(d, names, repetitions=args.repetitions, root=args.tables)
+            d: replay_dataset(
+                d,
+                names,
+                repetitions=args.repetitions,
+                root=args.tables,
+                budget_lengths=args.budget_trial_lengths,
+            )
             for d in datasets
         },
     }
@@ -384,6 +356,8 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if getattr(args, "repetitions", 1) < 1:
         raise SystemExit(f"--repetitions must be >= 1, got {args.repetitions}")
+    if not getattr(args, "budget_trial_lengths", 1) > 0:
+        raise SystemExit(f"--budget-trial-lengths must be > 0, got {args.budget_trial_lengths}")
     commands = {
         "settings": lambda _args: settings.main([]),
         "record": recorder.run,

@@ -1,63 +1,24 @@
 """The search-efficiency benchmark's machinery (issue 44): the replay of the real Ray Tune
-searchers and ASHA on a synthetic table (a plain function of config and epoch), its time
-accounting and targets, and the recorder's resume on a tiny real recording."""
+searchers and ASHA on a synthetic table (``synthetic_tables``), its time accounting and
+targets, the JSON of item 7 and the transfer read. The tables and their recorder:
+``test_search_efficiency_tables.py``."""
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic_tables import STARTUP, TAIL, epoch_seconds, quality, synthetic_rows
 
 from benchmarks import efficiency_arms as arms
-from benchmarks import efficiency_record as recorder
 from benchmarks import efficiency_replay as replay
 from benchmarks import efficiency_settings as settings
 from benchmarks import efficiency_tables as tables
 from benchmarks import search_efficiency
-
-STARTUP, TAIL = 2.0, 1.0
-"""Synthetic seconds: a trial's start-up before its first epoch, and its final test."""
-
-
-def epoch_seconds(config: dict[str, Any]) -> float:
-    return 3.0 if config["batch_size"] == 16 else 2.0
-
-
-def quality(config: dict[str, Any], seed: int) -> float:
-    """The synthetic final score: best at the middle lr, batch 16, an AS loss; seeds differ a
-    little."""
-    score = 0.3 + 0.1 * (config["lr"] == settings.LRS[1]) + 0.05 * (config["batch_size"] == 16)
-    return score + 0.02 * (config["loss"] != "softmax") + 0.02 * config["epochs"] + 0.001 * seed
-
-
-def synthetic_rows(configs: list[dict[str, Any]], seeds=settings.SEEDS) -> list[dict]:
-    """One row per evaluation (epoch) of every config and seed, rising to :func:`quality`."""
-    rows = []
-    for config, seed in itertools.product(configs, seeds):
-        config, last = settings.normalized(config), config["epochs"]
-        for epoch in range(1, last + 1):
-            elapsed = STARTUP + epoch * epoch_seconds(config)
-            rows.append(
-                {
-                    "key": settings.config_key(config),
-                    "seed": seed,
-                    **config,
-                    "metric": "accuracy",
-                    "evaluation": epoch,
-                    "epoch": float(epoch),
-                    "last": epoch == last,
-                    "val": quality(config, seed) * (1 - 0.5**epoch),
-                    "test": 0.9 * quality(config, seed),
-                    "elapsed_seconds": elapsed,
-                    "trial_seconds": STARTUP + last * epoch_seconds(config) + TAIL,
-                }
-            )
-    return rows
 
 
 @pytest.fixture(scope="module")
@@ -202,62 +163,6 @@ def test_arms_lie_in_the_grid_and_targets(table):
         arms.build_arm("warm", "sst5")
 
 
-def test_a_dataset_may_name_its_own_epochs():
-    """CLINC150's grid runs to 8 epochs, the others' to 4: every arm searches the dataset's
-    epochs, starts at its most, and ASHA's ``max_t`` is that most (the whole grid's, even where
-    a warm space narrows the epochs)."""
-    assert settings.epochs_of("clinc_oos") == (1, 2, 4, 8)
-    assert settings.epochs_of("sst5") == settings.EPOCHS == (1, 2, 4)
-    clinc = settings.grid("clinc_oos")
-    assert len(clinc) == len(settings.grid("sst5")) * 4 // 3
-    assert {c["epochs"] for c in clinc} == {1, 2, 4, 8}
-    for dataset, most in (("clinc_oos", 8), ("sst5", 4)):
-        for name in arms.ARMS:
-            arm = arms.build_arm(name, dataset)
-            assert arm.values["epochs"] == settings.epochs_of(dataset)
-            assert arm.max_epochs == most
-            assert {p["epochs"] for p in arm.seed_points} == {most}
-
-
-@pytest.mark.slow
-def test_recorder_resumes(tmp_path, monkeypatch):
-    """A real recording of 1, then 2 configs x 1 epoch on 32 SST-5 rows (1-layer MiniLM): the
-    second piece records only the new config, and keeps it though Ctrl-C stops the piece right
-    after it; the digest counts both runs."""
-    monkeypatch.setitem(
-        settings.DATASETS, "sst5", settings.DatasetSlice("sst5", 32, 16, num_layers=1)
-    )
-    configs = [
-        {"loss": "softmax", "lr": 1e-4, "batch_size": 16, "epochs": 1, "lr_warmup_ratio": 0.0},
-        {
-            "loss": "as_softmax",
-            "lr": 1e-4,
-            "batch_size": 16,
-            "epochs": 1,
-            "delta": 0.3,
-            "warmup_ratio": 0.0,
-        },
-    ]
-    logged: list[str] = []
-    kwargs = {"hours": 1.0, "root": tmp_path, "seeds": (0,), "log": logged.append}
-
-    def interrupted_after_a_run(line: str) -> None:
-        logged.append(line)
-        if line.startswith("[1/"):
-            raise KeyboardInterrupt
-
-    assert recorder.record("sst5", configs=configs[:1], **kwargs) == 1
-    with pytest.raises(KeyboardInterrupt):
-        recorder.record("sst5", configs=configs, **{**kwargs, "log": interrupted_after_a_run})
-    assert recorder.record("sst5", configs=configs, **kwargs) == 0
-    folder = tables.table_dir("sst5", tmp_path)
-    frame = tables.read_table(folder)
-    assert sorted(frame["key"]) == sorted(settings.config_key(c) for c in configs)
-    assert (frame["elapsed_seconds"] <= frame["trial_seconds"]).all()
-    digest = tables.write_digest(folder)
-    assert digest["runs"] == 2 and len(digest["shards"]) == 2
-
-
 def test_seed_points_first_and_pruned_told_as_pruned(table):
     """The real searchers evaluate the arm's seed points first; astune's searcher tells Optuna an
     ASHA-stopped trial as PRUNED, by-hand's plain OptunaSearch as COMPLETE (as Ray does)."""
@@ -278,78 +183,6 @@ def search_efficiency_study(searcher: Any) -> Any:
     return optuna_study(searcher)
 
 
-def test_parts_share_the_runs_without_overlap(tmp_path):
-    every = recorder.pending_runs("sst5", tmp_path)
-    halves = [recorder.pending_runs("sst5", tmp_path, part=(i, 2)) for i in (0, 1)]
-    keys = [{(settings.config_key(c), s) for c, s in half} for half in halves]
-    assert not keys[0] & keys[1]
-    assert keys[0] | keys[1] == {(settings.config_key(c), s) for c, s in every}
-    assert len(every) == len(settings.grid("sst5")) * len(settings.SEEDS)
-    with pytest.raises(SystemExit, match="--part must be I/N"):
-        recorder.parse_part("2/2")
-
-
-def test_a_grid_change_is_refused_until_pruned_and_pieces_take_chosen_losses(tmp_path):
-    """Runs of a config the grid dropped (the old AS-Speed variant) make the table refused in
-    one line naming ``prune``; ``prune`` drops exactly them and keeps the rest; ``--losses``
-    records only the losses named."""
-    folder = tables.table_dir("sst5", tmp_path)
-    kept = settings.grid("sst5")[:3]
-    old = {"loss": "as_speed", "lr": 1e-4, "batch_size": 16, "epochs": 1, "delta": 0.3}
-    stray = [{**row, "key": row["key"].replace("as_softmax", "as_speed"), "loss": "as_speed"}
-             for row in synthetic_rows([{**old, "loss": "as_softmax"}])]  # fmt: skip
-    tables.write_shard(folder, synthetic_rows(kept) + stray)
-    with pytest.raises(SystemExit, match="1 configs outside the grid.*prune --dataset sst5"):
-        tables.grid_table("sst5", tmp_path)
-    assert tables.prune("sst5", tmp_path, log=lambda _: None) == len(settings.SEEDS)
-    table = tables.grid_table("sst5", tmp_path)
-    assert set(table["key"]) == {settings.config_key(c) for c in kept}
-    assert len(list(folder.glob("part-*.parquet"))) == 1
-    assert json.loads((folder / tables.DIGEST_FILE).read_text())["runs"] == 3 * len(settings.SEEDS)
-    softmax = recorder.grid_of_losses("sst5", "softmax")
-    assert softmax and {c["loss"] for c in softmax} == {"softmax"}
-    with pytest.raises(SystemExit, match="--losses must name grid losses.*got 'as_speed'"):
-        recorder.grid_of_losses("sst5", "as_speed")
-
-
-def test_a_replay_refuses_a_table_the_grid_outgrew(tmp_path):
-    """A table that lacks runs of its grid (CLINC150's before its 8-epoch runs) is refused by
-    the replay in one line naming how many runs are missing; the reference (refresh_reference)
-    still reads it whole, leaving out the configs short of seeds. Two shards written within
-    one second both stay."""
-    folder = tables.table_dir("clinc_oos", tmp_path)
-    four = [c for c in settings.grid("clinc_oos") if c["epochs"] <= 4]
-    tables.write_shard(folder, synthetic_rows(four))
-    missing = (len(settings.grid("clinc_oos")) - len(four)) * len(settings.SEEDS)
-    assert missing == 288
-    with pytest.raises(SystemExit, match=f"lacks {missing} of its grid's 1152 runs.*epochs=8"):
-        tables.complete_table("clinc_oos", tmp_path)
-    assert len(tables.grid_table("clinc_oos", tmp_path)) == len(synthetic_rows(four))
-    tables.write_shard(
-        folder, synthetic_rows([c for c in settings.grid("clinc_oos") if c not in four])
-    )
-    assert tables.runs_of(tables.complete_table("clinc_oos", tmp_path)) == {
-        (settings.config_key(c), s) for c in settings.grid("clinc_oos") for s in settings.SEEDS
-    }
-
-
-def test_the_fast_levers_are_grouped_by_length_and_keyed_apart():
-    """A fast lever's grid config trains AS-Softmax with AS-Skip (the soft policy: InfoBatch's
-    pruning too) and grouped micro-batches; its key names the window, so an ungrouped run is
-    another config."""
-    levers = [c for c in settings.grid("sst5") if c["loss"] in settings.FAST_LEVERS]
-    assert {c["loss"] for c in levers} == set(settings.FAST_LEVERS)
-    for config in levers:
-        fields = settings.train_fields("sst5", config, 0)
-        assert fields["loss"] == "as_softmax" and fields["as_skip"] is True
-        assert fields.get("skip_policy", "zero") == ("soft" if "soft" in config["loss"] else "zero")
-        assert fields["length_window"] == settings.FAST_LENGTH_WINDOW
-        assert settings.config_key(config).endswith(f"length_window={settings.FAST_LENGTH_WINDOW}")
-    plain = next(c for c in settings.grid("sst5") if c["loss"] == "as_softmax")
-    assert "length_window" not in settings.train_fields("sst5", plain, 0)
-    assert "length_window" not in settings.config_key(plain)
-
-
 def test_the_json_of_item_7(tmp_path):
     """``replay`` on a synthetic table written as a recorded one: the shape issue 44 item 7
     asks for, the budget in trial-lengths and the table's digest."""
@@ -357,7 +190,7 @@ def test_the_json_of_item_7(tmp_path):
     tables.write_shard(folder, synthetic_rows(settings.grid("sst5")))
     out = tmp_path / "search_efficiency.json"
     argv = ["replay", "--arms", "by-hand", "--repetitions", "2", "--output", str(out)]
-    search_efficiency.main([*argv, "--tables", str(tmp_path)])
+    search_efficiency.main([*argv, "--tables", str(tmp_path), "--budget-trial-lengths", "12"])
     result = json.loads(out.read_text())
     assert {"machine", "commit", "intervals", "replay_check"} <= result.keys()
     sst5 = result["datasets"]["sst5"]
@@ -365,7 +198,8 @@ def test_the_json_of_item_7(tmp_path):
     assert sst5["metric"] == "accuracy" and sst5["workers"] == 2
     assert set(sst5["targets"]) == {"T_common", "T_all", "best"}
     hand = sst5["arms"]["by-hand"]
-    assert hand["budget_seconds"] == settings.BUDGET_TRIAL_LENGTHS * sst5["trial_length_seconds"]
+    assert hand["budget_seconds"] == 12 * sst5["trial_length_seconds"]
+    assert sst5["target_check"]["budget_trial_lengths"] == pytest.approx(12)
     for name in ("seconds_to_target", "seconds_to_target_all"):
         stats = hand[name]
         assert set(stats) == {"median", "low", "high", "per_repetition", "reached"}
@@ -385,6 +219,8 @@ def test_the_json_of_item_7(tmp_path):
     checked = json.loads(out.read_text())["replay_check"]["sst5"]
     assert checked["searches"] == {"by-hand": 3} and checked["searches_of_another_table"] == 1
     assert checked["arms"]["by-hand"]["within"] is False  # 1e9 s: past the whole budget
+    with pytest.raises(SystemExit, match="--budget-trial-lengths must be > 0, got 0.0"):
+        search_efficiency.main([*argv, "--budget-trial-lengths", "0"])
     with pytest.raises(SystemExit, match="no replay at"):
         search_efficiency.main(["check", "--output", str(tmp_path / "none.json")])
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from test_search_efficiency import STARTUP, synthetic_rows
+from synthetic_tables import STARTUP, synthetic_rows
 
 from astune.recommend.difficulty import Difficulty
 from astune.recommend.result import Recommendation
@@ -175,7 +175,7 @@ def _arm_result(seconds, reached, regret=1.0):
 
 
 def test_warm_minus_cold_is_paired_by_repetition():
-    from benchmarks.search_efficiency import paired_difference
+    from benchmarks.efficiency_verdicts import paired_difference
 
     cold = _arm_result([100.0, 200.0, 300.0, 400.0], [True] * 4)
     warm = _arm_result([90.0, 150.0, 310.0, 380.0], [True] * 4)
@@ -191,7 +191,7 @@ def test_warm_minus_cold_is_paired_by_repetition():
 
 
 def test_target_check_applies_items_2_and_6():
-    from benchmarks.search_efficiency import target_check
+    from benchmarks.efficiency_verdicts import target_check
 
     hand = _arm_result([1000.0] * 9 + [4000.0], [True] * 9 + [False], regret=0.5)
     fast = _arm_result([200.0] * 10, [True] * 10, regret=0.4)
