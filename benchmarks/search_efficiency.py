@@ -267,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     one = sub.add_parser("real", help="one real search of an arm (the replay's check)")
     one.add_argument("--dataset", default="sst5", help="the dataset (default: %(default)s)")
     one.add_argument("--arm", required=True, help=", ".join((*arms.ARMS, *arms.WARM_ARMS)))
-    one.add_argument("--seed", type=int, default=0, help="the search's seed (default: 0)")
+    one.add_argument("--seed", type=int, default=0, help="the search's seed (default: %(default)s)")
     one.add_argument(
         "--full-budget",
         action="store_true",
@@ -280,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--real",
         type=Path,
         default=None,
-        help="the real searches' folder (default: benchmarks/results/efficiency_real)",
+        help=f"the real searches' folder (default: {real.REAL})",
     )
     par = sub.add_parser("pareto", help="hypervolume with and without MO successive halving")
     _add_datasets(par, "sst5")
