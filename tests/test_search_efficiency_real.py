@@ -187,9 +187,11 @@ def test_the_rankings_chance_agreement_is_drawn_from_the_replay_itself():
 @pytest.mark.ray
 @pytest.mark.slow
 def test_the_real_command_saves_a_search_against_its_table(tmp_path, monkeypatch, data_dir):
-    """``search_efficiency.py real`` on a synthetic table of SST-5's grid (6 trial-lengths of
-    budget, 32 rows, a 1-layer MiniLM): the saved search names the table's digest, its budget,
-    the target, every report and the trials' starts."""
+    """``search_efficiency.py real`` on a synthetic table of SST-5's grid (32 rows, a 1-layer
+    MiniLM) where every cell scores alike, so the first report reaches ``T_common`` and the
+    search stops there however slow the machine (the budget, 100 trial-lengths, is only a
+    bound): the saved search names the table's digest, its budget, the target, every report,
+    the trials' starts and the first report's seconds as its time to the target."""
     import json
 
     import pandas as pd
@@ -203,17 +205,19 @@ def test_the_real_command_saves_a_search_against_its_table(tmp_path, monkeypatch
     monkeypatch.setitem(
         settings.DATASETS, "sst5", settings.DatasetSlice("sst5", 32, 16, num_layers=1)
     )
-    monkeypatch.setattr(settings, "BUDGET_TRIAL_LENGTHS", 6)  # past real start-up: a report
+    monkeypatch.setattr(settings, "BUDGET_TRIAL_LENGTHS", 100)
     monkeypatch.setattr(real, "REAL", tmp_path / "real")
-    rows = synthetic_rows(settings.grid("sst5"))
+    rows = [{**row, "val": 0.5} for row in synthetic_rows(settings.grid("sst5"))]
     folder = tables.table_dir("sst5", tmp_path)
     tables.write_shard(folder, rows)
     argv = ["real", "--dataset", "sst5", "--arm", "by-hand", "--tables", str(tmp_path)]
-    search_efficiency.main([*argv, "--full-budget"])
+    search_efficiency.main(argv)
     saved = json.loads((tmp_path / "real" / "sst5-by-hand-0.json").read_text())
     table = replay.Table(pd.DataFrame(rows))
     assert saved["table"] == tables.table_digest(folder)["sha256"]
-    assert saved["budget_seconds"] == pytest.approx(6 * table.trial_length())
+    assert saved["budget_seconds"] == pytest.approx(100 * table.trial_length())
     assert saved["target"] == pytest.approx(arms.targets(table, "sst5")["T_common"])
     assert saved["reports"] and {r["trial"] for r in saved["reports"]} <= set(saved["trials"])
-    assert saved["stopped_at_target"] is False
+    first = min(r["seconds"] for r in saved["reports"])
+    assert saved["reached"] and saved["seconds_to_target"] == first
+    assert saved["stopped_at_target"] is True
