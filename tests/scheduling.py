@@ -6,7 +6,10 @@ plain ``loadfile`` two of them often ran side by side, and a training test, whic
 core (one thread per worker), could not fill the other: the 2-core machine idled 12% of the
 suite. With three workers the first takes the modules in :data:`WAITING` one after another
 and the other two everything else, so two computing workers keep both cores busy while the
-third waits. A worker whose own kind is used up takes the other kind.
+third waits. A worker whose own kind is used up takes the other kind. Four workers were no
+faster: sampled from /proc/stat, the machine was 95% busy through the run, and the tests took
+641 s against three workers' 578 s (2026-11-28, each from a fresh venv). The suite is bound
+by the CPU, so it gets shorter only by tests that compute less.
 """
 
 from __future__ import annotations
