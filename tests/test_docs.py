@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,3 +43,39 @@ def test_code_cites_only_pages_in_the_repository() -> None:
         if not (REPO / page).is_file()
     )
     assert missing == []
+
+
+def _documented_commands() -> list[tuple[str, list[str]]]:
+    """Every ``python -m astune ...`` command of a fenced block in the README and docs/, as
+    ``(page:line, argv after "astune")``, continued lines joined and comments dropped."""
+    found = []
+    for page in PAGES:
+        lines, fenced = page.read_text().splitlines(), False
+        for number, line in enumerate(lines, 1):
+            if line.startswith("```"):
+                fenced = not fenced
+                continue
+            if not fenced or "python -m astune " not in line:
+                continue
+            text, at = line, number
+            while text.endswith("\\"):
+                text = text[:-1] + " " + lines[at]
+                at += 1
+            command = text[text.index("python -m astune ") :]
+            where = f"{page.relative_to(REPO)}:{number}"
+            found.append((where, shlex.split(command, comments=True)))
+    return found
+
+
+def test_every_documented_command_parses() -> None:
+    from astune.cli.parser import build_parser
+
+    commands = _documented_commands()
+    assert len(commands) >= 20  # the walk finds the pages' commands
+    refused = []
+    for where, argv in commands:
+        try:
+            build_parser().parse_args(argv[3:])
+        except SystemExit:
+            refused.append(f"{where}: {shlex.join(argv)}")
+    assert refused == []

@@ -4,6 +4,7 @@ loads; ``--resume``; the run, stopped gracefully by SIGTERM or Ctrl-C."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,7 +61,8 @@ def train_config(args: argparse.Namespace):
 
     config = TrainConfig.from_yaml(args.config).to_dict() if args.config else {}
     config.update({k: getattr(args, k) for k in TRAIN_FLAGS if getattr(args, k) is not None})
-    config.setdefault("output_dir", f"astune-runs/train/{config.get('dataset', 'run')}")
+    if not config.get("output_dir"):  # an exported config holds `output_dir: null`
+        config["output_dir"] = f"astune-runs/train/{config.get('dataset', 'run')}"
     if not args.config and args.backbone is None:
         config["backbone"] = DEFAULT_BACKBONE
     if not config.get("dataset"):
@@ -134,5 +136,7 @@ def train(args: argparse.Namespace) -> int:
             if isinstance(final[key], float)
             else f"{key:>24}: {final[key]}"
         )
-    print(f"run folder: {config.output_dir} (metrics.jsonl, final.json, checkpoint/)")
+    folder = shlex.quote(str(config.output_dir))
+    print(f"run folder: {folder} (metrics.jsonl, final.json, checkpoint/)")
+    print(f"resume:     python -m astune train --output-dir {folder} --resume")
     return 0

@@ -1,0 +1,97 @@
+"""astune as users install and run it: the wheel holds what the package reads, and the README's
+first hour runs as written, from a folder outside the repository, on the installed wheel
+(tests/installed.py says where that wheel comes from)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+from installed import REPO, Installed, installed, package_data
+
+MARKER = "<!-- runs as written:"  # the line before a README block that a test runs
+FENCE = re.compile(r"^```")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Installed:
+    return installed(tmp_path_factory.mktemp("installed"))
+
+
+def marked_commands(page: Path) -> list[list[str]]:
+    """The commands of every fenced block that ``MARKER`` precedes in ``page``, each as argv
+    (continued lines joined, comments dropped)."""
+    commands: list[list[str]] = []
+    lines = page.read_text().splitlines()
+    for at, line in enumerate(lines):
+        if not line.startswith(MARKER):
+            continue
+        assert FENCE.match(lines[at + 1]), f"{page.name}:{at + 2}: a fenced block must follow"
+        end = next(i for i in range(at + 2, len(lines)) if FENCE.match(lines[i]))
+        text = "\n".join(lines[at + 2 : end]).replace("\\\n", " ")
+        commands += [shlex.split(cmd, comments=True) for cmd in text.splitlines() if cmd.strip()]
+    return commands
+
+
+def test_the_wheel_holds_every_file_the_package_reads(wheel: Installed) -> None:
+    data = package_data()
+    assert "astune/recommend/reference_trials.json" in data  # the walk sees the package's data
+    assert sorted(data - wheel.wheel_files()) == []
+
+
+def test_package_data_counts_what_is_not_python(tmp_path: Path) -> None:
+    folder = tmp_path / "pkg"
+    (folder / "sub" / "__pycache__").mkdir(parents=True)
+    for name in ("a.py", "sub/table.json", "sub/__pycache__/a.cpython-311.pyc", "py.typed"):
+        (folder / name).write_text("")
+    assert package_data(folder) == {"pkg/sub/table.json", "pkg/py.typed"}
+
+
+def test_the_installed_package_is_the_wheels_not_the_checkout(
+    wheel: Installed, tmp_path: Path
+) -> None:
+    code = "import astune, astune.recommend.reference as r; print(astune.__file__, r.PRIOR_FILE)"
+    done = wheel.run(["-c", code], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    module, prior = (Path(p) for p in done.stdout.split())
+    assert REPO not in module.parents and module.parent.parent.name == "site-packages"
+    assert prior.is_file() and prior.parent.parent == module.parent
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_readme_first_hour_runs_as_written_outside_the_repository(
+    wheel: Installed, tmp_path: Path
+) -> None:
+    commands = marked_commands(REPO / "README.md")
+    assert [c[3] for c in commands[:3]] == ["search", "export", "train"]
+    outputs = []
+    for argv in commands:
+        assert argv[:3] == ["python", "-m", "astune"], argv
+        done = wheel.run(argv[1:], cwd=tmp_path, timeout=300)
+        assert done.returncode == 0, f"{shlex.join(argv)}: {done.stderr[-2000:]}"
+        outputs.append(done.stdout)
+    assert "best objective:" in outputs[0]
+    assert yaml.safe_load((tmp_path / "best.yaml").read_text())["dataset"] == "sst5"
+    run_folder = tmp_path / "astune-runs" / "train" / "sst5"
+    assert f"run folder: {run_folder.relative_to(tmp_path)}" in outputs[2]
+    assert "val_accuracy" in json.loads((run_folder / "final.json").read_text())
+    _exports_each_format(wheel, tmp_path)
+
+
+def _exports_each_format(wheel: Installed, folder: Path) -> None:
+    """``export`` of the README's search in every format: each file reads as what it is."""
+    for fmt in ("json", "python", "hf"):
+        out = folder / f"best.{fmt}"
+        argv = ["-m", "astune", "export", "--experiment", "astune-sst5", "--format", fmt]
+        done = wheel.run([*argv, "-o", str(out)], cwd=folder)
+        assert done.returncode == 0, done.stderr
+        text = out.read_text()
+        if fmt == "json":
+            assert json.loads(text)["config"]["dataset"] == "sst5"
+        else:
+            compile(text, str(out), "exec")  # a script the user can run
