@@ -247,3 +247,15 @@ def test_a_run_that_fails_mid_training_exits_1_with_the_error_and_its_log(
     assert code == 1 and line.startswith("astune train: failed: FloatingPointError: loss is inf")
     log = Path(line.rsplit("full traceback: ", 1)[1].strip().rstrip(")"))
     assert log.is_file() and "Traceback (most recent call last)" in log.read_text()
+
+
+def test_an_exported_config_without_a_folder_trains_into_the_default_one(tmp_path, monkeypatch):
+    import argparse
+
+    from astune.cli.parser import build_parser
+    from astune.cli.train import train_config
+
+    TrainConfig(dataset="sst5", backbone="minilm", output_dir=None).to_yaml(tmp_path / "best.yaml")
+    monkeypatch.chdir(tmp_path)
+    args: argparse.Namespace = build_parser().parse_args(["train", "--config", "best.yaml"])
+    assert train_config(args).output_dir == "astune-runs/train/sst5"
