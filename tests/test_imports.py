@@ -32,6 +32,7 @@ FLOORS = (
     ("astune.training",),
     ("astune.space", "astune.store"),
     ("astune.search", "astune.confirm", "astune.export", "astune.recommend", "astune.analysis"),
+    ("astune.api",),
     ("astune.cli", "astune.__main__"),
 )
 READERS = (

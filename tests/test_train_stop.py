@@ -1,4 +1,4 @@
-"""`astune train` told to stop (astune/cli/train_stop.py), as a user's Ctrl-C or Slurm's SIGTERM
+"""`astune train` told to stop (astune/training/stop.py), as a user's Ctrl-C or Slurm's SIGTERM
 reaches it: a real command on a slice of SST-5, sent the signal once it has evaluated."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import pytest
 from astune.cli import main
 from astune.cli.parser import build_parser
 from astune.cli.train import train_config
-from astune.cli.train_stop import TrainingStopped, stop_after_step
 from astune.training import LoopHooks, fit
 from astune.training.state import read_checkpoint
+from astune.training.stop import TrainingStopped, stop_after_step
 
 
 def metrics(folder: Path) -> list[dict]:
@@ -118,10 +118,11 @@ def test_train_resume_continues_a_stopped_run_to_the_uninterrupted_runs_end(
     assert changed == 2 and "--resume: cannot change --lr (the run was started with " in (
         capsys.readouterr().err
     )
-    # where it reads its data may change (another mount): given relative to another folder here
+    # as the run folder's line says, plus where it reads its data, which may change (another
+    # mount): given relative to another folder here; the rest is the run's own
     monkeypatch.chdir(data_dir.parent)
-    moved = [*flags[:4], data_dir.name, *flags[5:]]
-    assert main([*moved, "--output-dir", str(stopped), "--resume"]) == 0
+    moved = ["train", "--output-dir", str(stopped), "--resume", "--data-dir", data_dir.name]
+    assert main(moved) == 0
     ends = [json.loads((folder / "final.json").read_text()) for folder in (whole, stopped)]
     assert ends[1]["optimizer_steps"] == ends[0]["optimizer_steps"] == 12
     for key, value in ends[0].items():

@@ -15,6 +15,7 @@ from astune.cli.flags import (
     add_validation_flag,
 )
 from astune.config import SKIP_POLICIES
+from astune.export import FORMATS
 from astune.losses.catalogue import DELTA_SCHEDULES
 from astune.metrics.objectives import COSTS
 from astune.search.settings import SAMPLERS
@@ -224,7 +225,7 @@ def _add_export_parser(sub: argparse._SubParsersAction) -> None:
     export = sub.add_parser("export", help="write the best config of a search as code or config")
     add_tracking_flag(export)
     export.add_argument("--experiment", required=True)
-    export.add_argument("--format", choices=["yaml", "json", "python", "hf"], default="yaml")
+    export.add_argument("--format", choices=FORMATS, default="yaml")
     export.add_argument("-o", "--output", default=None)
     point = export.add_mutually_exclusive_group()
     point.add_argument(

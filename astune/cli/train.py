@@ -6,14 +6,14 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from astune.cli.errors import CLIError
 from astune.config import INFOBATCH_FIELDS, SPEED_FIELDS
 from astune.losses.catalogue import DELTA_CONTROL
 
 if TYPE_CHECKING:
+    from astune.api._train import TrainResult
     from astune.config import TrainConfig
 
 
@@ -48,74 +48,38 @@ TRAIN_FLAGS = (
 )
 
 
-# Where a resumed run reads its data, writes and trains may change (another mount, machine or
-# GPU, and the loss kernel that suits it); the rest of its settings may not, or the resume
-# would not be exact.
-RESUME_MAY_CHANGE = ("output_dir", "data_dir", "device", "loss_kernel")
+def flag(name: str) -> str:
+    """A parameter as the command spells it."""
+    return "--" + name.replace("_", "-")
 
 
-def train_config(args: argparse.Namespace):
+def given_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The config fields the command line gave."""
+    return {k: getattr(args, k) for k in TRAIN_FLAGS if getattr(args, k) is not None}
+
+
+def train_config(args: argparse.Namespace) -> TrainConfig:
     """The run's config: ``--config FILE`` (as `export` writes it) overridden by explicit flags."""
-    from astune.backbones.registry import DEFAULT_BACKBONE
-    from astune.config import TrainConfig
+    from astune.api._train import train_config as config_of
 
-    config = TrainConfig.from_yaml(args.config).to_dict() if args.config else {}
-    config.update({k: getattr(args, k) for k in TRAIN_FLAGS if getattr(args, k) is not None})
-    if not config.get("output_dir"):  # an exported config holds `output_dir: null`
-        config["output_dir"] = f"astune-runs/train/{config.get('dataset', 'run')}"
-    if not args.config and args.backbone is None:
-        config["backbone"] = DEFAULT_BACKBONE
-    if not config.get("dataset"):
-        raise CLIError("--dataset is required (or --config FILE)")
-    return TrainConfig.from_dict(config).validate()
-
-
-def _resumed(args: argparse.Namespace, config: TrainConfig) -> tuple[TrainConfig, dict]:
-    """``--resume``: the config the run in ``config.output_dir`` was started with and the
-    checkpoint it came from (read once: it holds the weights); a flag given now with another
-    value is refused (the resume would not be exact)."""
-    from astune.config import TrainConfig
-    from astune.training.state import STATE_FILE, read_checkpoint
-
-    folder = Path(config.output_dir) / "checkpoint"
-    if not (folder / STATE_FILE).is_file():
-        raise CLIError(
-            f"--resume: no checkpoint in {folder}; give the --output-dir of a run that wrote one "
-            "(each evaluation writes one unless --checkpoint-every says otherwise)"
-        )
-    state = read_checkpoint(folder)
-    before = state["config"]
-    for key in TRAIN_FLAGS:
-        given = getattr(args, key)
-        if key in RESUME_MAY_CHANGE or given is None or key not in before:
-            continue
-        if given != before[key]:
-            raise CLIError(
-                f"--resume: cannot change --{key.replace('_', '-')} (the run was started with "
-                f"{before[key]!r}, now {given!r}); leave it out, or train into another --output-dir"
-            )
-    given_now = {k: getattr(args, k) for k in RESUME_MAY_CHANGE if getattr(args, k) is not None}
-    resumed = {**before, **given_now, "output_dir": config.output_dir}
-    return TrainConfig.from_dict(resumed).validate(), state
+    return config_of(args.config, given_fields(args), spell=flag)
 
 
 def train(args: argparse.Namespace) -> int:
-    try:
-        config, state = train_config(args), None  # bad flags refused before torch loads
-    except (ValueError, OSError) as err:
-        raise CLIError(str(err).splitlines()[0]) from None
-    from astune.cli.train_stop import TrainingStopped, stop_after_step
-    from astune.training import Run
+    fields, config = given_fields(args), args.config
+    if not args.resume:
+        try:
+            config = train_config(args)  # bad flags refused before torch loads
+        except (ValueError, OSError) as err:
+            raise CLIError(str(err).splitlines()[0]) from None
+    from astune.api._train import TrainResult, build_run
     from astune.training.hooks import ProgressBar
+    from astune.training.stop import TrainingStopped, stop_after_step
 
     bar = ProgressBar()
     with stop_after_step() as stop:  # SIGTERM, Ctrl-C: the step under way ends, then the run
         try:  # building the run reads the data and the backbone: what fails here is bad input
-            if args.resume:
-                config, state = _resumed(args, config)
-            run = Run(config, hooks=[bar, stop])
-            if state is not None:
-                run.restore(Path(config.output_dir) / "checkpoint", state=state)
+            run = build_run(config, fields, resume=args.resume, hooks=[bar, stop], spell=flag)
         except (ValueError, OSError) as err:
             raise CLIError(str(err).splitlines()[0]) from None
         try:
@@ -124,6 +88,13 @@ def train(args: argparse.Namespace) -> int:
             bar.close()
             print(f"astune train: {stopped}", file=sys.stderr)
             return stopped.exit_code
+    print_result(TrainResult.of(run, final))
+    return 0
+
+
+def print_result(result: TrainResult) -> None:
+    """The run's final metrics, its folder and the command that resumes it."""
+    final = result.metrics
     keys = [k for k in final if k.startswith(("val_", "test_"))] + [
         "optimizer_steps",
         "train_seconds",
@@ -131,12 +102,8 @@ def train(args: argparse.Namespace) -> int:
         "samples_computed",
     ]
     for key in keys:
-        print(
-            f"{key:>24}: {final[key]:.4f}"
-            if isinstance(final[key], float)
-            else f"{key:>24}: {final[key]}"
-        )
-    folder = shlex.quote(str(config.output_dir))
+        value = final[key]
+        print(f"{key:>24}: {value:.4f}" if isinstance(value, float) else f"{key:>24}: {value}")
+    folder = shlex.quote(str(result.config.output_dir))
     print(f"run folder: {folder} (metrics.jsonl, final.json, checkpoint/)")
     print(f"resume:     python -m astune train --output-dir {folder} --resume")
-    return 0

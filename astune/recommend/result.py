@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from astune.recommend.difficulty import Difficulty
 from astune.recommend.history import HistoryPoint
@@ -30,3 +31,4 @@ class Recommendation:
     rationale: str = ""
     transfer: TransferAdvice | None = None
     fit_warmup_ratio: float | None = None  # history's fit of r at this difficulty (None: none)
+    space_file: Path | None = None  # the warmed space, when one was written (--write-space)

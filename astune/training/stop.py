@@ -1,8 +1,10 @@
-"""`astune train` told to stop: SIGTERM (what Slurm and Kubernetes send) or Ctrl-C (SIGINT).
+"""A training run (`astune train`, ``astune.train``) told to stop: SIGTERM (what Slurm and
+Kubernetes send) or Ctrl-C (SIGINT).
 
 The first signal is noted, and the run stops after the optimizer step under way (a hook of the
-loop), so that no checkpoint or record is cut in half: the command says in one line where the
-run stopped and what its folder keeps, and exits with 128 + the signal's number (143, 130);
+loop), so that no checkpoint or record is cut in half: :class:`TrainingStopped` says in one line
+where the run stopped and what its folder keeps; the command prints it and exits with 128 + the
+signal's number (143, 130);
 ``astune train --output-dir DIR --resume`` goes on from the last checkpoint. A second signal
 stops it at once (Python's KeyboardInterrupt), for a step that does not end.
 """
