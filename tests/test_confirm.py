@@ -252,7 +252,6 @@ def _stopped_by_sigterm(argv: list[str], ready) -> tuple[int, str, str]:
     "extra, message",
     [
         (["--experiment", "nope"], "no experiment 'nope'"),
-        ([*EXP, "--top", "3"], "top must be at most 2"),
         ([*EXP, "--seeds", "1"], "seeds must be an integer in [2, inf), but got 1"),
         ([*EXP, "--baseline", "as_softmax"], "baseline must be a loss that is not"),
         ([*EXP, "--baseline", "nope"], "loss must be one of"),
