@@ -91,6 +91,9 @@ def test_confirm_runs_the_best_trial_and_the_baseline_over_the_same_seeds(confir
     (confirms,) = set(by_config) - {"baseline"}
     (best,) = [t for t in trials if t.info.run_id == confirms]
     assert best.data.metrics["best_objective"] == top and "baseline" in by_config
+    # named by its trial id, as the live table and the run name name it (issue 60)
+    trial_id = best.data.tags["astune.trial_id"]
+    assert f"(trial {trial_id})" in confirmed.out and best.info.run_name.endswith(f"-{trial_id}")
     for group in by_config.values():  # seeds: not the search's (0), the same for both configs
         assert sorted(int(r.data.params["seed"]) for r in group) == [1, 2]
     trial_run = by_config[best.info.run_id][0]
@@ -169,6 +172,8 @@ def test_export_names_the_confirmed_winner(confirmed):
     assert "confirmed winner" in best.describe() and "confirmed winner" in best.source
     if winner != "baseline":
         assert best.run_id == winner
+        trial_id = confirmed.client.get_run(winner).data.tags["astune.trial_id"]
+        assert best.trial_id == trial_id and f"trial {trial_id} (MLflow run" in best.describe()
     assert best.config["seed"] == 0  # the search's seed, not a confirm seed
 
 
@@ -252,7 +257,6 @@ def _stopped_by_sigterm(argv: list[str], ready) -> tuple[int, str, str]:
     "extra, message",
     [
         (["--experiment", "nope"], "no experiment 'nope'"),
-        ([*EXP, "--top", "3"], "top must be at most 2"),
         ([*EXP, "--seeds", "1"], "seeds must be an integer in [2, inf), but got 1"),
         ([*EXP, "--baseline", "as_softmax"], "baseline must be a loss that is not"),
         ([*EXP, "--baseline", "nope"], "loss must be one of"),

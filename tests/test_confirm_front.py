@@ -5,11 +5,14 @@ t intervals computed here with scipy."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
-from hand_store import FRONT_SEARCH, SINGLE_SEARCH, UNFINISHED_SEARCH
+from hand_store import FRONT_SEARCH, ONE_FRONT_SEARCH, SINGLE_SEARCH, UNFINISHED_SEARCH
+from mlflow import MlflowClient
 from scipy import stats
 
+from astune.cli import main
 from astune.confirm.plan import plan_confirm
 from astune.confirm.table import summarize
 from astune.search.confirm import ConfirmSettings
@@ -32,17 +35,78 @@ def test_the_plan_is_the_front_cheapest_first_and_the_baseline_of_the_best(front
     assert [c.confirms for c in top.candidates] == [ids["fast"], ids["close"], CONFIRM_BASELINE]
 
 
-def test_a_front_without_costs_or_finished_trials_or_too_large_a_top_fails_in_one_line(front_store):
+def test_a_front_without_costs_or_finished_trials_fails_in_one_line(front_store):
     uri, _ = front_store
     with pytest.raises(ValueError, match="--front needs a search with a cost objective"):
         plan_confirm(SINGLE_SEARCH, front=True, tracking_uri=uri)
-    with pytest.raises(ValueError, match=r"top must be at most 3 \(the trials of the Pareto"):
-        plan_confirm(FRONT_SEARCH, front=True, top=4, tracking_uri=uri)
     with pytest.raises(ValueError, match="--front needs a finished trial, but no trial") as err:
         plan_confirm(UNFINISHED_SEARCH, front=True, tracking_uri=uri)
     assert "\n" not in str(err.value)
     with pytest.raises(ValueError, match="within applies to a confirm of the front"):
         ConfirmSettings(FRONT_SEARCH, within=1.0).validate()
+
+
+def test_a_top_above_a_one_trial_front_confirms_that_trial_and_says_so(front_store):
+    """Issue 60: `confirm --front --top 3` (docs/searching.md) on a front of one trial."""
+    uri, _ = front_store
+    plan = plan_confirm(ONE_FRONT_SEARCH, front=True, top=3, seeds=2, tracking_uri=uri)
+    client = MlflowClient(uri)
+    (only, baseline) = plan.candidates
+    assert client.get_run(only.confirms).data.tags["astune.trial_id"] == "only"
+    assert baseline.confirms == CONFIRM_BASELINE
+    assert plan.notes == ("the front has 1 trial, fewer than --top 3; confirming it",)
+    assert plan_confirm(ONE_FRONT_SEARCH, front=True, seeds=2, tracking_uri=uri).notes == ()
+
+
+def test_top_is_at_most_k_also_without_front_and_bad_values_fail_in_one_line(front_store):
+    uri, ids = front_store
+    whole = plan_confirm(FRONT_SEARCH, front=True, top=4, seeds=2, tracking_uri=uri)
+    assert [c.confirms for c in whole.candidates[:-1]] == [ids["fast"], ids["close"], ids["best"]]
+    assert whole.notes == ("the front has 3 trials, fewer than --top 4; confirming all 3",)
+    # one objective: "best", "close", "fast", "dominated" ran to the end ("stopped" did not)
+    ranked = plan_confirm(SINGLE_SEARCH, top=9, seeds=2, tracking_uri=uri)
+    assert len(ranked.candidates) == 4 + 1  # and the baseline
+    assert ranked.notes == (
+        "the search has 4 trials that ran to the end, fewer than --top 9; confirming all 4",
+    )
+    for bad in (0, -1, 1.5, "2"):
+        with pytest.raises(ValueError, match=r"top must be an integer in \[1, inf\), but got"):
+            plan_confirm(SINGLE_SEARCH, top=bad, tracking_uri=uri)
+    with pytest.raises(ValueError, match="confirm needs a trial that ran to the end") as err:
+        plan_confirm(UNFINISHED_SEARCH, tracking_uri=uri)  # its one trial failed
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("top", ["0", "-1", "1.5", "two"])
+def test_the_command_refuses_a_bad_top_in_one_line_naming_it_and_the_range(top, capsys):
+    with pytest.raises(SystemExit) as exit_info:  # argparse's: before the store is opened
+        main(["confirm", "--experiment", FRONT_SEARCH, "--top", top])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"--top: must be an integer in [1, inf), but got '{top}'" in err
+
+
+def test_the_command_prints_the_note_before_it_runs(front_store, monkeypatch, capsys):
+    """The note comes before the runs (the planning is real; preparing the data and Ray are
+    left out)."""
+    from astune.search import confirm
+
+    uri, _ = front_store
+
+    def prepare(settings):
+        plan = plan_confirm(
+            settings.experiment, top=settings.top, front=settings.front, tracking_uri=uri
+        )
+        return SimpleNamespace(plan=plan)
+
+    ran = SimpleNamespace(format=lambda: "the table", rows=[None])
+    monkeypatch.setattr(confirm, "prepare_confirm", prepare)
+    monkeypatch.setattr(confirm, "execute_confirm", lambda prepared: ran)
+    args = ["confirm", "--experiment", ONE_FRONT_SEARCH, "--front", "--top", "3"]
+    assert main([*args, "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["the front has 1 trial, fewer than --top 3; confirming it", "the table"]
 
 
 def confirmed(name: str, objectives: list[float], seconds: list[float]) -> ConfirmedConfig:

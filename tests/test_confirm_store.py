@@ -99,7 +99,7 @@ def test_confirmed_configs_group_runs_by_config_and_seed(store):
     assert confirmed_winner(configs, "min").confirms == ids["lucky"]
 
 
-def test_plan_takes_the_best_trials_and_refuses_bad_requests(store):
+def test_plan_takes_at_most_the_top_best_trials_and_refuses_bad_requests(store):
     from astune.confirm.plan import plan_confirm
 
     uri, ids = store
@@ -108,7 +108,11 @@ def test_plan_takes_the_best_trials_and_refuses_bad_requests(store):
     assert plan.candidates[-1].config == {"loss": "softmax", "lr": 0.001}
     assert plan.seeds == [1, 2, 3]
     assert len(plan.points()) == 9 and len(plan.points({(ids["lucky"], 1)})) == 8
-    with pytest.raises(ValueError, match=r"top must be at most 2 .*but got 3\.$"):
-        plan_confirm("hand", top=3, tracking_uri=uri)
+    both = plan_confirm("hand", top=3, tracking_uri=uri)  # top is at most K: both trials
+    assert [c.confirms for c in both.candidates] == [c.confirms for c in plan.candidates]
+    assert both.notes == (
+        "the search has 2 trials that ran to the end, fewer than --top 3; confirming both",
+    )
+    assert plan.notes == ()
     with pytest.raises(ValueError, match="no experiment 'other'.*astune experiments there: hand"):
         plan_confirm("other", tracking_uri=uri)

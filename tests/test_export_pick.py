@@ -4,6 +4,8 @@ MlflowClient into a real SQLite store (``tests/hand_store.py``, shared with the
 
 from __future__ import annotations
 
+import csv
+
 import pytest
 from hand_store import FRONT_SEARCH, SINGLE_SEARCH
 
@@ -37,7 +39,7 @@ def test_the_export_header_says_which_point_and_why(front_store, tmp_path, capsy
     args = ["export", "--experiment", FRONT_SEARCH, "--tracking-uri", uri, "--within", "0.5"]
     assert main([*args, "-o", str(out)]) == 0
     header = out.read_text().splitlines()[:2]
-    assert ids["close"] in header[0]
+    assert f"trial close (MLflow run {ids['close']}, parent run" in header[0]  # its trial id
     assert "within 0.5 points of the best (0.8)" in header[1]
     assert "objective = 0.797, train_seconds = 60" in header[1]
 
@@ -133,3 +135,63 @@ def test_export_prefers_the_front_point_confirmed_faster_at_equal_accuracy(
         assert "-40.3 s" in best.source
     # a pick asked for still wins over the confirmed point
     assert find_best_trial(FRONT_SEARCH, uri, pick=Pick(kind="fastest")).run_id == ids["fast"]
+
+
+def test_a_trial_has_one_name_its_trial_id_in_the_front_confirm_and_export_tables(
+    confirmed_store, tmp_path, capsys
+):
+    """Issue 60: the front table, the confirm table (console, markdown, CSV, the winner line)
+    and `export`'s line name a trial by its tag ``astune.trial_id`` (Ray's trial id, which the
+    live table shows), never by a prefix of its MLflow run id."""
+    from types import SimpleNamespace
+
+    from mlflow import MlflowClient
+
+    from astune.confirm.table import format_table, markdown, summarize, write_csv
+    from astune.search.confirm_summary import ConfirmSummary
+    from astune.search.console import front_lines
+    from astune.store.confirmed import confirmed_configs, confirmed_winner
+    from astune.store.pareto import search_front
+    from astune.store.reader import Store
+
+    uri, ids, parent_id = confirmed_store
+    store, client = Store(uri), MlflowClient(uri)
+    tag = {run_id: client.get_run(run_id).data.tags["astune.trial_id"] for run_id in ids.values()}
+    assert tag == {run_id: name for name, run_id in ids.items()}  # hand_store's trial ids
+    parent = client.get_run(parent_id)
+
+    found = search_front(parent, store.trials(parent_id), needed_by="the test needs")
+    table = front_lines(SimpleNamespace(objectives=found.objectives, front=found.front))
+    assert [line.split()[0] for line in table[2:]] == [tag[p.run_id] for p in found.front]
+
+    configs = confirmed_configs(store, parent)
+    rows = summarize(configs)
+    text, md = format_table(rows), markdown(rows)
+    for config in configs:
+        if config.is_baseline:
+            assert config.trial_id == "" and "(baseline)" in text
+            continue
+        assert config.trial_id == tag[config.confirms]
+        assert f"{config.label} (trial {config.trial_id})" in text
+        assert f"| {config.label} (trial {config.trial_id}) |" in md
+    for run_id in ids.values():
+        assert run_id[:8] not in text + md
+    write_csv(rows, tmp_path / "confirm.csv")
+    with open(tmp_path / "confirm.csv", newline="") as handle:
+        written = {row["confirms"]: row["trial_id"] for row in csv.DictReader(handle)}
+    assert written == {c.confirms: tag.get(c.confirms, "") for c in configs}
+    winner = confirmed_winner(configs)
+    summary = ConfirmSummary(
+        experiment=FRONT_SEARCH, tracking_uri=uri, parent_run_id=parent_id, rows=rows,
+        metric="val_accuracy", ran=0, reused=12, winner=f"{winner.label} ({winner.name})",
+    )  # fmt: skip
+    assert f"confirmed winner (best mean): {winner.label} (trial {winner.trial_id})" in (
+        summary.format()
+    )
+
+    out = tmp_path / "fast.yaml"
+    args = ["export", "--experiment", FRONT_SEARCH, "--tracking-uri", uri, "--pick", "fastest"]
+    assert main([*args, "-o", str(out)]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(f"wrote {out} (yaml) from search 'multi': trial fast (MLflow run ")
+    assert find_best_trial(FRONT_SEARCH, uri, pick=Pick(kind="fastest")).trial_id == "fast"

@@ -379,6 +379,9 @@ def test_confirm_front_reruns_the_front_and_gives_the_verdict_of_each(searched):
         os.chdir(cwd)
     rows = artifact_rows(searched, "confirm.csv")
     assert [r["confirms"] for r in rows] == [r["run_id"] for r in front_rows[:top]] + ["baseline"]
+    # one name per trial (issue 60): the front table's, pareto.csv's and the tag's trial id
+    assert [r["trial_id"] for r in rows] == [r["trial_id"] for r in front_rows[:top]] + [""]
+    assert f"(trial {front_rows[0]['trial_id']})" in out.getvalue()
 
     experiment = searched.client.get_experiment_by_name("front")
     runs = searched.client.search_runs(
@@ -405,7 +408,8 @@ def test_confirm_front_reruns_the_front_and_gives_the_verdict_of_each(searched):
     best = find_best_trial("front", searched.uri)
     (row,) = rows[:-1]
     if row["faster_at_equal_accuracy"] == "True":
-        assert best.run_id == row["confirms"]
+        assert best.run_id == row["confirms"] and best.trial_id == row["trial_id"]
+        assert f"trial {row['trial_id']} (MLflow run {best.run_id}" in best.describe()
         assert "confirmed faster at equal accuracy by `astune confirm --front`" in best.source
     else:
         assert "confirmed winner of `astune confirm` over 2 seeds" in best.source

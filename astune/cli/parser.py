@@ -326,6 +326,17 @@ def _add_prepare_parser(sub: argparse._SubParsersAction) -> None:
     )
 
 
+def _at_least_one(text: str) -> int:
+    """``--top K``: an integer >= 1, or one line naming the value and the accepted range."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer in [1, inf), but got {text!r}")
+    return value
+
+
 def _add_confirm_parser(sub: argparse._SubParsersAction) -> None:
     confirm = sub.add_parser(
         "confirm", help="re-run a search's best configs and a baseline over seeds"
@@ -333,7 +344,12 @@ def _add_confirm_parser(sub: argparse._SubParsersAction) -> None:
     add_tracking_flag(confirm)
     confirm.add_argument("--experiment", required=True)
     confirm.add_argument(
-        "--top", type=int, default=None, help="the K best trials (default 2; with --front: all)"
+        "--top",
+        type=_at_least_one,
+        default=None,
+        metavar="K",
+        help="at most the K best trials (default 2; with --front: all); fewer when fewer ran to "
+        "the end (or are on the front)",
     )
     confirm.add_argument(
         "--front",

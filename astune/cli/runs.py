@@ -56,6 +56,8 @@ def confirm(args: argparse.Namespace) -> int:
 
     with refused_as_bad_input(MlflowException):  # bad input found before Ray starts
         prepared = prepare_confirm(settings)
+    for line in prepared.plan.notes:  # e.g. fewer trials than --top: every one is confirmed
+        print(line, flush=True)
     try:
         summary = execute_confirm(prepared)  # a failure from here on is a failed confirm (exit 1)
     except SearchStopped as stopped:  # SIGTERM or Ctrl-C: the runs ended, the rest run anew

@@ -42,6 +42,7 @@ class ConfirmPlan:
     mode: str
     candidates: list[Candidate]
     seeds: list[int]
+    notes: tuple[str, ...] = ()  # one line each, for the person who asked (fewer than --top)
 
     def points(self, done: set[tuple[str, int]] = frozenset()) -> list[dict[str, Any]]:
         """The Ray configs of the runs not in ``done`` ((confirms, seed) pairs), seed-major
@@ -65,9 +66,11 @@ def plan_confirm(
 ) -> ConfirmPlan:
     """The plan for ``astune confirm``: the ``top`` best finished trials (default 2), or with
     ``front`` the trials of the Pareto front, cheapest first (default: all of them), and the
-    baseline (the best trial's config with the ``baseline`` loss). ValueError (one line) on
-    bad input: an unknown experiment, ``top`` above the trials there are, ``seeds < 2``, an AS
-    or unknown baseline, ``front`` for a search with one objective."""
+    baseline (the best trial's config with the ``baseline`` loss). ``top`` is an upper bound,
+    as "the K best" is in pandas' ``nlargest``: with fewer trials than ``top`` every one is
+    confirmed and the plan's ``notes`` say so in one line. ValueError (one line) on bad input:
+    an unknown experiment, ``top < 1``, ``seeds < 2``, an AS or unknown baseline, ``front`` for
+    a search with one objective, a search with no trial that ran to the end."""
     if top is not None:
         check_int("top", top, 1)
     check_int("seeds", seeds, 2)
@@ -80,13 +83,18 @@ def plan_confirm(
     store = Store(tracking_uri)
     parent = store.require_search(experiment)
     trials = front_trials(store, parent) if front else ranked_trials(store, parent)
-    what = "trials of the Pareto front" if front else "finished trials"
-    top = top if top is not None else (len(trials) if front else 2)
-    if top > len(trials):
+    if not trials:  # the front has at least one point (search_front says so when none)
         raise ValueError(
-            f"top must be at most {len(trials)} (the {what} of search {experiment!r}), "
-            f"but got {top}."
+            f"confirm needs a trial that ran to the end, but no trial of search {experiment!r} "
+            f"(parent run {parent.info.run_id}) did; let one finish (or resume the search) "
+            "and confirm again."
         )
+    wanted = top if top is not None else (len(trials) if front else 2)
+    notes = ()
+    if wanted > len(trials):
+        asked = f"--top {wanted}" if top is not None else f"the default --top {wanted}"
+        notes = (fewer_than_top(len(trials), asked, front=front),)
+    top = min(wanted, len(trials))
     chosen = [_candidate(run) for run in trials[:top]]
     best = min(trials, key=lambda r: _rank(r, parent)) if front else trials[0]
     base = _baseline(_candidate(best).config, baseline, parent.data.tags.get(TASK_TAG))
@@ -102,7 +110,17 @@ def plan_confirm(
         mode="min" if param(parent, "mode") == "min" else "max",
         candidates=chosen,
         seeds=list(range(first + 1, first + 1 + seeds)),  # not the search's: no selection bias
+        notes=notes,
     )
+
+
+def fewer_than_top(count: int, asked: str, *, front: bool) -> str:
+    """The line saying that ``count`` trials, fewer than ``asked`` (``"--top 3"``), are all
+    confirmed."""
+    trials = "1 trial" if count == 1 else f"{count} trials"
+    what = f"the front has {trials}" if front else f"the search has {trials} that ran to the end"
+    them = "it" if count == 1 else ("both" if count == 2 else f"all {count}")
+    return f"{what}, fewer than {asked}; confirming {them}"
 
 
 def ranked_trials(store: Store, parent: "Run") -> list["Run"]:

@@ -13,6 +13,7 @@ from astune.store.confirmed import ConfirmedConfig
 CSV_COLUMNS = (
     "config",
     "confirms",
+    "trial_id",
     "seeds",
     "objective_mean",
     "objective_low",
@@ -105,6 +106,7 @@ def _cells(row: ConfirmRow) -> dict[str, object]:
     return {
         "config": row.config.label,
         "confirms": row.config.confirms,
+        "trial_id": row.config.trial_id,
         "seeds": " ".join(str(s) for s in row.config.seeds),
         "objective_mean": row.objective.mean,
         "objective_low": row.objective.low,
@@ -154,7 +156,7 @@ def markdown(rows: list[ConfirmRow], metric: str = "objective") -> str:
     ]
     for row in rows:
         lines.append(
-            f"| {row.config.label} ({_short(row.config.confirms)}) | {row.objective.n} "
+            f"| {row.config.label} ({row.config.name}) | {row.objective.n} "
             f"| {row.objective.format()} | {row.train_seconds.format(1)} "
             f"| {_difference_text(row)} |"
         )
@@ -168,16 +170,12 @@ def format_table(rows: list[ConfirmRow], metric: str = "objective") -> str:
     )
     lines = [head]
     for row in rows:
-        name = f"{row.config.label} ({_short(row.config.confirms)})"
+        name = f"{row.config.label} ({row.config.name})"
         lines.append(
             f"{name:<34} {row.objective.n:>4}  {row.objective.format():<22} "
             f"{row.train_seconds.format(1):<14} {_difference_text(row)}"
         )
     return "\n".join(lines)
-
-
-def _short(confirms: str) -> str:
-    return confirms if len(confirms) <= 8 else f"trial {confirms[:8]}"
 
 
 def plot(rows: list[ConfirmRow], path: str | Path, metric: str = "objective") -> None:
@@ -194,9 +192,7 @@ def plot(rows: list[ConfirmRow], path: str | Path, metric: str = "objective") ->
         if row.objective.n > 1:
             axes.plot([row.objective.low, row.objective.high], [y, y], color="black", lw=2)
         axes.plot([row.objective.mean], [y], marker="|", color="black", markersize=14)
-    axes.set_yticks(
-        range(len(rows)), [f"{r.config.label}\n{_short(r.config.confirms)}" for r in rows]
-    )
+    axes.set_yticks(range(len(rows)), [f"{r.config.label}\n{r.config.name}" for r in rows])
     axes.invert_yaxis()
     axes.set_xlabel(f"{metric} (points: seeds; bar: mean and 95% t interval)")
     figure.tight_layout()

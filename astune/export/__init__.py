@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from astune.export.pick import Pick, confirmed_front_point, pick_from_front
 from astune.store.best import BestTrial
 from astune.store.confirmed import ConfirmedConfig, confirmed_configs, confirmed_winner
+from astune.store.conventions import ROLE_TAG, TRIAL_ID_TAG
 from astune.store.reader import (
     Store,
     best_evaluation_metrics,
@@ -79,7 +80,16 @@ def find_best_trial(
         config=config,
         source=source,
         confirmed_seeds=len(confirmed.seeds) if confirmed else None,
+        trial_id=_trial_id(best),
     )
+
+
+def _trial_id(run: "Run | None") -> str | None:
+    """The trial's name (its ``astune.trial_id``) when ``run`` is a trial run; None for a
+    confirm run (the baseline's, whose tag is the confirm's own Ray trial) or no run."""
+    if run is None or run.data.tags.get(ROLE_TAG) != "trial":
+        return None
+    return run.data.tags.get(TRIAL_ID_TAG)
 
 
 def _choose(
@@ -220,6 +230,7 @@ def render_json(best: BestTrial) -> str:
         "tracking_uri": best.tracking_uri,
         "parent_run_id": best.parent_run_id,
         "run_id": best.run_id,
+        "trial_id": best.trial_id,
         "objective": best.objective,
         best.metric or "metric": best.value,
         "config_from": best.source,

@@ -66,6 +66,7 @@ def _source(best: BestTrial) -> str:
             "EXPERIMENT": best.experiment,
             "TRACKING_URI": best.tracking_uri,
             "RUN_ID": best.run_id,
+            "TRIAL_ID": best.trial_id,  # the trial's name in the search's tables and run names
             "CONFIG_FROM": best.source,  # which trial, and why (a Pareto-front pick says so)
         }
     )

@@ -27,7 +27,7 @@ class ConfirmSummary:
     metric: str
     ran: int  # runs started now
     reused: int  # (config, seed) pairs finished before
-    winner: str | None  # label of the best confirmed mean
+    winner: str | None  # the best confirmed mean: its label and name, as the table shows it
     within: float | None = None  # a confirm of the front: the verdict's tolerance (points)
 
     @property
@@ -42,7 +42,7 @@ class ConfirmSummary:
         ]
         if self.within is not None:
             tolerance = f"time significantly lower, {self.metric} within {self.within:g} points"
-            names = ", ".join(row.config.label for row in self.faster)
+            names = ", ".join(f"{row.config.label} ({row.config.name})" for row in self.faster)
             verdict = names or "none of the front's configs, on these seeds"
             lines.append(f"faster at equal accuracy ({tolerance}): {verdict}")
         if self.winner:
@@ -78,7 +78,7 @@ def summarize_confirm(
         metric=metric,
         ran=ran,
         reused=reused,
-        winner=winner.label if winner else None,
+        winner=f"{winner.label} ({winner.name})" if winner else None,
         within=within,
     )
 

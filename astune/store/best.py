@@ -21,9 +21,10 @@ class BestTrial:
     config: dict[str, Any]
     source: str  # where the config came from: the artifact or the trial's params
     confirmed_seeds: int | None = None  # set when `astune confirm` chose it: objective is a mean
+    trial_id: str | None = None  # the trial's name (tag astune.trial_id); None: a confirm run's
 
     def describe(self) -> str:
-        """One line naming the search, the run and its score."""
+        """One line naming the search, the trial (by its trial id) and its score."""
         score = "objective unknown"
         if self.objective is not None:
             score = f"objective = {self.objective:.6g}"
@@ -32,6 +33,11 @@ class BestTrial:
             score += f"{self.confirmed_seeds} seeds"
         if self.metric and self.value is not None:
             score += f", {self.metric} = {self.value:.6g}"
-        kind = "run" if self.confirmed_seeds else "trial run"  # the baseline's is a confirm run
-        run = f"{kind} {self.run_id}" if self.run_id else "no matching trial run"
-        return f"search {self.experiment!r}: {run} (parent run {self.parent_run_id}), {score}"
+        where = f"parent run {self.parent_run_id}"
+        if self.run_id is None:
+            run = "no matching trial run"
+        elif self.trial_id:  # named as the live, front and confirm tables name it
+            run, where = f"trial {self.trial_id}", f"MLflow run {self.run_id}, {where}"
+        else:  # a confirm run (the baseline's), or a trial run written without the tag
+            run = f"{'run' if self.confirmed_seeds else 'trial run'} {self.run_id}"
+        return f"search {self.experiment!r}: {run} ({where}), {score}"

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from astune.store.conventions import CONFIRM_BASELINE, CONFIRMS_TAG
-from astune.store.reader import Store, param
+from astune.store.reader import Store, param, trial_id
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -26,6 +26,15 @@ class ConfirmedConfig:
     run: "Run"
     objectives: dict[int, float] = field(default_factory=dict)
     train_seconds: dict[int, float] = field(default_factory=dict)
+    trial_id: str = ""  # the name of the trial it re-runs (:func:`trial_id`); "" for the baseline
+
+    @property
+    def name(self) -> str:
+        """How tables name it: ``trial <trial id>`` (the trial's one name: the live and front
+        tables show it too), ``baseline``, or ``run <run id>`` when the trial run is gone."""
+        if self.is_baseline:
+            return CONFIRM_BASELINE
+        return f"trial {self.trial_id}" if self.trial_id else f"run {self.confirms}"
 
     @property
     def is_baseline(self) -> bool:
@@ -54,7 +63,8 @@ def config_label(run: "Run") -> str:
 def confirmed_configs(store: Store, parent: "Run") -> list[ConfirmedConfig]:
     """The configs confirmed under the search ``parent``, in the order first confirmed (the
     baseline last); only FINISHED runs with a finite ``best_objective`` count, and of two runs
-    of one config and seed the newest."""
+    of one config and seed the newest. Each is named by the trial it re-runs (its
+    ``astune.trial_id``, read from the trial runs in one query)."""
     runs = store.confirm_runs(parent.info.run_id, [parent.info.experiment_id])
     groups: dict[str, ConfirmedConfig] = {}
     for run in sorted(runs, key=lambda r: r.info.start_time or 0):
@@ -67,6 +77,11 @@ def confirmed_configs(store: Store, parent: "Run") -> list[ConfirmedConfig]:
         group.run = run
         group.objectives[int(seed)] = value
         group.train_seconds[int(seed)] = run.data.metrics.get(TIME_METRIC, math.nan)
+    confirmed = [c for c in groups if c != CONFIRM_BASELINE]
+    trials = store.runs_by_id(confirmed, parent.info.experiment_id)
+    for confirms, group in groups.items():
+        if confirms in trials:
+            group.trial_id = trial_id(trials[confirms])
     ordered = [g for g in groups.values() if not g.is_baseline]
     return ordered + [g for g in groups.values() if g.is_baseline]
 

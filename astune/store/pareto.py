@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from astune.metrics.objectives import PRIMARY, front, modes, parse_objectives
-from astune.store.conventions import LOST_TAG, STOPPED_EARLY_TAG, TRIAL_ID_TAG
-from astune.store.reader import objective, param
+from astune.store.conventions import LOST_TAG, STOPPED_EARLY_TAG
+from astune.store.reader import objective, param, trial_id
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -60,8 +60,7 @@ def finished_points(runs: Iterable[Run], objectives: Sequence[str]) -> list[Fron
         values.update({name: run.data.metrics.get(name) for name in objectives[1:]})
         if any(v is None or not math.isfinite(v) for v in values.values()):
             continue
-        trial_id = tags.get(TRIAL_ID_TAG, run.info.run_id)
-        points.append(FrontPoint(run.info.run_id, trial_id, values, dict(run.data.params)))
+        points.append(FrontPoint(run.info.run_id, trial_id(run), values, dict(run.data.params)))
     return points
 
 

@@ -23,6 +23,7 @@ from astune.store.conventions import (
     NOT_APPLICABLE,
     PARENT_TAG,
     ROLE_TAG,
+    TRIAL_ID_TAG,
     quote,
 )
 from astune.store.uri import check_tracking_uri, resolve_tracking_uri
@@ -141,6 +142,14 @@ class Store:
         query += f"tags.`{PARENT_TAG}` = {quote(parent_run_id)}"
         return self.runs(query, experiment_ids)
 
+    def runs_by_id(self, run_ids: Iterable[str], experiment_id: str) -> dict[str, "Run"]:
+        """The runs of ``experiment_id`` among ``run_ids`` (one query; deleted ones left out)."""
+        wanted = sorted(set(run_ids))
+        if not wanted:
+            return {}
+        query = f"attributes.run_id IN ({', '.join(quote(r) for r in wanted)})"
+        return {run.info.run_id: run for run in self.runs(query, [experiment_id])}
+
     def dataset_trials(self, dataset: str) -> list["Run"]:
         """Every trial run tagged with ``dataset``."""
         return self.runs(f"tags.`{ROLE_TAG}` = 'trial' and tags.`{DATASET_TAG}` = {quote(dataset)}")
@@ -233,6 +242,14 @@ def objective(run: "Run") -> float | None:
     metrics = run.data.metrics
     value = metrics.get("best_objective", metrics.get("objective"))
     return value if value is not None and math.isfinite(value) else None
+
+
+def trial_id(run: "Run") -> str:
+    """A trial's one name, everywhere a person reads it (the live and front tables, run names,
+    the confirm table, `export`, `report`, ``pareto.csv``): Ray's trial id, which the run holds
+    as its tag ``astune.trial_id`` and in its run name (``<loss>-<trial id>``); the run id for
+    a run written without the tag."""
+    return run.data.tags.get(TRIAL_ID_TAG) or run.info.run_id
 
 
 def best_evaluation_metrics(store: Store, run: "Run") -> dict[str, float]:
