@@ -6,21 +6,28 @@ strings MLflow stores."""
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from astune.cli.parser import build_parser
+from astune.search.console import format_summary
+from astune.search.ending import SearchEnd
 from astune.search.resume import (
     NOT_SEARCH_SETTINGS,
     RESUME_MAY_CHANGE,
     as_before,
     check_unchanged,
+    resume_command,
     search_params,
 )
 from astune.search.runner import _apply_settings
-from astune.search.settings import SearchSettings
+from astune.search.settings import SearchSettings, SearchSummary, settings_from_args
+from astune.search.stop import stopped_line
 from astune.space.space import SearchSpace, load_space
+from astune.store.uri import resolve_tracking_uri
 from astune.store.values import flat_params
 
 SPACE = Path(__file__).with_name("spaces") / "tiny.yaml"
@@ -111,3 +118,60 @@ def test_a_search_started_before_a_setting_was_recorded_resumes_with_its_default
     assert resumed.seed == 7 and resumed.backbone == "bert-base"  # the recorded ones come back
     given = dataclasses.replace(resumed, checkpoint_every="eval")  # a missing key: no refusal
     check_unchanged(given, shaped_space(given), old)
+
+
+PLACES = [
+    {},  # the defaults, under ./astune-runs: found again from the same folder
+    {"storage_path": "my runs/ray", "tracking_uri": "sqlite:///my runs/mlflow.db"},  # relative
+    {
+        "storage_path": "s3://bucket/searches?endpoint_override=127.0.0.1:9000&scheme=http",
+        "tracking_uri": "http://mlflow.example:5000",
+        "address": "auto",
+    },
+]
+
+
+@pytest.mark.parametrize("places", PLACES)
+def test_the_resume_command_pasted_in_the_same_folder_finds_the_same_search(
+    tmp_path, monkeypatch, places
+):
+    monkeypatch.chdir(tmp_path)
+    settings = SearchSettings(dataset="my data/x's", name="s 1", **places)  # a folder of the user's
+    argv = shlex.split(resume_command(settings))
+    assert argv[:4] == ["python", "-m", "astune", "search"] and argv[-1] == "--resume"
+    pasted = settings_from_args(build_parser().parse_args(argv[3:]))
+    assert (pasted.dataset, pasted.experiment_name, pasted.resume) == ("my data/x's", "s 1", True)
+    assert pasted.experiment_path() == settings.experiment_path()
+    assert resolve_tracking_uri(pasted.tracking_uri) == resolve_tracking_uri(settings.tracking_uri)
+    assert pasted.address == settings.address
+    assert pasted.given == {"dataset", "name", "resume", *places}  # the rest: the search's own
+
+
+def test_every_resume_line_astune_prints_is_the_one_command(tmp_path):
+    from stores import new_store
+
+    from astune.store.writer import SearchTracker
+
+    settings = SearchSettings(dataset="sst5", name="s", storage_path=str(tmp_path / "ray"))
+    command = resume_command(settings)
+    assert (
+        command
+        == f"python -m astune search --dataset sst5 --name s --storage-path {tmp_path}/ray --resume"
+    )
+    assert stopped_line("s", command, "SIGTERM", "0 trials finished").endswith(command)
+    summary = SearchSummary(
+        experiment="s",
+        tracking_uri="sqlite:////x/mlflow.db",
+        experiment_path=settings.experiment_path(),
+        best_config={},
+        best_objective=None,
+        metric="objective",
+        num_trials=0,
+        trial_states={},
+        parent_run_id="p",
+        resume_command=command,
+    )
+    assert f"\nresume:  {command}\n" in format_summary(summary, "mlflow ui")
+    tracker = SearchTracker(new_store(tmp_path), "s", dataset="sst5", task="t", search_params={})
+    behind = SearchEnd(tracker, None, space=None, settings=settings).behind("refused")
+    assert f"run {command} to write them" in str(behind)

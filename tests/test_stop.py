@@ -19,9 +19,9 @@ from astune.search.stop import (
     stop_on_signals,
 )
 
-WHERE = dict(experiment="exp", dataset="sst5")
-FIT = dict(WHERE, close_killed=lambda: None)  # no Ray started here: nothing to lose
 RESUME = "python -m astune search --dataset sst5 --name exp --resume"
+WHERE = dict(experiment="exp", resume=RESUME)  # the command: tests/test_resume_settings.py
+FIT = dict(WHERE, close_killed=lambda: None)  # no Ray started here: nothing to lose
 
 
 class SignalledTuner:

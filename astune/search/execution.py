@@ -142,7 +142,12 @@ def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> S
     the end (the trials' writes wait for it meanwhile: HTTP calls give up in seconds);
     :class:`~astune.search.stop.SearchStopped` on a stop signal ``stop`` received."""
     from astune.search.ending import SearchEnd, TrackingBehind
-    from astune.search.resume import experiment_saved, forget_experiment, search_params
+    from astune.search.resume import (
+        experiment_saved,
+        forget_experiment,
+        resume_command,
+        search_params,
+    )
     from astune.search.stop import SearchStopped, fit_or_stop
     from astune.store.outbox import fast_failing_http
     from astune.store.writer import SearchTracker
@@ -150,7 +155,9 @@ def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> S
     settings, space, base, data = prepared.settings, prepared.space, prepared.base, prepared.data
     # a new search stopped before fit has nothing to resume: Ray saves its trials from there
     where = dict(
-        experiment=settings.experiment_name, dataset=settings.dataset, resumable=settings.resume
+        experiment=settings.experiment_name,
+        resume=resume_command(settings),
+        resumable=settings.resume,
     )
     stop.check(**where)  # a signal while Ray started: nothing is written
     tracker = SearchTracker(
@@ -327,6 +334,7 @@ def _summarize(
     results: ResultGrid,
     tracker: SearchTracker,
 ) -> SearchSummary:
+    from astune.search.resume import resume_command
     from astune.store.artifacts import log_search_artifacts
 
     if space.multi_objective:  # each trial's last result: a finished one's is its final report
@@ -364,6 +372,7 @@ def _summarize(
         experiment_id=tracker.experiment_id,
         objectives=space.objectives,
         front=front,
+        resume_command=resume_command(settings),
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,6 +74,20 @@ def search_params(settings: SearchSettings, space: SearchSpace) -> dict[str, Any
         # last: a change that a flag above names is refused by that name first
         SPACE_DIGEST: space_digest(space),
     }
+
+
+def resume_command(settings: SearchSettings) -> str:
+    """The command that resumes the search of ``settings``, pasted in the folder it ran from:
+    its dataset and name as given, and the places it was found (``--address``,
+    ``--tracking-uri``, ``--storage-path``) where the user gave them; every other setting is
+    the search's own (:func:`as_before`). Each argument quoted for a POSIX shell."""
+    argv = ["python", "-m", "astune", "search", "--dataset", settings.dataset]
+    argv += ["--name", settings.experiment_name]
+    for key in ("address", "tracking_uri", "storage_path"):
+        value = getattr(settings, key)
+        if value is not None:  # None: the default, found again from the same folder
+            argv += ["--" + key.replace("_", "-"), str(value)]
+    return shlex.join([*argv, "--resume"])
 
 
 def space_digest(space: SearchSpace) -> str:

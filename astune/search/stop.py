@@ -70,16 +70,16 @@ class StopSignals:
         """Handle SIGTERM and SIGINT here (again: ``ray.init`` sets its own SIGTERM handler)."""
         install(self.handle)
 
-    def check(self, *, experiment: str, dataset: str, resumable: bool) -> None:
+    def check(self, *, experiment: str, resume: str, resumable: bool) -> None:
         """Between start-up steps: :class:`SearchStopped` when a stop signal came meanwhile.
-        ``resumable``: Ray Tune saved the search (``--resume`` continues it; else nothing ran
-        and the same command starts it anew)."""
+        ``resumable``: Ray Tune saved the search (``resume``, the command, continues it; else
+        nothing ran and the same command starts it anew)."""
         if self.received is None:
             return
         if resumable:
             what = (
                 "before its trials ran in this driver; its runs are KILLED in MLflow); resume "
-                f"it with: {resume_command(experiment, dataset)}"
+                f"it with: {resume}"
             )
         else:
             what = "before its first trial started; nothing ran); start it again with the same "
@@ -90,11 +90,6 @@ class StopSignals:
             exit_code=self.exit_code,
             resumable=resumable,
         )
-
-
-def resume_command(experiment: str, dataset: str) -> str:
-    """The command that resumes search ``experiment`` of ``dataset``."""
-    return f"python -m astune search --dataset {dataset} --name {experiment} --resume"
 
 
 def finished_trials(results: Any) -> int:
@@ -177,7 +172,7 @@ def fit_or_stop(
     stop: StopSignals,
     *,
     experiment: str,
-    dataset: str,
+    resume: str,
     resumable: bool,
     close_killed: Callable[[], None],
     saved: Callable[[], bool] | None = None,
@@ -186,29 +181,29 @@ def fit_or_stop(
     came during the start-up (then ``resumable`` as :meth:`StopSignals.check` takes it). A
     signal that ends ``fit`` before Tune's loop runs leaves a new search resumable only if
     ``saved()`` (None: it is). ``close_killed`` ends the runs KILLED when Ray's processes died
-    under the driver (then the process exits here)."""
-    stop.check(experiment=experiment, dataset=dataset, resumable=resumable)
+    under the driver (then the process exits here). ``resume``: the command that resumes it."""
+    stop.check(experiment=experiment, resume=resume, resumable=resumable)
 
     def end_without_ray() -> str:
         close_killed()
         what = "Ray's processes ended with it"
-        return stopped_line(experiment, dataset, stop.name, f"{what}; the unfinished trials")
+        return stopped_line(experiment, resume, stop.name, f"{what}; the unfinished trials")
 
     results = fit_unless_stopped(tuner, stop, command="search", end_without_ray=end_without_ray)
     if not stop.received:
         return results
     if results is None and not resumable and saved is not None and not saved():
-        stop.check(experiment=experiment, dataset=dataset, resumable=False)  # nothing ran
+        stop.check(experiment=experiment, resume=resume, resumable=False)  # nothing ran
     what = f"{finished_trials(results)} trials finished; the others"
-    message = stopped_line(experiment, dataset, stop.name, what)
+    message = stopped_line(experiment, resume, stop.name, what)
     raise SearchStopped(message, signal_name=stop.name, exit_code=stop.exit_code)
 
 
-def stopped_line(experiment: str, dataset: str, signal_name: str, what: str) -> str:
+def stopped_line(experiment: str, resume: str, signal_name: str, what: str) -> str:
     """The one line of a stopped search: by ``signal_name`` ("": Ray's processes ended by
-    themselves), ``what`` ended how, and the command that resumes it."""
+    themselves), ``what`` ended how, and ``resume``, the command that resumes it."""
     by = f"stopped by {signal_name}" if signal_name else "stopped"
     return (
         f"search {experiment!r} {by} ({what} are KILLED in MLflow and resume from their last "
-        f"checkpoint); resume it with: {resume_command(experiment, dataset)}"
+        f"checkpoint); resume it with: {resume}"
     )
