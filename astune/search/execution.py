@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune.search.settings import PreparedSearch, SearchError, SearchSettings, SearchSummary
@@ -312,19 +313,27 @@ def failed_trials(results: ResultGrid) -> list[bool]:
 
 def best_finished(results: ResultGrid, metric: str, mode: str) -> tuple[Result, float] | None:
     """The best trial among those that finished (no error) and its best ``metric``: a trial
-    that errored after a good evaluation has no result to export. None if none reported."""
-    best: tuple[Result, float] | None = None
+    that errored after a good evaluation has no result to export. Ties go as
+    :func:`astune.store.best.best_first` breaks them, whatever the grid's order. None if none
+    reported."""
+    from astune.store.best import best_first
+
+    scored: list[tuple[Result, float]] = []
     for result, failed in zip(results, failed_trials(results)):
         frame = result.metrics_dataframe
         if failed or frame is None or metric not in frame:
             continue
         values = frame[metric].dropna()
-        if values.empty:
-            continue
-        value = float(values.max() if mode == "max" else values.min())
-        if best is None or (value > best[1] if mode == "max" else value < best[1]):
-            best = (result, value)
-    return best
+        if not values.empty:
+            scored.append((result, float(values.max() if mode == "max" else values.min())))
+    return min(scored, key=lambda s: best_first(s[1], result_trial_id(s[0]), mode), default=None)
+
+
+def result_trial_id(result: Result) -> str:
+    """The Ray trial id of a ``Result`` (in every report Tune records; else its folder's name,
+    ``trial_<id>``)."""
+    found = (result.metrics or {}).get("trial_id")
+    return str(found) if found else Path(result.path).name.removeprefix("trial_")
 
 
 def _summarize(

@@ -23,6 +23,7 @@ from astune.store.conventions import (
     NOT_APPLICABLE,
     PARENT_TAG,
     ROLE_TAG,
+    TRIAL_ID_TAG,
     quote,
 )
 from astune.store.uri import check_tracking_uri, resolve_tracking_uri
@@ -235,6 +236,19 @@ def objective(run: "Run") -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+def best_trial(runs: Iterable["Run"], mode: str) -> "Run":
+    """The best of ``runs`` (trial runs with an objective: :func:`finished_trials`) by
+    :func:`astune.store.best.best_first`, whatever their order; ValueError when empty."""
+    from astune.store.best import best_first
+
+    return min(runs, key=lambda r: best_first(objective(r), trial_id(r), mode))
+
+
+def trial_id(run: "Run") -> str:
+    """The Ray trial id of a trial run (its run id when it has none)."""
+    return run.data.tags.get(TRIAL_ID_TAG, run.info.run_id)
+
+
 def best_evaluation_metrics(store: Store, run: "Run") -> dict[str, float]:
     """The trial's ``val_*`` metrics at its best evaluation (metric ``best_evaluation``, else
     its latest evaluation)."""
@@ -288,10 +302,12 @@ __all__ = [
     "SOFTMAX_LOSSES",
     "Store",
     "best_evaluation_metrics",
+    "best_trial",
     "dataset_of",
     "finished_trials",
     "no_progress_bar",
     "objective",
     "param",
     "parse_value",
+    "trial_id",
 ]
