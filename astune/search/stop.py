@@ -109,7 +109,7 @@ RESUMES_IF_SAVED = "resume from their last checkpoint, or from scratch without o
 def trials_stopped(results: Any) -> str:
     """What a stop left of the trials of a ``ResultGrid`` (None: ``fit`` ended before Tune's
     loop ran), in words: how many finished, and how each unfinished one resumes, from its
-    latest checkpoint (Ray's ``Result.checkpoint``) or from the beginning. Errored trials are
+    latest checkpoint (Ray's ``Result.checkpoint``) or from scratch. Errored trials are
     left out: their own lines said so."""
     finished = finished_trials(results)
     head = f"{finished} {_plural(finished, 'trial')} finished"
