@@ -7,11 +7,14 @@ test; the driver whose Ray dies outright: test_ray_watch.)"""
 
 from __future__ import annotations
 
+import shlex
 import signal
 import subprocess
+import sys
 
 import pytest
 from mlflow import MlflowClient
+from ray.tune import ExperimentAnalysis
 from search_processes import (
     assert_stopped,
     count_finished,
@@ -47,10 +50,16 @@ def test_a_search_stopped_with_every_process_of_its_job_exits_143_and_resumes_wh
         command, [signal.SIGTERM], lambda: evaluations(db) >= 1, to="job"
     )
     assert_stopped(db, code, err, seconds, signal.SIGTERM)
-    assert "0 trials finished" in err.strip().splitlines()[-1]  # Tune's own graceful stop
+    line = err.strip().splitlines()[-1]
+    assert "0 trials finished" in line  # Tune's own graceful stop
     assert RAY_GONE not in err
+    (trial,) = ExperimentAnalysis(str(workdir / "astune-runs" / "ray" / "killed")).trials
+    how = "with a checkpoint resumes from it" if trial.checkpoint else "restarts from scratch"
+    assert f"1 unfinished, KILLED in MLflow: 1 {how}" in line  # what Ray saved of it
 
-    resume = search_command("killed", space, "--checkpoint-every", "eval", "--resume", samples=1)
+    # the command the line gives, pasted: --checkpoint-every eval and the rest are the search's
+    resume = [sys.executable, *shlex.split(line.split("resume it with: ")[1])[1:]]
+    assert "--checkpoint-every" not in resume
     resumed = subprocess.run(resume, capture_output=True, text=True, timeout=400)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     client = MlflowClient(f"sqlite:///{db}")
@@ -60,4 +69,5 @@ def test_a_search_stopped_with_every_process_of_its_job_exits_143_and_resumes_wh
     assert len(trials) == 1 and count_finished(db) == 1  # the stopped trial, not run twice
     steps = [m.step for m in client.get_metric_history(trials[0].info.run_id, "objective")]
     assert steps == list(range(len(steps))) and len(steps) >= 2  # one point per evaluation
+    assert trials[0].data.metrics["checkpoints"] >= 1  # each evaluation's, as it started
     assert not [t for t in trials if LOST_TAG in t.data.tags]  # none lost

@@ -135,6 +135,8 @@ def test_search_tracks_every_trial_and_runs_the_seed_points_first(searched):
         max(c.data.metrics["best_objective"] for c in finished)
     )
     assert summary.trial_states == {"TERMINATED": 3, "ERROR": 1}
+    # the defaults' places, found again from the folder it ran in (the module's workdir)
+    assert summary.resume_command == "python -m astune search --dataset sst5 --name tiny --resume"
 
 
 RESTARTED = "astune.restarted_from_start"

@@ -5,9 +5,11 @@ whole path, with Ray, MLflow and a driver process, is test_search's SIGTERM test
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -17,11 +19,12 @@ from astune.search.stop import (
     SearchStopped,
     fit_or_stop,
     stop_on_signals,
+    trials_stopped,
 )
 
-WHERE = dict(experiment="exp", dataset="sst5")
-FIT = dict(WHERE, close_killed=lambda: None)  # no Ray started here: nothing to lose
 RESUME = "python -m astune search --dataset sst5 --name exp --resume"
+WHERE = dict(experiment="exp", resume=RESUME)  # the command: tests/test_resume_settings.py
+FIT = dict(WHERE, close_killed=lambda: None)  # no Ray started here: nothing to lose
 
 
 class SignalledTuner:
@@ -88,6 +91,52 @@ def test_a_new_search_whose_fit_ended_before_tune_saved_it_has_nothing_to_resume
         with pytest.raises(SearchStopped) as stopped:
             fit_or_stop(tuner, stop, **FIT, resumable=False, saved=lambda: True)
     assert stopped.value.resumable and str(stopped.value).endswith(RESUME)
+
+
+def trial_result(
+    folder: Path, *, done: bool = False, checkpoint: bool = False, error: bool = False
+):
+    """Ray's ``Result`` of a trial folder as Tune writes one (``Result.from_path``): its record,
+    its checkpoint folder if ``checkpoint``, its pickled error if ``error``."""
+    import pickle
+
+    from ray.tune import Result
+
+    folder.mkdir()
+    name = "checkpoint_000000" if checkpoint else None
+    record = {"objective": 0.5, "training_iteration": 1, "done": done, "checkpoint_dir_name": name}
+    (folder / "result.json").write_text(json.dumps(record) + "\n")
+    if checkpoint:
+        (folder / name).mkdir()
+    if error:
+        (folder / "error.pkl").write_bytes(pickle.dumps(RuntimeError("boom")))
+    return Result.from_path(folder)
+
+
+@pytest.mark.parametrize(
+    "checkpoints, how",
+    [
+        ((), "2 without one yet restart from scratch"),
+        ((1,), "1 with a checkpoint resumes from it, 1 without one yet restarts from scratch"),
+        ((1, 2), "2 with a checkpoint resume from it"),
+    ],
+)
+def test_the_stop_line_says_which_stopped_trials_resume_from_a_checkpoint(
+    tmp_path, checkpoints, how
+):
+    """A finished trial, an errored one (its own line said so), and two stopped trials, with a
+    checkpoint or not (the search's default writes one after 10 minutes)."""
+    results = [trial_result(tmp_path / "done", done=True, checkpoint=True)]
+    results.append(trial_result(tmp_path / "failed", checkpoint=True, error=True))
+    for i in (1, 2):
+        results.append(trial_result(tmp_path / f"stopped{i}", checkpoint=i in checkpoints))
+    assert [r.checkpoint is not None for r in results[2:]] == [i in checkpoints for i in (1, 2)]
+    assert trials_stopped(results) == f"1 trial finished; 2 unfinished, KILLED in MLflow: {how}"
+    assert trials_stopped(None) == (  # fit ended before Tune's loop: nothing known of them
+        "0 trials finished; the others are KILLED in MLflow and resume from their last "
+        "checkpoint, or from scratch without one"
+    )
+    assert trials_stopped(results[:1]) == "1 trial finished"
 
 
 def test_during_tunes_loop_the_first_signal_is_tunes_graceful_stop_and_later_ones_wait():

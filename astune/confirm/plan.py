@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 from astune._checks import check_int
 from astune.config import SPEED_FIELDS
 from astune.losses.catalogue import AS_LOSSES, LOSS_PARAM_NAMES, family_loss, loss_info
+from astune.store.best import best_first
 from astune.store.confirmed import config_label
 from astune.store.conventions import CONFIRM_BASELINE, STOPPED_EARLY_TAG, TASK_TAG
 from astune.store.pareto import search_front
-from astune.store.reader import Store, finished_trials, objective, param
+from astune.store.reader import Store, finished_trials, objective, param, trial_id
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -131,10 +132,12 @@ def ranked_trials(store: Store, parent: "Run") -> list["Run"]:
     return sorted(runs, key=lambda r: _rank(r, parent))
 
 
-def _rank(run: "Run", parent: "Run") -> tuple[float, int]:
-    """Best objective first (by the search's mode), then the first started."""
-    sign = 1.0 if param(parent, "mode") == "min" else -1.0
-    return (sign * objective(run), run.info.start_time or 0)
+def _rank(run: "Run", parent: "Run") -> tuple[float, str]:
+    """Best objective first (by the search's mode), ties as :func:`astune.store.best.best_first`
+    breaks them."""
+    return best_first(
+        objective(run), trial_id(run), "min" if param(parent, "mode") == "min" else "max"
+    )
 
 
 def front_trials(store: Store, parent: "Run") -> list["Run"]:

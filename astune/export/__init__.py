@@ -1,10 +1,10 @@
 """`astune export`: the best trial of a search as a train config (YAML/JSON) or as code.
 
-The best trial is found in MLflow: the latest search (parent run) of the experiment, its
-``best_config.yaml`` artifact (the search's own choice, with the settings every trial shared)
-and the finished child run that config came from (the highest ``objective`` among those that
-match it). Without the artifact (a search cut short before it wrote one), the child with the
-highest ``objective`` and the parent's params make the config.
+The best trial is found in MLflow: of the latest search (parent run) of the experiment, the
+finished child run with the best ``objective`` (ties: :func:`astune.store.best.best_first`, the
+rule the search chose its own by). Its config is the parent's ``best_config.yaml`` artifact
+(the search's choice, with the settings every trial shared) when the two agree, else the
+trial's params over the shared settings (a search cut short before it wrote the artifact).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from astune.store.conventions import ROLE_TAG, TRIAL_ID_TAG
 from astune.store.reader import (
     Store,
     best_evaluation_metrics,
+    best_trial,
     finished_trials,
     no_progress_bar,
     objective,
@@ -58,7 +59,7 @@ def find_best_trial(
         )
     artifact = _artifact_config(store, parent.info.run_id)
     # Finished trials only: the artifact may name a trial that errored after a good evaluation.
-    best, confirmed, why = _choose(store, parent, trials, pick, artifact)
+    best, confirmed, why = _choose(store, parent, trials, pick)
     if artifact is not None and _agrees(best, artifact):
         config, source = artifact, ARTIFACT
     else:
@@ -93,15 +94,12 @@ def _trial_id(run: "Run | None") -> str | None:
 
 
 def _choose(
-    store: Store,
-    parent: "Run",
-    trials: list["Run"],
-    pick: Pick | None,
-    artifact: Mapping[str, Any] | None,
+    store: Store, parent: "Run", trials: list["Run"], pick: Pick | None
 ) -> tuple["Run", ConfirmedConfig | None, str]:
     """The run to export, its confirmed config (None: a single run's) and why it was chosen:
     the front point ``pick`` names, else (after ``confirm --front``) the fastest config
-    confirmed faster at equal accuracy, else the confirmed winner, else the best trial."""
+    confirmed faster at equal accuracy, else the confirmed winner, else the best trial (ties:
+    :func:`astune.store.best.best_first`, as the search chose)."""
     by_id = {r.info.run_id: r for r in trials}
     if pick is not None and pick.on_front:
         run_id, why = pick_from_front(parent, trials, pick)
@@ -112,11 +110,7 @@ def _choose(
     if chosen is not None:  # the confirmed trial, else (the baseline) one of its confirm runs
         config, why = chosen
         return by_id.get(config.confirms, config.run), config, why
-    sign = -1.0 if mode == "min" else 1.0
-    best = max(
-        trials, key=lambda r: (sign * objective(r), artifact is not None and _agrees(r, artifact))
-    )
-    return best, None, ""
+    return best_trial(trials, mode), None, ""
 
 
 def _winner(configs: list[ConfirmedConfig], mode: str) -> tuple[ConfirmedConfig, str] | None:

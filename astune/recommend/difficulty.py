@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from astune.recommend.probe import ProbeResult, normalized, run_probe
-from astune.store.reader import SOFTMAX_LOSSES, Store, dataset_of, finished_trials, objective
+from astune.store.reader import (
+    SOFTMAX_LOSSES,
+    Store,
+    best_trial,
+    dataset_of,
+    finished_trials,
+    objective,
+)
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -154,7 +161,7 @@ def softmax_evidence(store: Store, name: str, probe: ProbeResult | None) -> Evid
     trials = finished_trials(store.dataset_trials(name), SOFTMAX_LOSSES)
     if not trials:
         return None
-    best = max(trials, key=objective)
+    best = best_trial(trials, "max")  # the dataset's primary metric: higher is better
     seen = best.data.metrics.get("samples_seen") or 0.0
     weight = MLFLOW_WEIGHT * min(1.0, seen / FULL_WEIGHT_SAMPLES)
     experiment = store.client.get_experiment(best.info.experiment_id).name

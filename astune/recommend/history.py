@@ -15,7 +15,15 @@ from astune.recommend.difficulty import Difficulty
 from astune.recommend.prior import HISTORY_SHRINK
 from astune.store.confirmed import confirmed_configs, confirmed_winner
 from astune.store.conventions import PARENT_TAG
-from astune.store.reader import AS_LOSSES, Store, dataset_of, finished_trials, objective, param
+from astune.store.reader import (
+    AS_LOSSES,
+    Store,
+    best_trial,
+    dataset_of,
+    finished_trials,
+    objective,
+    param,
+)
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -101,7 +109,7 @@ def _best_as_trial(store: Store, parent: "Run", trials: list["Run"]) -> tuple["R
     winner = confirmed_winner(confirmed, "min" if param(parent, "mode") == "min" else "max")
     if winner is not None:
         return by_id[winner.confirms], winner.mean, len(winner.seeds)
-    best = max(trials, key=objective)
+    best = best_trial(trials, "min" if param(parent, "mode") == "min" else "max")
     return best, objective(best), 0
 
 

@@ -6,6 +6,7 @@ evaluation is one line, so the log reads as a history.
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from typing import Any
@@ -168,10 +169,12 @@ def format_summary(summary: SearchSummary, ui_command: str) -> str:
     lines.append(f"review:  {ui_command}")
     if summary.experiment_id is not None:
         lines.append(f"runs:    {runs_view_url(summary.tracking_uri, summary.experiment_id)}")
+    export = ["--experiment", summary.experiment, "--tracking-uri", summary.tracking_uri]
+    export += ["--format", "yaml", "-o", "best.yaml"]
+    lines.append(f"export:  python -m astune export {shlex.join(export)}")
+    if summary.resume_command:
+        lines.append(f"resume:  {summary.resume_command}")
     lines += [
-        f"export:  python -m astune export --experiment {summary.experiment} "
-        f"--tracking-uri {summary.tracking_uri} --format yaml -o best.yaml",
-        f"resume:  python -m astune search --dataset ... --name {summary.experiment} --resume",
         f"trials:  {summary.experiment_path}",
         f"optuna:  {dashboard_command(storage_url(summary.tracking_uri))}",
     ]

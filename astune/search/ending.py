@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from astune.search.stop import resume_command
+from astune.search.resume import resume_command
 from astune.store.outbox import fast_failing_http, first_line, unreachable
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class SearchEnd:
             f"search {settings.experiment_name!r}: its trials ended, but tracking is behind: "
             f"{self.tracker.tracking_uri} is unreachable ({failure}; {held} writes held); Ray "
             f"keeps every result under {settings.experiment_path()}: once the server answers, "
-            f"run {resume_command(settings.experiment_name, settings.dataset)} to write them"
+            f"run {resume_command(settings)} to write them"
         )
 
     def check_caught_up(self) -> None:

@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune.search.settings import PreparedSearch, SearchError, SearchSettings, SearchSummary
@@ -142,7 +143,12 @@ def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> S
     the end (the trials' writes wait for it meanwhile: HTTP calls give up in seconds);
     :class:`~astune.search.stop.SearchStopped` on a stop signal ``stop`` received."""
     from astune.search.ending import SearchEnd, TrackingBehind
-    from astune.search.resume import experiment_saved, forget_experiment, search_params
+    from astune.search.resume import (
+        experiment_saved,
+        forget_experiment,
+        resume_command,
+        search_params,
+    )
     from astune.search.stop import SearchStopped, fit_or_stop
     from astune.store.outbox import fast_failing_http
     from astune.store.writer import SearchTracker
@@ -150,7 +156,9 @@ def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> S
     settings, space, base, data = prepared.settings, prepared.space, prepared.base, prepared.data
     # a new search stopped before fit has nothing to resume: Ray saves its trials from there
     where = dict(
-        experiment=settings.experiment_name, dataset=settings.dataset, resumable=settings.resume
+        experiment=settings.experiment_name,
+        resume=resume_command(settings),
+        resumable=settings.resume,
     )
     stop.check(**where)  # a signal while Ray started: nothing is written
     tracker = SearchTracker(
@@ -305,19 +313,27 @@ def failed_trials(results: ResultGrid) -> list[bool]:
 
 def best_finished(results: ResultGrid, metric: str, mode: str) -> tuple[Result, float] | None:
     """The best trial among those that finished (no error) and its best ``metric``: a trial
-    that errored after a good evaluation has no result to export. None if none reported."""
-    best: tuple[Result, float] | None = None
+    that errored after a good evaluation has no result to export. Ties go as
+    :func:`astune.store.best.best_first` breaks them, whatever the grid's order. None if none
+    reported."""
+    from astune.store.best import best_first
+
+    scored: list[tuple[Result, float]] = []
     for result, failed in zip(results, failed_trials(results)):
         frame = result.metrics_dataframe
         if failed or frame is None or metric not in frame:
             continue
         values = frame[metric].dropna()
-        if values.empty:
-            continue
-        value = float(values.max() if mode == "max" else values.min())
-        if best is None or (value > best[1] if mode == "max" else value < best[1]):
-            best = (result, value)
-    return best
+        if not values.empty:
+            scored.append((result, float(values.max() if mode == "max" else values.min())))
+    return min(scored, key=lambda s: best_first(s[1], result_trial_id(s[0]), mode), default=None)
+
+
+def result_trial_id(result: Result) -> str:
+    """The Ray trial id of a ``Result`` (in every report Tune records; else its folder's name,
+    ``trial_<id>``)."""
+    found = (result.metrics or {}).get("trial_id")
+    return str(found) if found else Path(result.path).name.removeprefix("trial_")
 
 
 def _summarize(
@@ -327,6 +343,7 @@ def _summarize(
     results: ResultGrid,
     tracker: SearchTracker,
 ) -> SearchSummary:
+    from astune.search.resume import resume_command
     from astune.store.artifacts import log_search_artifacts
 
     if space.multi_objective:  # each trial's last result: a finished one's is its final report
@@ -364,6 +381,7 @@ def _summarize(
         experiment_id=tracker.experiment_id,
         objectives=space.objectives,
         front=front,
+        resume_command=resume_command(settings),
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,9 +23,24 @@ SPACE_DIGEST = "space_sha256"  # the resolved space: a file edited in place is a
 _SPACE_KEYS = {"metric": "the space's metric", "mode": "the space's mode"}
 _SPACE_KEYS[SPACE_DIGEST] = "the --space contents (sha256 of the resolved space)"
 
+# Every SearchSettings field is recorded by search_params (restored by as_before when left out,
+# refused by check_unchanged when changed) or named here, with why it is not
+# (tests/test_resume_settings.py checks that no field is left undecided).
+RESUME_MAY_CHANGE = ("address", "tracking_uri", "storage_path", "storage_timeout")
+"""Where Ray, MLflow and the storage are reached: a resume may move them."""
+NOT_SEARCH_SETTINGS = {
+    "name": "names the search: the experiment a resume finds",
+    "resume": "the request to resume itself",
+    "given": "which flags this command gave",
+    "console": "how this driver shows progress, not what the trials do",
+    "reference": "read by --warm-start at the start: the warmed space is recorded",
+    "probe_backbone": "read by --warm-start at the start: the warmed space is recorded",
+}
+
 
 def search_params(settings: SearchSettings, space: SearchSpace) -> dict[str, Any]:
-    """The params of the parent run: every setting that shapes the trials."""
+    """The params of the parent run: every setting that shapes the search (a search started
+    before a key was recorded lacks it: a resume keeps that setting's default)."""
     return {
         "dataset": settings.dataset,
         "space": space.source,
@@ -50,9 +66,28 @@ def search_params(settings: SearchSettings, space: SearchSpace) -> dict[str, Any
         "cpus_per_trial": settings.cpus_per_trial,
         "gpus_per_trial": settings.gpus_per_trial or 0,
         "seed": settings.seed,
+        "max_failures": settings.max_failures,
+        "reuse_actors": settings.reuse_actors,
+        "loss_kernel": settings.loss_kernel,
+        "checkpoint_every": settings.checkpoint_every,
+        "keep_checkpoints": settings.keep_checkpoints,
         # last: a change that a flag above names is refused by that name first
         SPACE_DIGEST: space_digest(space),
     }
+
+
+def resume_command(settings: SearchSettings) -> str:
+    """The command that resumes the search of ``settings``, pasted in the folder it ran from:
+    its dataset and name as given, and the places it was found (``--address``,
+    ``--tracking-uri``, ``--storage-path``) where the user gave them; every other setting is
+    the search's own (:func:`as_before`). Each argument quoted for a POSIX shell."""
+    argv = ["python", "-m", "astune", "search", "--dataset", settings.dataset]
+    argv += ["--name", settings.experiment_name]
+    for key in ("address", "tracking_uri", "storage_path"):
+        value = getattr(settings, key)
+        if value is not None:  # None: the default, found again from the same folder
+            argv += ["--" + key.replace("_", "-"), str(value)]
+    return shlex.join([*argv, "--resume"])
 
 
 def space_digest(space: SearchSpace) -> str:

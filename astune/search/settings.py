@@ -184,6 +184,7 @@ class SearchSummary:
     experiment_id: str | None = None
     objectives: tuple[str, ...] = ("objective",)
     front: list[FrontPoint] = dataclasses.field(default_factory=list)  # several objectives
+    resume_command: str = ""  # the command that resumes it (astune.search.resume; "": none)
 
 
 @dataclass(kw_only=True)

@@ -70,16 +70,16 @@ class StopSignals:
         """Handle SIGTERM and SIGINT here (again: ``ray.init`` sets its own SIGTERM handler)."""
         install(self.handle)
 
-    def check(self, *, experiment: str, dataset: str, resumable: bool) -> None:
+    def check(self, *, experiment: str, resume: str, resumable: bool) -> None:
         """Between start-up steps: :class:`SearchStopped` when a stop signal came meanwhile.
-        ``resumable``: Ray Tune saved the search (``--resume`` continues it; else nothing ran
-        and the same command starts it anew)."""
+        ``resumable``: Ray Tune saved the search (``resume``, the command, continues it; else
+        nothing ran and the same command starts it anew)."""
         if self.received is None:
             return
         if resumable:
             what = (
                 "before its trials ran in this driver; its runs are KILLED in MLflow); resume "
-                f"it with: {resume_command(experiment, dataset)}"
+                f"it with: {resume}"
             )
         else:
             what = "before its first trial started; nothing ran); start it again with the same "
@@ -92,14 +92,44 @@ class StopSignals:
         )
 
 
-def resume_command(experiment: str, dataset: str) -> str:
-    """The command that resumes search ``experiment`` of ``dataset``."""
-    return f"python -m astune search --dataset {dataset} --name {experiment} --resume"
-
-
 def finished_trials(results: Any) -> int:
     """The trials of a ``ResultGrid`` (None: none) that ran to their end."""
-    return sum(1 for r in results or () if r.metrics and r.metrics.get("done"))
+    return sum(1 for r in results or () if _ended(r))
+
+
+def _ended(result: Any) -> bool:
+    """Tune's ``done``, or the trial's ``final`` report (a restored trial's may lack ``done``)."""
+    return bool(result.metrics and (result.metrics.get("done") or result.metrics.get("final")))
+
+
+# What resumes an unfinished trial when the driver cannot tell whether it has a checkpoint.
+RESUMES_IF_SAVED = "resume from their last checkpoint, or from scratch without one"
+
+
+def trials_stopped(results: Any) -> str:
+    """What a stop left of the trials of a ``ResultGrid`` (None: ``fit`` ended before Tune's
+    loop ran), in words: how many finished, and how each unfinished one resumes, from its
+    latest checkpoint (Ray's ``Result.checkpoint``) or from scratch. Errored trials are
+    left out: their own lines said so."""
+    finished = finished_trials(results)
+    head = f"{finished} {_plural(finished, 'trial')} finished"
+    if results is None:  # nothing known of the others here
+        return f"{head}; the others are KILLED in MLflow and {RESUMES_IF_SAVED}"
+    unfinished = [r for r in results if not _ended(r) and r.error is None]
+    if not unfinished:
+        return head
+    saved = sum(1 for r in unfinished if r.checkpoint is not None)
+    fresh, how = len(unfinished) - saved, []
+    if saved:
+        how.append(f"{saved} with a checkpoint {_plural(saved, 'resume', verb=True)} from it")
+    if fresh:
+        how.append(f"{fresh} without one yet {_plural(fresh, 'restart', verb=True)} from scratch")
+    return f"{head}; {len(unfinished)} unfinished, KILLED in MLflow: {', '.join(how)}"
+
+
+def _plural(count: int, word: str, *, verb: bool = False) -> str:
+    """``word`` agreeing with ``count``: a noun's plural, or a verb's third person singular."""
+    return word + ("s" if (count == 1) == verb else "")
 
 
 RAY_TUNE_LOGGER = "ray.tune.tune"  # the module whose lines advise on stopping and resuming
@@ -177,7 +207,7 @@ def fit_or_stop(
     stop: StopSignals,
     *,
     experiment: str,
-    dataset: str,
+    resume: str,
     resumable: bool,
     close_killed: Callable[[], None],
     saved: Callable[[], bool] | None = None,
@@ -186,29 +216,25 @@ def fit_or_stop(
     came during the start-up (then ``resumable`` as :meth:`StopSignals.check` takes it). A
     signal that ends ``fit`` before Tune's loop runs leaves a new search resumable only if
     ``saved()`` (None: it is). ``close_killed`` ends the runs KILLED when Ray's processes died
-    under the driver (then the process exits here)."""
-    stop.check(experiment=experiment, dataset=dataset, resumable=resumable)
+    under the driver (then the process exits here). ``resume``: the command that resumes it."""
+    stop.check(experiment=experiment, resume=resume, resumable=resumable)
 
     def end_without_ray() -> str:
         close_killed()
-        what = "Ray's processes ended with it"
-        return stopped_line(experiment, dataset, stop.name, f"{what}; the unfinished trials")
+        what = "Ray's processes ended with it; the unfinished trials are KILLED in MLflow and "
+        return stopped_line(experiment, resume, stop.name, what + RESUMES_IF_SAVED)
 
     results = fit_unless_stopped(tuner, stop, command="search", end_without_ray=end_without_ray)
     if not stop.received:
         return results
     if results is None and not resumable and saved is not None and not saved():
-        stop.check(experiment=experiment, dataset=dataset, resumable=False)  # nothing ran
-    what = f"{finished_trials(results)} trials finished; the others"
-    message = stopped_line(experiment, dataset, stop.name, what)
+        stop.check(experiment=experiment, resume=resume, resumable=False)  # nothing ran
+    message = stopped_line(experiment, resume, stop.name, trials_stopped(results))
     raise SearchStopped(message, signal_name=stop.name, exit_code=stop.exit_code)
 
 
-def stopped_line(experiment: str, dataset: str, signal_name: str, what: str) -> str:
+def stopped_line(experiment: str, resume: str, signal_name: str, what: str) -> str:
     """The one line of a stopped search: by ``signal_name`` ("": Ray's processes ended by
-    themselves), ``what`` ended how, and the command that resumes it."""
+    themselves), ``what``: how its trials ended and resume, and ``resume``, the command."""
     by = f"stopped by {signal_name}" if signal_name else "stopped"
-    return (
-        f"search {experiment!r} {by} ({what} are KILLED in MLflow and resume from their last "
-        f"checkpoint); resume it with: {resume_command(experiment, dataset)}"
-    )
+    return f"search {experiment!r} {by} ({what}); resume it with: {resume}"

@@ -1,10 +1,25 @@
 """The best trial of a search, as `export` (and `confirm`) hand it on: which run, its score and
-the ``astune train --config`` mapping that reruns it. Plain data: no MLflow, no Ray."""
+the ``astune train --config`` mapping that reruns it; and :func:`best_first`, the one order
+every place that picks "the best trial" uses. Plain data: no MLflow, no Ray."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from astune._checks import check_choice
+
+MODES = ("max", "min")
+
+
+def best_first(value: float, trial_id: str, mode: str) -> tuple[float, str]:
+    """The sort key (smallest first) of "the best trial": its objective ``value``, the better
+    first by ``mode``; trials that tie go by their Ray trial id, lowest first. A trial keeps its
+    id across ``--resume`` and in MLflow (tag ``astune.trial_id``), so the search's summary and
+    ``best_config.yaml``, ``export``, ``confirm`` and ``recommend`` pick the same trial of a
+    tie, whatever order Ray or MLflow hand the trials back in."""
+    check_choice("mode", mode, MODES)
+    return (-value if mode == "max" else value, trial_id)
 
 
 @dataclass

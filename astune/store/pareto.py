@@ -68,12 +68,14 @@ def pareto_front(
     points: Sequence[FrontPoint], objectives: Sequence[str], mode: str
 ) -> list[FrontPoint]:
     """The non-dominated ``points`` (the metric in ``mode``, every cost minimised), cheapest
-    first by the first cost, then best metric first."""
+    first by the first cost, then best metric first, then the lowest trial id."""
     directions = modes(objectives, mode)
     table = [[p.values[name] for name in objectives] for p in points]
     chosen = [points[i] for i in front(table, directions)]
     sign = -1.0 if mode == "max" else 1.0
-    return sorted(chosen, key=lambda p: (p.values[objectives[1]], sign * p.values[objectives[0]]))
+    return sorted(
+        chosen, key=lambda p: (p.values[objectives[1]], sign * p.values[objectives[0]], p.trial_id)
+    )
 
 
 def search_objectives(parent: Run) -> tuple[str, ...]:

@@ -244,6 +244,14 @@ def objective(run: "Run") -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+def best_trial(runs: Iterable["Run"], mode: str) -> "Run":
+    """The best of ``runs`` (trial runs with an objective: :func:`finished_trials`) by
+    :func:`astune.store.best.best_first`, whatever their order; ValueError when empty."""
+    from astune.store.best import best_first
+
+    return min(runs, key=lambda r: best_first(objective(r), trial_id(r), mode))
+
+
 def trial_id(run: "Run") -> str:
     """A trial's one name, everywhere a person reads it (the live and front tables, run names,
     the confirm table, `export`, `report`, ``pareto.csv``): Ray's trial id, which the run holds
@@ -305,10 +313,12 @@ __all__ = [
     "SOFTMAX_LOSSES",
     "Store",
     "best_evaluation_metrics",
+    "best_trial",
     "dataset_of",
     "finished_trials",
     "no_progress_bar",
     "objective",
     "param",
     "parse_value",
+    "trial_id",
 ]
