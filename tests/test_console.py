@@ -3,6 +3,9 @@ lines within the width (commands kept whole, to paste). No Ray is started."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from rich.console import Console
 
@@ -172,3 +175,45 @@ def test_the_pareto_front_fits_80_columns_with_every_cost():
     assert table[0].split() == ["trial", "loss", "speed", "skip", "objective", "seconds",
                                 "samples", "steps"]  # fmt: skip
     assert table[1].split()[:5] == ["1bd7975c", "as_softmax", "on", "off", "0.4"]
+
+
+def test_mlflow_info_lines_and_rays_console_engine_off_unless_verbose(tmp_path, capfd, monkeypatch):
+    """A new MLflow store says "Creating initial MLflow database tables..." at INFO: off within
+    the block, on with ``verbose``; Ray Tune's quiet console engine only within the block."""
+    from mlflow import MlflowClient
+
+    from astune.search.notices import RAY_TUNE_OUTPUT, library_notices
+
+    monkeypatch.delenv("MLFLOW_LOGGING_LEVEL", raising=False)
+    monkeypatch.delenv(RAY_TUNE_OUTPUT, raising=False)
+    for verbose in (False, True):
+        capfd.readouterr()
+        with library_notices(verbose):
+            engine = os.environ.get(RAY_TUNE_OUTPUT)
+            MlflowClient(f"sqlite:///{tmp_path / f'{verbose}.db'}").search_experiments()
+        err = capfd.readouterr().err
+        assert ("Creating initial MLflow database tables" in err) is verbose, err
+        assert engine == (None if verbose else "0")
+        assert RAY_TUNE_OUTPUT not in os.environ
+
+
+def test_verbose_is_a_flag_of_search_and_confirm_that_does_not_shape_the_search():
+    from astune.cli.parser import build_parser
+    from astune.search.confirm import ConfirmSettings, search_settings
+    from astune.search.resume import check_unchanged, search_params
+    from astune.search.settings import settings_from_args
+    from astune.search.tuner import tune_verbosity
+    from astune.space.space import load_space
+
+    parse = build_parser().parse_args
+    quiet = settings_from_args(parse(["search", "--dataset", "sst5"]))
+    loud = settings_from_args(parse(["search", "--dataset", "sst5", "--verbose"]))
+    assert (quiet.verbose, loud.verbose) == (False, True)
+    assert (tune_verbosity(quiet), tune_verbosity(loud)) == (0, 1)
+    space = load_space(Path(__file__).parent / "spaces" / "tiny.yaml")
+    params = search_params(quiet, space)
+    assert "verbose" not in params
+    check_unchanged(loud, space, {k: str(v) for k, v in params.items()})  # --resume may add it
+    assert parse(["confirm", "--experiment", "x", "--verbose"]).verbose is True
+    confirm = ConfirmSettings("x", verbose=True)
+    assert search_settings(confirm, {"dataset": "sst5"}).verbose is True

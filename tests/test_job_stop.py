@@ -27,6 +27,20 @@ from astune.store.conventions import LOST_TAG
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 RAY_GONE = "Ray's processes ended with it"
+# What Ray and MLflow print unless --verbose (issue 60): Ray's notice that a local Ray enabled
+# token authentication, Tune's experiment box, results path and TensorBoard hint, MLflow's INFO.
+LIBRARY_NOTICES = (
+    "token authentication is enabled",
+    "configuration for experiment",
+    "view detailed results",
+    "tensorboard",
+    " info mlflow",
+    "╭",
+)
+
+
+def library_notices(output: str) -> list[str]:
+    return [line for line in output.lower().splitlines() if any(n in line for n in LIBRARY_NOTICES)]
 
 
 def evaluations(db) -> int:
@@ -49,10 +63,13 @@ def test_a_search_stopped_with_every_process_of_its_job_exits_143_and_resumes_wh
     assert_stopped(db, code, err, seconds, signal.SIGTERM)
     assert "0 trials finished" in err.strip().splitlines()[-1]  # Tune's own graceful stop
     assert RAY_GONE not in err
+    assert not library_notices(err)  # the driver started its own Ray: its notices stay off
 
     resume = search_command("killed", space, "--checkpoint-every", "eval", "--resume", samples=1)
     resumed = subprocess.run(resume, capture_output=True, text=True, timeout=400)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "best objective: " in resumed.stdout and "review:  mlflow ui" in resumed.stdout
+    assert not library_notices(resumed.stdout + resumed.stderr)  # astune's lines alone
     client = MlflowClient(f"sqlite:///{db}")
     (parent,) = runs(client, "killed", "search")
     trials = runs(client, "killed", "trial")
