@@ -182,19 +182,20 @@ def test_mlflow_info_lines_and_rays_console_engine_off_unless_verbose(tmp_path, 
     the block, on with ``verbose``; Ray Tune's quiet console engine only within the block."""
     from mlflow import MlflowClient
 
-    from astune.search.notices import RAY_TUNE_OUTPUT, library_notices
+    from astune.search.notices import RAY_TUNE_OUTPUT, RAY_TUNE_TRIAL_ERRORS, library_notices
 
     monkeypatch.delenv("MLFLOW_LOGGING_LEVEL", raising=False)
-    monkeypatch.delenv(RAY_TUNE_OUTPUT, raising=False)
+    for name in (RAY_TUNE_OUTPUT, RAY_TUNE_TRIAL_ERRORS):
+        monkeypatch.delenv(name, raising=False)
     for verbose in (False, True):
         capfd.readouterr()
         with library_notices(verbose):
-            engine = os.environ.get(RAY_TUNE_OUTPUT)
+            engine = [os.environ.get(RAY_TUNE_OUTPUT), os.environ.get(RAY_TUNE_TRIAL_ERRORS)]
             MlflowClient(f"sqlite:///{tmp_path / f'{verbose}.db'}").search_experiments()
         err = capfd.readouterr().err
         assert ("Creating initial MLflow database tables" in err) is verbose, err
-        assert engine == (None if verbose else "0")
-        assert RAY_TUNE_OUTPUT not in os.environ
+        assert engine == ([None, None] if verbose else ["0", "0"])
+        assert RAY_TUNE_OUTPUT not in os.environ and RAY_TUNE_TRIAL_ERRORS not in os.environ
 
 
 def test_verbose_is_a_flag_of_search_and_confirm_that_does_not_shape_the_search():

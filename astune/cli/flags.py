@@ -76,8 +76,8 @@ def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         default=None,
         help="Ray's and MLflow's own console output too (Ray's start-up notices, Tune's progress "
-        "report, the trials' output, MLflow's INFO lines); default: astune's lines, warnings "
-        "and errors",
+        "report and trial tracebacks, the trials' output, MLflow's INFO lines); default: "
+        "astune's lines, warnings and errors",
     )
 
 

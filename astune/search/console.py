@@ -2,8 +2,9 @@
 
 In a terminal the table redraws in place (rich), its columns chosen to fit the terminal's width
 (an 80-column one shows the columns that matter most, under short headers); elsewhere (CI logs,
-`ray job submit`) each evaluation is one line, so the log reads as a history. The closing lines
-fit 80 columns where they can; the commands in them are never wrapped, so that they paste whole.
+`ray job submit`) each evaluation is one line, so the log reads as a history. A failed trial
+gets one line either way: why it failed (Ray's traceback is in its ``error.txt``). The closing
+lines fit 80 columns where they can; their commands are never wrapped, so that they paste whole.
 """
 
 from __future__ import annotations
@@ -193,9 +194,14 @@ class ConsoleCallback(Callback):
 
         row = self._row(trial)
         row["status"] = "FAILED"
+        line = f"[{trial.trial_id}] failed: {trial_error_message(trial)}"
         if not self.live_mode:
-            print(f"[{trial.trial_id}] failed: {trial_error_message(trial)}", flush=True)
+            print(line, flush=True)
         self._draw(force=True)
+        if self._live is not None:  # above the table, which stays at the bottom
+            from rich.text import Text
+
+            self._live.console.print(Text(line))
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         if self._live is not None:

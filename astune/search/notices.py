@@ -3,8 +3,10 @@
 astune's own lines (the live table, its warnings, the closing lines) say what a person needs.
 Without ``--verbose`` these are left out: Ray's notice that token authentication is enabled
 (a local Ray's default), Ray Tune's experiment box, its "View detailed results here" line and
-its TensorBoard hint, and MLflow's INFO lines ("Creating initial MLflow database tables...",
-"View run ..."). Warnings and errors of every library still show. Ray's own ``ray.init``
+its TensorBoard hint, Tune's traceback of each failed trial (the console says in one line why
+it failed; the traceback is in the trial's ``error.txt``), and MLflow's INFO lines ("Creating
+initial MLflow database tables...", "View run ..."). Warnings and errors of every library
+still show. Ray's own ``ray.init``
 logging and the trials' output are set where Ray starts (``execution.init_ray``), Tune's
 verbosity on its ``RunConfig`` (``tuner.tune_verbosity``).
 """
@@ -19,6 +21,7 @@ from contextlib import ExitStack, contextmanager
 # Ray Tune's console engine: "0" is the one that prints nothing at verbose=0 (the newer one
 # prints the experiment box, the results path and the TensorBoard hint at every verbosity).
 RAY_TUNE_OUTPUT = "RAY_AIR_NEW_OUTPUT"
+RAY_TUNE_TRIAL_ERRORS = "TUNE_PRINT_ALL_TRIAL_ERRORS"  # "0": no traceback per failed trial
 MLFLOW_LEVEL = "MLFLOW_LOGGING_LEVEL"  # a level the user set for MLflow is kept
 
 
@@ -33,6 +36,7 @@ def library_notices(verbose: bool) -> Iterator[None]:
 
     with ExitStack() as stack:
         stack.enter_context(_environment(RAY_TUNE_OUTPUT, "0"))
+        stack.enter_context(_environment(RAY_TUNE_TRIAL_ERRORS, "0"))
         stack.enter_context(ray_token_notice_off())
         if MLFLOW_LEVEL not in os.environ:
             stack.enter_context(_mlflow_warnings_only())
