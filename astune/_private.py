@@ -11,6 +11,7 @@ pulling in Ray.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -206,6 +207,31 @@ def local_ray_processes(*, head_only: bool = False) -> list[subprocess.Popen]:
         if kind in kinds or not head_only
         for info in infos
     ]
+
+
+RAY_TOKEN_SETUP_LOGGER = "ray._private.authentication.authentication_token_setup"
+"""The logger of Ray's token-authentication set-up (Ray 2.60), the private module whose
+``_warn_token_auth_enabled`` says that a new local Ray enabled its token (its default)."""
+RAY_TOKEN_NOTICE = "Token authentication is enabled for this Ray cluster"
+
+
+class _TokenNoticeFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(RAY_TOKEN_NOTICE)
+
+
+@contextlib.contextmanager
+def ray_token_notice_off() -> Iterator[None]:
+    """Within the block, Ray's notice that token authentication is enabled (the default of a
+    local Ray since 2.60; a warning by level, with nothing to act on) is dropped from the
+    logger of the private ``ray._private.authentication.authentication_token_setup``; its
+    warning that authentication is *disabled* still shows."""
+    logger, notice = logging.getLogger(RAY_TOKEN_SETUP_LOGGER), _TokenNoticeFilter()
+    logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notice)
 
 
 # ---------------------------------------------------------------------------------- torch

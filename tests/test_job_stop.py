@@ -30,6 +30,20 @@ from astune.store.conventions import LOST_TAG
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 RAY_GONE = "Ray's processes ended with it"
+# What Ray and MLflow print unless --verbose (issue 60): Ray's notice that a local Ray enabled
+# token authentication, Tune's experiment box, results path and TensorBoard hint, MLflow's INFO.
+LIBRARY_NOTICES = (
+    "token authentication is enabled",
+    "configuration for experiment",
+    "view detailed results",
+    "tensorboard",
+    " info mlflow",
+    "╭",
+)
+
+
+def library_notices(output: str) -> list[str]:
+    return [line for line in output.lower().splitlines() if any(n in line for n in LIBRARY_NOTICES)]
 
 
 def evaluations(db) -> int:
@@ -56,12 +70,15 @@ def test_a_search_stopped_with_every_process_of_its_job_exits_143_and_resumes_wh
     (trial,) = ExperimentAnalysis(str(workdir / "astune-runs" / "ray" / "killed")).trials
     how = "with a checkpoint resumes from it" if trial.checkpoint else "restarts from scratch"
     assert f"1 unfinished, KILLED in MLflow: 1 {how}" in line  # what Ray saved of it
+    assert not library_notices(err)  # the driver started its own Ray: its notices stay off
 
     # the command the line gives, pasted: --checkpoint-every eval and the rest are the search's
     resume = [sys.executable, *shlex.split(line.split("resume it with: ")[1])[1:]]
     assert "--checkpoint-every" not in resume
     resumed = subprocess.run(resume, capture_output=True, text=True, timeout=400)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "best objective: " in resumed.stdout and "review:  mlflow ui" in resumed.stdout
+    assert not library_notices(resumed.stdout + resumed.stderr)  # astune's lines alone
     client = MlflowClient(f"sqlite:///{db}")
     (parent,) = runs(client, "killed", "search")
     trials = runs(client, "killed", "trial")

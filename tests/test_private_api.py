@@ -124,6 +124,30 @@ def test_transformers_bar_flag() -> None:
     assert hf_logging.is_progress_bar_enabled() == before
 
 
+def test_ray_token_notice_filter(caplog) -> None:
+    """Ray's notice that token authentication is enabled comes from the logger of its private
+    ``authentication_token_setup`` with the text the filter drops; the block drops it and keeps
+    the warning that authentication is disabled."""
+    import logging
+
+    from ray._private.authentication import authentication_token_setup as setup
+
+    assert setup.logger.name == _private.RAY_TOKEN_SETUP_LOGGER
+    with caplog.at_level(logging.WARNING, logger=_private.RAY_TOKEN_SETUP_LOGGER):
+        setup._warn_token_auth_enabled()
+        assert caplog.records[-1].getMessage().startswith(_private.RAY_TOKEN_NOTICE)
+        caplog.clear()
+        with _private.ray_token_notice_off():
+            setup._warn_token_auth_enabled()
+            setup._warn_token_auth_disabled()
+        assert [r.getMessage()[:40] for r in caplog.records] == [
+            "Token authentication is disabled for thi"
+        ]
+        caplog.clear()
+        setup._warn_token_auth_enabled()  # the filter is gone after the block
+        assert len(caplog.records) == 1
+
+
 def test_missing_private_api_names_the_attribute() -> None:
     with pytest.raises(_private.PrivateAPIError, match="'_ot_study'"):
         _private.optuna_study(object())

@@ -70,6 +70,17 @@ def add_storage_timeout_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        default=None,
+        help="Ray's and MLflow's own console output too (Ray's start-up notices, Tune's progress "
+        "report and trial tracebacks, the trials' output, MLflow's INFO lines); default: "
+        "astune's lines, warnings and errors",
+    )
+
+
 def add_checkpoint_flag(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument(
         "--checkpoint-every",

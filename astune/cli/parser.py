@@ -13,6 +13,7 @@ from astune.cli.flags import (
     add_storage_timeout_flag,
     add_tracking_flag,
     add_validation_flag,
+    add_verbose_flag,
 )
 from astune.config import SKIP_POLICIES
 from astune.export import FORMATS
@@ -113,6 +114,7 @@ def _add_search_parser(sub: argparse._SubParsersAction) -> None:
         "--sampler", choices=list(SAMPLERS), default=None, help="Optuna's sampler (default: tpe)"
     )
     add_checkpoint_flag(search, SEARCH_DEFAULT)
+    add_verbose_flag(search)
     search.add_argument(
         "--keep-checkpoints",
         action="store_true",
@@ -373,3 +375,4 @@ def _add_confirm_parser(sub: argparse._SubParsersAction) -> None:
     confirm.add_argument("--address", default=None)
     confirm.add_argument("--storage-path", default=None)
     add_storage_timeout_flag(confirm)
+    add_verbose_flag(confirm)

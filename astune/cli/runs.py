@@ -34,6 +34,7 @@ def search(args: argparse.Namespace) -> int:
     from astune.search.console import format_summary
     from astune.store.uri import mlflow_ui_command
 
+    print()  # a blank line after the trials' table
     print(format_summary(summary, mlflow_ui_command(summary.tracking_uri)))
     return 0 if summary.best_objective is not None else 1
 
@@ -42,7 +43,7 @@ def confirm(args: argparse.Namespace) -> int:
     from astune.search.confirm import ConfirmSettings
 
     names = ("experiment", "top", "seeds", "baseline", "front", "within", "tracking_uri")
-    names += ("max_concurrent",)
+    names += ("max_concurrent", "verbose")
     names += ("cpus_per_trial", "gpus_per_trial", "address", "storage_path", "storage_timeout")
     given = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
     settings = ConfirmSettings(**given)

@@ -60,6 +60,7 @@ class ConfirmSettings:
     storage_path: str | None = None
     storage_timeout: float | None = None
     console: bool = True
+    verbose: bool = False  # --verbose: Ray's and MLflow's own console output
 
     @property
     def verdict_within(self) -> float | None:
@@ -235,12 +236,17 @@ def execute_confirm(prepared: PreparedConfirm) -> ConfirmSummary:
     """Run the missing (config, seed) pairs, then log and return the table; SearchStopped (its
     one line) when SIGTERM or SIGINT stopped the runs (:mod:`astune.search.stop`)."""
     from astune.search import execution
+    from astune.search.notices import library_notices
     from astune.search.stop import stop_on_signals
 
     points = prepared.plan.points(prepared.done)
     try:
         if points:
-            with stop_on_signals() as stop, execution.ray_for(prepared.search, stop):
+            with (
+                library_notices(prepared.search.verbose),
+                stop_on_signals() as stop,
+                execution.ray_for(prepared.search, stop),
+            ):
                 _fit(prepared, points, stop)
         return summarize_confirm(
             prepared.plan,

@@ -36,9 +36,12 @@ def init_ray(settings: SearchSettings) -> bool:
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     if ray.is_initialized():
         return False
-    # Trials' own output stays in their logs; the console callback shows progress and errors.
+    # Trials' own output stays in their logs and Ray's INFO lines off the console (unless
+    # --verbose); the console callback shows progress and errors.
     kwargs: dict[str, Any] = dict(
-        include_dashboard=False, log_to_driver=False, configure_logging=False
+        include_dashboard=False,
+        log_to_driver=settings.verbose,
+        configure_logging=settings.verbose,
     )
     if settings.address:
         ray.init(address=settings.address, **kwargs)
@@ -247,6 +250,7 @@ def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
     filesystem, path = settings.experiment_storage()  # built once: it may ask S3 for a region
     tuner = restore_tuner(function, filesystem=filesystem, path=path)
     attach_tracker(tuner, tracker)  # the restored Tuner brings its pickled callbacks
+    _set_verbosity(tuner, settings)
     restored = _restored_trials(filesystem, path)
     forget_lost_trials(tracker, set(restored))
     finish_completed_trials(tracker, {t for t, s in restored.items() if s == "TERMINATED"})
@@ -254,6 +258,17 @@ def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
     _backfill(tracker, records)
     _replay_rungs(tuner, records)
     return tuner
+
+
+def _set_verbosity(tuner: Any, settings: SearchSettings) -> None:
+    """The restored Tuner's verbosity as this run asks (``--verbose`` may change on resume;
+    the Tuner brings the one it was pickled with)."""
+    from astune._private import restored_run_config
+    from astune.search.tuner import tune_verbosity
+
+    run_config = restored_run_config(tuner)
+    if run_config is not None:
+        run_config.verbose = tune_verbosity(settings)
 
 
 def _replay_rungs(tuner: Any, records: list[TrialRecord]) -> None:

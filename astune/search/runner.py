@@ -196,6 +196,7 @@ def max_reports(
 
 def _run(prepared: PreparedSearch) -> SearchSummary:
     from astune.search import execution
+    from astune.search.notices import library_notices
     from astune.search.stop import stop_on_signals
 
     settings, data = prepared.settings, prepared.data
@@ -203,6 +204,7 @@ def _run(prepared: PreparedSearch) -> SearchSummary:
         prepared.space, prepared.base, spec=data.spec, n_train=len(data.splits["train"])
     )
     with (
+        library_notices(settings.verbose),
         stop_on_signals() as stop,
         execution.ray_for(settings, stop, tracking_uri=prepared.tracking_uri),
     ):

@@ -75,6 +75,9 @@ class SearchSettings:
     keep_checkpoints: bool = False  # False: a finished trial's checkpoints leave the storage path
     reuse_actors: bool = True
     console: bool = True
+    # --verbose: Ray's and MLflow's own console output (astune.search.notices). Not a setting
+    # that shapes the search: not among the parent run's params, free to change on --resume.
+    verbose: bool = False
     # The fields the user gave (the CLI's flags); None: every field off its default counts.
     # On --resume the others take the resumed search's values.
     given: frozenset[str] | None = dataclasses.field(default=None, repr=False, compare=False)

@@ -79,7 +79,7 @@ def build_tuner(
         callbacks=callbacks(settings, tracker, metric=metric, total=num_samples),
         failure_config=tune.FailureConfig(max_failures=settings.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=KEPT_CHECKPOINTS),
-        verbose=0,
+        verbose=tune_verbosity(settings),
     )
     tune_config = tune.TuneConfig(
         search_alg=search_alg,
@@ -94,6 +94,12 @@ def build_tuner(
         tune_config=tune_config,
         run_config=run_config,
     )
+
+
+def tune_verbosity(settings: SearchSettings) -> int:
+    """Ray Tune's ``RunConfig.verbose``: 0 (the console table and the closing lines are
+    astune's), or with ``--verbose`` Tune's default, 1 (its progress report)."""
+    return 1 if settings.verbose else 0
 
 
 def restore_tuner(
