@@ -33,6 +33,7 @@ NOT_SEARCH_SETTINGS = {
     "resume": "the request to resume itself",
     "given": "which flags this command gave",
     "console": "how this driver shows progress, not what the trials do",
+    "verbose": "whether this driver shows the libraries' own output, not what the trials do",
     "reference": "read by --warm-start at the start: the warmed space is recorded",
     "probe_backbone": "read by --warm-start at the start: the warmed space is recorded",
 }
