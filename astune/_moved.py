@@ -1,9 +1,14 @@
-"""Old import paths of modules that moved into packages, kept importable.
+"""Old import paths of modules and packages that moved, kept importable.
 
-A Ray experiment saved before the move pickles its objects by module path
-(``astune.skip.ASSkip``); unpickling it on ``--resume`` imports that path again, as does a
-user's script. Each old path loads the module at its new home under the old name too, with a
-DeprecationWarning naming the new path.
+A Ray experiment saved before a move pickles its objects by module path
+(``astune.skip.ASSkip``, ``astune.search.trainable.train_trial``); unpickling it on
+``--resume`` imports that path again, as does a user's script. Each old path loads the module
+at its new home under the old name too, with a DeprecationWarning naming the new path.
+
+The packages renamed in the fourth layout gave their names to the Python API
+(``astune.search(...)``, ``astune.recommend(...)``, ...): importing an old path still sets it as
+an attribute of ``astune``, which the package's ``__setattr__`` refuses for those names
+(``astune/__init__.py``), so the functions stay what the names are.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 
 MOVED: dict[str, str] = {
-    "astune.probe": "astune.recommend.probe",
-    "astune.difficulty": "astune.recommend.difficulty",
+    "astune.probe": "astune.recommendation.probe",
+    "astune.difficulty": "astune.recommendation.difficulty",
     "astune.backbone_registry": "astune.backbones.registry",
     "astune.csc_metrics": "astune.metrics.csc",
     "astune.objectives": "astune.metrics.objectives",
@@ -26,27 +31,53 @@ MOVED: dict[str, str] = {
     "astune.prune": "astune.speed.prune",
 }
 """Old dotted path -> the module's home since the third layout."""
+MOVED_PACKAGES: dict[str, str] = {
+    "astune.search": "astune.tuning",
+    "astune.recommend": "astune.recommendation",
+    "astune.confirm": "astune.confirmation",
+    "astune.export": "astune.exporting",
+}
+"""Old package -> its home since the fourth layout: the package and every module under it."""
+
+
+def new_home(name: str) -> str | None:
+    """Where the module once imported as ``name`` lives now (None: it did not move)."""
+    if name in MOVED:
+        return MOVED[name]
+    for old, new in MOVED_PACKAGES.items():
+        if name == old or name.startswith(old + "."):
+            return new + name[len(old) :]
+    return None
 
 
 class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds an old path and hands back the module of its new one (the same object)."""
 
+    def __init__(self) -> None:
+        self.specs: dict[str, ModuleSpec | None] = {}  # old path -> its module's own spec
+
     def find_spec(self, fullname: str, path: object, target: object = None) -> ModuleSpec | None:
-        if fullname not in MOVED:
+        if new_home(fullname) is None:
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
     def create_module(self, spec: ModuleSpec) -> ModuleType:
-        new = MOVED[spec.name]
+        new = new_home(spec.name)
+        assert new is not None  # find_spec answered for it
         warnings.warn(f"{spec.name} moved to {new}", DeprecationWarning, stacklevel=2)
-        return importlib.import_module(new)
+        module = importlib.import_module(new)
+        self.specs[spec.name] = module.__spec__  # the import system sets the old path's over it
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """Nothing to run: the module executed when its new path was imported."""
+        """Nothing to run (the module executed when its new path was imported): its own spec
+        back, so that it stays the module of its new path."""
+        module.__spec__ = self.specs.pop(module.__spec__.name)
 
 
 def install() -> None:
-    """Put the finder on ``sys.meta_path`` once (after the standard finders: it only answers
-    for the old paths, which no file holds any longer)."""
+    """Put the finder first on ``sys.meta_path``, once: a renamed package's folder holds its
+    modules, which the path finder would otherwise load a second time under the old names
+    through the package's ``__path__``. It answers for the old paths alone."""
     if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
-        sys.meta_path.append(_MovedModules())
+        sys.meta_path.insert(0, _MovedModules())

@@ -28,7 +28,7 @@ import torch
 from _harness import RESULTS, config_from_args, machine_line
 
 from astune.config import TrainConfig
-from astune.confirm.stats import paired_difference, t_interval
+from astune.confirmation.stats import paired_difference, t_interval
 from astune.data.encoded import load_encoded
 from astune.data.synthetic_csc import synthetic_csc
 from astune.training import fit

@@ -10,7 +10,7 @@ Per dataset, AS-Softmax trains in four ways on the same tokenized data, one proc
 
 Each evaluation seed trains the four in a rotated order. Reported per variant: the test metric
 (mean +- 95% t interval over seeds), the difference to ``fixed_tuned`` paired by seed with its
-interval and p-value (``astune.confirm.stats``, the statistics of ``astune confirm``), and the
+interval and p-value (``astune.confirmation.stats``, the statistics of ``astune confirm``), and the
 ``delta_now`` and ``masked_ratio`` curves over training (PNG). An adaptive schedule **matches**
 the tuned delta when the paired interval lies inside +-``--equal-within`` points, **is worse**
 when it lies below 0, else the seeds **cannot tell**.
@@ -35,7 +35,7 @@ import torch
 from _harness import RESULTS, add_scale_args, config_from_args, machine_line
 
 from astune.config import TrainConfig
-from astune.confirm.stats import paired_difference, t_interval
+from astune.confirmation.stats import paired_difference, t_interval
 from astune.data.encoded import load_encoded
 from astune.data.registry import get_spec
 from astune.losses.catalogue import family_loss

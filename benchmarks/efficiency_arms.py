@@ -73,7 +73,7 @@ class Arm:
         import optuna
         from ray.tune.search.optuna import OptunaSearch
 
-        from astune.search.searcher import PruneAwareOptunaSearch
+        from astune.tuning.searcher import PruneAwareOptunaSearch
 
         kind = PruneAwareOptunaSearch if self.prune_aware else OptunaSearch
         return kind(
@@ -202,7 +202,7 @@ def ray_default_reuse_actors() -> bool:
 
 def astune_reuse_actors() -> bool:
     """``astune search``'s default for ``reuse_actors``."""
-    from astune.search.settings import SearchSettings
+    from astune.tuning.settings import SearchSettings
 
     return bool(SearchSettings.reuse_actors)
 

@@ -29,14 +29,14 @@ from benchmarks import efficiency_settings as settings
 class WarmStart:
     """What the warm arms of one held-out dataset start from."""
 
-    recommendation: Any  # astune.recommend.Recommendation; None: nothing to learn from
+    recommendation: Any  # astune.recommendation.Recommendation; None: nothing to learn from
     seconds: float  # the probe's and recommend's wall seconds on one thread
     reference_datasets: tuple[str, ...]
 
 
 def held_out_reference(dataset: str, folder: Path, *, root: Path | None = None) -> Path:
     """A reference file in ``folder`` made from every other dataset's table (under ``root``)."""
-    from astune.recommend.reference import write_reference
+    from astune.recommendation.reference import write_reference
     from benchmarks.refresh_reference import reference_entries
 
     others = [name for name in settings.DATASETS if name != dataset]
@@ -50,7 +50,7 @@ def warm_start(dataset: str, *, root: Path | None = None) -> WarmStart:
 
     import torch
 
-    from astune.recommend import nothing_to_learn, recommend
+    from astune.recommendation import nothing_to_learn, recommend
 
     torch.set_num_threads(settings.THREADS)
     data = settings.DATASETS[dataset]
@@ -122,7 +122,7 @@ def _fits(space: Any, point: dict[str, Any]) -> bool:
 
 def warm_arm(dataset: str, start: WarmStart, *, fast: bool) -> arms.Arm:
     """The ``astune-warm`` (``fast``: ``astune-fast``) arm of ``dataset`` on the grid."""
-    from astune.recommend.warm_space import warm_space
+    from astune.recommendation.warm_space import warm_space
 
     space = base_space(dataset, fast=fast)
     if start.recommendation is not None:

@@ -7,7 +7,7 @@ defaults. Per variant: mean +- 95% t interval of the test metric, of the trainin
 time (``train_seconds``: evaluations excluded) and of the Pearson correlation between the
 validation loss and the validation metric over the evaluations of a run; and the difference to
 softmax paired by seed, with its interval and the paired t-test's p-value
-(``astune.confirm.stats``, the statistics of ``astune confirm``).
+(``astune.confirmation.stats``, the statistics of ``astune confirm``).
 
 Claims (paper, Lv et al.): AS-Softmax scores at least as well as softmax; AS-Speed trains
 faster than softmax; the validation loss of AS-Softmax tracks its metric (SST-5: r = -0.952)
@@ -34,7 +34,7 @@ import torch
 from _harness import RESULTS, add_scale_args, config_from_args, machine_line
 
 from astune.config import TrainConfig
-from astune.confirm.stats import paired_difference, t_interval
+from astune.confirmation.stats import paired_difference, t_interval
 from astune.data.encoded import load_encoded
 from astune.data.registry import get_spec
 from astune.losses.catalogue import family_loss
@@ -196,7 +196,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _interval_of(values: list[float]) -> Any:
-    from astune.confirm.stats import Interval
+    from astune.confirmation.stats import Interval
 
     return t_interval(values) if values else Interval(math.nan, math.nan, math.nan, 0)
 

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 from _harness import RESULTS, SEARCH_LIBRARIES, config_from_args, machine_line
 
 if TYPE_CHECKING:
-    from astune.confirm.stats import PairedDifference
-    from astune.search.confirm import ConfirmSettings, ConfirmSummary
-    from astune.search.settings import SearchSettings, SearchSummary
+    from astune.confirmation.stats import PairedDifference
+    from astune.tuning.confirm import ConfirmResult, ConfirmSettings
+    from astune.tuning.settings import SearchResult, SearchSettings
 
 HERE = Path(__file__).resolve().parent
 
@@ -74,13 +74,13 @@ def places(root: Path) -> dict[str, str]:
 
 
 def search_settings(args: argparse.Namespace, root: Path) -> SearchSettings:
-    from astune.search.settings import SearchSettings
+    from astune.tuning.settings import SearchSettings
 
     return config_from_args(SearchSettings, args, checkpoint_every="end", **places(root))
 
 
 def confirm_settings(args: argparse.Namespace, root: Path, experiment: str) -> ConfirmSettings:
-    from astune.search.confirm import ConfirmSettings
+    from astune.tuning.confirm import ConfirmSettings
 
     return ConfirmSettings(
         experiment,
@@ -101,7 +101,7 @@ def family(params: dict[str, str]) -> str:
     return "+".join(on) if on else "as_softmax"
 
 
-def trial_rows(summary: SearchSummary) -> list[dict[str, Any]]:
+def trial_rows(summary: SearchResult) -> list[dict[str, Any]]:
     """Every finished trial of the search: family, params, accuracy, train seconds, front."""
     from astune.store.pareto import finished_points
     from astune.store.reader import Store
@@ -124,7 +124,7 @@ def trial_rows(summary: SearchSummary) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["train_seconds"])
 
 
-def confirm_rows(summary: ConfirmSummary) -> list[dict[str, Any]]:
+def confirm_rows(summary: ConfirmResult) -> list[dict[str, Any]]:
     """The confirm table as numbers: per config the means, intervals and paired differences."""
     rows = []
     for row in summary.rows:
@@ -155,7 +155,7 @@ def _interval(diff: PairedDifference | None) -> list[float] | None:
     return [diff.interval.mean, diff.interval.low, diff.interval.high]
 
 
-def copy_artifacts(summary: SearchSummary, png_dir: Path) -> list[str]:
+def copy_artifacts(summary: SearchResult, png_dir: Path) -> list[str]:
     """``pareto.png`` and ``confirm.png`` of the search's parent run into ``png_dir``."""
     from mlflow import MlflowClient
 
@@ -205,8 +205,8 @@ def _diff(values: list[float] | None, digits: int) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
 
-    from astune.search.confirm import run_confirm
-    from astune.search.runner import run_search
+    from astune.tuning.confirm import run_confirm
+    from astune.tuning.runner import run_search
 
     args = parse_args(argv)
     if args.from_json:

@@ -1,4 +1,4 @@
-"""Refresh the prior packaged with astune (astune/recommend/reference_trials.json) from the
+"""Refresh the prior packaged with astune (astune/recommendation/reference_trials.json) from the
 search-efficiency tables (benchmarks/results/tables/): per dataset, its probe difficulty and
 the best quarter of its complete grid configs, ranked by the seed-mean validation score of
 their final evaluation.
@@ -20,8 +20,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from astune.recommend.reference import PRIOR_FILE, reference_entry, write_reference  # noqa: E402
-from astune.recommend.transfer import TaskProfile, ranked  # noqa: E402
+from astune.recommendation.reference import PRIOR_FILE, reference_entry, write_reference  # noqa: E402
+from astune.recommendation.transfer import TaskProfile, ranked  # noqa: E402
 from benchmarks import efficiency_settings as settings  # noqa: E402
 from benchmarks import efficiency_tables as tables  # noqa: E402
 
@@ -57,7 +57,7 @@ def config_scores(
 
 def difficulty_of(dataset: str) -> tuple[float | None, str | None]:
     """The probe's difficulty and task family of ``dataset`` (an empty store: the probe alone)."""
-    from astune.recommend.difficulty import measure_difficulty
+    from astune.recommendation.difficulty import measure_difficulty
 
     with tempfile.TemporaryDirectory() as folder:
         d = measure_difficulty(dataset, tracking_uri=f"sqlite:///{folder}/probe.db")

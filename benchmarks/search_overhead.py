@@ -127,7 +127,7 @@ def run_variant(args: argparse.Namespace, variant: tuple[str, str], root: Path) 
     and bytes."""
     import yaml
 
-    from astune.search.runner import SearchSettings, run_search
+    from astune.tuning.runner import SearchSettings, run_search
 
     reuse, policy = variant
     folder = root / label(variant)

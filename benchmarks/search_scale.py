@@ -165,7 +165,7 @@ def growth_per_100(samples: list[tuple[float, int, int]]) -> float | None:
 def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     import yaml
 
-    from astune.search.runner import SearchSettings, run_search
+    from astune.tuning.runner import SearchSettings, run_search
 
     space = root / "space.yaml"
     space.write_text(yaml.safe_dump(space_mapping(args.num_samples), sort_keys=False))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from astune.confirm.stats import t_interval
+from astune.confirmation.stats import t_interval
 
 
 def summarize(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
@@ -202,7 +202,7 @@ def print_report(
 
 
 def mean_interval(values: list[float]) -> tuple[float, float]:
-    """Mean and half-width of its 95% t-interval (``astune.confirm.stats.t_interval``; 0 for a
+    """Mean and half-width of its 95% t-interval (``astune.confirmation.stats.t_interval``; 0 for a
     single value)."""
     interval = t_interval(values)
     return interval.mean, interval.half_width if interval.n > 1 else 0.0

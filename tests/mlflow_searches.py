@@ -32,7 +32,7 @@ _DONE: dict[str, "Searches"] = {}
 class Searches:
     root: Path
     tracking_uri: str
-    summaries: dict[str, Any]  # experiment name -> SearchSummary
+    summaries: dict[str, Any]  # experiment name -> SearchResult
     csc: CscSearch  # in a store of its own: the history of `recommend` is the two above
 
 
@@ -66,7 +66,7 @@ def _shared(tmp_path_factory: Any, data_dir: Path) -> Searches:
 
 
 def _run(root: Path, data_dir: Path) -> Searches:
-    from astune.search.runner import run_search
+    from astune.tuning.runner import run_search
 
     # one trial at a time: one actor (its imports cost ~8 CPU-s), reused by the next trial;
     # test_tracking and test_cluster run trials side by side

@@ -7,7 +7,7 @@ import pytest
 from astune.checkpoint_policy import SEARCH_DEFAULT, TRAIN_DEFAULT, CheckpointPolicy
 from astune.cli import main
 from astune.config import TrainConfig
-from astune.search.settings import SearchSettings
+from astune.tuning.settings import SearchSettings
 
 
 @pytest.mark.parametrize(

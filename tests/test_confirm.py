@@ -24,7 +24,7 @@ from search_processes import stop_command
 from stores import copy_store
 
 from astune.cli import main
-from astune.search.confirm import CONFIRM_AGAIN
+from astune.tuning.confirm import CONFIRM_AGAIN
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -161,7 +161,7 @@ def test_intervals_and_paired_test_equal_scipy_on_the_logged_values(confirmed):
 
 
 def test_export_names_the_confirmed_winner(confirmed):
-    from astune.export import find_best_trial
+    from astune.exporting import find_best_trial
 
     logged = _logged(confirmed.client)
     means = {k: sum(v[0] for v in by_seed.values()) / 2 for k, by_seed in logged.items()}
@@ -265,7 +265,7 @@ def _stopped_by_sigterm(argv: list[str], ready) -> tuple[int, str, str]:
 def test_bad_confirm_requests_fail_in_one_line_before_ray_starts(
     confirmed, capsys, monkeypatch, extra, message
 ):
-    from astune.search import execution
+    from astune.tuning import execution
 
     joined: list[object] = []  # the module's Ray is up: refused before the command joins it
     monkeypatch.setattr(execution, "init_ray", joined.append)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from astune.confirm.stats import paired_difference, t_interval
+from astune.confirmation.stats import paired_difference, t_interval
 
 
 @pytest.mark.parametrize("n", [2, 3, 10])

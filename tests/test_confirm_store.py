@@ -63,7 +63,7 @@ def store(tmp_path_factory) -> tuple[str, dict[str, str]]:
 
 
 def test_export_picks_the_confirmed_winner_over_the_single_run_best(store):
-    from astune.export import find_best_trial, render
+    from astune.exporting import find_best_trial, render
 
     uri, ids = store
     best = find_best_trial("hand", uri)
@@ -75,8 +75,8 @@ def test_export_picks_the_confirmed_winner_over_the_single_run_best(store):
 
 
 def test_recommend_history_uses_the_confirmed_mean(store):
-    from astune.recommend import history_points
-    from astune.recommend.difficulty import Difficulty
+    from astune.recommendation import history_points
+    from astune.recommendation.difficulty import Difficulty
 
     uri, _ = store
     points, _ = history_points(Store(uri), lambda name, run: Difficulty(name, None, 0.5, 0.1))
@@ -100,7 +100,7 @@ def test_confirmed_configs_group_runs_by_config_and_seed(store):
 
 
 def test_plan_takes_at_most_the_top_best_trials_and_refuses_bad_requests(store):
-    from astune.confirm.plan import plan_confirm
+    from astune.confirmation.plan import plan_confirm
 
     uri, ids = store
     plan = plan_confirm("hand", top=2, seeds=3, tracking_uri=uri)

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from astune.search.console import TABLE_COLUMNS, ConsoleCallback, format_summary
-from astune.search.settings import SearchSummary
 from astune.store.pareto import FrontPoint
 from astune.store.uri import mlflow_ui_command
+from astune.tuning.console import TABLE_COLUMNS, ConsoleCallback, format_summary
+from astune.tuning.settings import SearchResult
 
 AS = dict(loss="as_softmax", delta=0.3, warmup_ratio=0.0, as_speed=True, lam=1.5)
 ROWS = {  # a search as it looks midway: several losses, long floats, a failed trial
@@ -88,7 +88,7 @@ def test_the_live_table_takes_the_columns_that_fit(width):
     assert "…" not in "\n".join(lines)
 
 
-def summary(**changes) -> SearchSummary:
+def summary(**changes) -> SearchResult:
     values = dict(
         experiment="astune-sst5",
         tracking_uri="sqlite:////home/user/work/astune-runs/mlflow.db",
@@ -121,13 +121,13 @@ def summary(**changes) -> SearchSummary:
         parent_run_id="abc",
         experiment_id="1",
     )
-    return SearchSummary(**{**values, **changes})
+    return SearchResult(**{**values, **changes})
 
 
 COMMANDS = ("review:", "export:", "resume:", "optuna:")
 
 
-def closing_lines(found: SearchSummary) -> list[str]:
+def closing_lines(found: SearchResult) -> list[str]:
     return format_summary(found, mlflow_ui_command(found.tracking_uri)).splitlines()
 
 
@@ -182,7 +182,7 @@ def test_mlflow_info_lines_and_rays_console_engine_off_unless_verbose(tmp_path, 
     the block, on with ``verbose``; Ray Tune's quiet console engine only within the block."""
     from mlflow import MlflowClient
 
-    from astune.search.notices import RAY_TUNE_OUTPUT, RAY_TUNE_TRIAL_ERRORS, library_notices
+    from astune.tuning.notices import RAY_TUNE_OUTPUT, RAY_TUNE_TRIAL_ERRORS, library_notices
 
     monkeypatch.delenv("MLFLOW_LOGGING_LEVEL", raising=False)
     for name in (RAY_TUNE_OUTPUT, RAY_TUNE_TRIAL_ERRORS):
@@ -200,11 +200,11 @@ def test_mlflow_info_lines_and_rays_console_engine_off_unless_verbose(tmp_path, 
 
 def test_verbose_is_a_flag_of_search_and_confirm_that_does_not_shape_the_search():
     from astune.cli.parser import build_parser
-    from astune.search.confirm import ConfirmSettings, search_settings
-    from astune.search.resume import check_unchanged, search_params
-    from astune.search.settings import settings_from_args
-    from astune.search.tuner import tune_verbosity
     from astune.space.space import load_space
+    from astune.tuning.confirm import ConfirmSettings, search_settings
+    from astune.tuning.resume import check_unchanged, search_params
+    from astune.tuning.settings import settings_from_args
+    from astune.tuning.tuner import tune_verbosity
 
     parse = build_parser().parse_args
     quiet = settings_from_args(parse(["search", "--dataset", "sst5"]))

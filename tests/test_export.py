@@ -17,8 +17,8 @@ from training_runs import timeless
 
 from astune.cli import main
 from astune.config import TrainConfig
-from astune.export import export, find_best_trial
-from astune.export.code import python_snippet
+from astune.exporting import export, find_best_trial
+from astune.exporting.code import python_snippet
 
 pytestmark = pytest.mark.ray
 

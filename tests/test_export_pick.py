@@ -10,8 +10,8 @@ import pytest
 from hand_store import FRONT_SEARCH, SINGLE_SEARCH
 
 from astune.cli import main
-from astune.export import find_best_trial
-from astune.export.pick import Pick
+from astune.exporting import find_best_trial
+from astune.exporting.pick import Pick
 from astune.store.conventions import CONFIRM_FRONT_TAG as FRONT_TAG
 
 
@@ -116,8 +116,8 @@ def test_export_prefers_the_front_point_confirmed_faster_at_equal_accuracy(
 ):
     from mlflow import MlflowClient
 
-    from astune.confirm.plan import plan_confirm
-    from astune.search.confirm_summary import mark_front_confirm
+    from astune.confirmation.plan import plan_confirm
+    from astune.tuning.confirm_summary import mark_front_confirm
 
     uri, ids, parent_id = confirmed_store
     plan = plan_confirm(FRONT_SEARCH, front=within is not None, seeds=3, tracking_uri=uri)
@@ -147,12 +147,12 @@ def test_a_trial_has_one_name_its_trial_id_in_the_front_confirm_and_export_table
 
     from mlflow import MlflowClient
 
-    from astune.confirm.table import format_table, markdown, summarize, write_csv
-    from astune.search.confirm_summary import ConfirmSummary
-    from astune.search.console import front_lines
+    from astune.confirmation.table import format_table, markdown, summarize, write_csv
     from astune.store.confirmed import confirmed_configs, confirmed_winner
     from astune.store.pareto import search_front
     from astune.store.reader import Store
+    from astune.tuning.confirm_summary import ConfirmResult
+    from astune.tuning.console import front_lines
 
     uri, ids, parent_id = confirmed_store
     store, client = Store(uri), MlflowClient(uri)
@@ -181,7 +181,7 @@ def test_a_trial_has_one_name_its_trial_id_in_the_front_confirm_and_export_table
         written = {row["confirms"]: row["trial_id"] for row in csv.DictReader(handle)}
     assert written == {c.confirms: tag.get(c.confirms, "") for c in configs}
     winner = confirmed_winner(configs)
-    summary = ConfirmSummary(
+    summary = ConfirmResult(
         experiment=FRONT_SEARCH, tracking_uri=uri, parent_run_id=parent_id, rows=rows,
         metric="val_accuracy", ran=0, reused=12, winner=f"{winner.label} ({winner.name})",
     )  # fmt: skip

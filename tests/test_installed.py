@@ -39,7 +39,7 @@ def marked_commands(page: Path) -> list[list[str]]:
 
 def test_the_wheel_holds_every_file_the_package_reads(wheel: Installed) -> None:
     data = package_data()
-    assert "astune/recommend/reference_trials.json" in data  # the walk sees the package's data
+    assert "astune/recommendation/reference_trials.json" in data  # the walk sees the package's data
     assert sorted(data - wheel.wheel_files()) == []
 
 
@@ -54,7 +54,8 @@ def test_package_data_counts_what_is_not_python(tmp_path: Path) -> None:
 def test_the_installed_package_is_the_wheels_not_the_checkout(
     wheel: Installed, tmp_path: Path
 ) -> None:
-    code = "import astune, astune.recommend.reference as r; print(astune.__file__, r.PRIOR_FILE)"
+    code = "import astune, astune.recommendation.reference as r; "
+    code += "print(astune.__file__, r.PRIOR_FILE)"
     done = wheel.run(["-c", code], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     module, prior = (Path(p) for p in done.stdout.split())

@@ -34,11 +34,11 @@ from astune.data.errors import DataError
 from astune.data.media_encoding import MediaData, encode_media
 from astune.data.rows import normalize_rows
 from astune.losses.catalogue import AS_LOSSES, loss_names
-from astune.recommend.probe import run_probe
-from astune.search.runner import SearchSettings, run_search
+from astune.recommendation.probe import run_probe
 from astune.space.space import load_space
 from astune.training import fit
 from astune.training.batches import SKIP_RECORD_KEYS
+from astune.tuning.runner import SearchSettings, run_search
 
 CHANCE = 0.25  # four balanced classes in both datasets
 

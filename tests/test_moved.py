@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import importlib
 import pickle
+from pathlib import Path
 
 import pytest
 
-from astune._moved import MOVED
+from astune._moved import MOVED, MOVED_PACKAGES, new_home
 
 # An old path and a public name it held, as a pickle of the time names them.
 PICKLED = {
@@ -54,9 +55,11 @@ def test_modules_that_became_packages_still_hold_their_names(
 
 
 def test_every_moved_entry_names_a_module_that_exists_and_no_file_at_the_old_path() -> None:
-    for old, new in MOVED.items():
+    root = Path(importlib.import_module("astune").__file__).parent.parent
+    for old, new in {**MOVED, **MOVED_PACKAGES}.items():
         assert importlib.util.find_spec(new) is not None, new
-        assert importlib.util.find_spec(old).origin is None, f"{old} is a file again"
+        path = root.joinpath(*old.split("."))
+        assert not path.with_suffix(".py").exists() and not path.is_dir(), f"{old} is there again"
 
 
 def test_a_script_exported_before_the_speed_fields_were_declared_once_still_runs() -> None:
@@ -68,3 +71,35 @@ def test_a_script_exported_before_the_speed_fields_were_declared_once_still_runs
         speed = config.speed.build_speed()
     assert (speed.lam, speed.max_steps) == (1.5, 3)
     assert TrainConfig("sst5").build_speed() is None  # AS-Speed off
+
+
+RENAMED = {  # a module under each renamed package, and a public name it holds
+    "astune.search.trainable": ("astune.tuning.trainable", "train_trial"),
+    "astune.recommend.advice": ("astune.recommendation.advice", "recommend"),
+    "astune.confirm.plan": ("astune.confirmation.plan", "ConfirmPlan"),
+    "astune.export.pick": ("astune.exporting.pick", "Pick"),
+}
+
+
+@pytest.mark.parametrize("old", sorted(RENAMED))
+def test_a_renamed_packages_old_module_path_loads_the_module_of_today_once(old: str) -> None:
+    new, name = RENAMED[old]
+    assert new_home(old) == new
+    loaded = pickle.loads(f"c{old}\n{name}\n.".encode())  # as a pickled experiment names it
+    today = importlib.import_module(new)
+    assert loaded is getattr(today, name)  # one module: no second copy under the old name
+    assert today.__spec__.name == new  # and it keeps its own spec
+
+
+def test_importing_an_old_package_path_leaves_the_api_names_to_the_api() -> None:
+    import astune
+
+    old_modules = ("astune.search.stop", "astune.recommend.prior", "astune.confirm.stats")
+    with pytest.warns(DeprecationWarning, match=r"^astune\.\w+\.\w+ moved to astune\."):
+        for old in (*old_modules, "astune.export.code"):
+            importlib.import_module(old)
+    for name in ("search", "recommend", "confirm", "export"):
+        assert getattr(astune, name).__module__ == f"astune.api._{name}", name
+    assert sorted(MOVED_PACKAGES) == sorted(
+        f"astune.{n}" for n in ("search", "recommend", "confirm", "export")
+    )

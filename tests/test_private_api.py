@@ -167,8 +167,8 @@ LOCAL_RAY = """
 import json, os, signal
 import ray
 from astune import _private
-from astune.search.execution import init_ray
-from astune.search.settings import SearchSettings
+from astune.tuning.execution import init_ray
+from astune.tuning.settings import SearchSettings
 
 init_ray(SearchSettings(dataset="sst5"))
 head = _private.local_ray_processes(head_only=True)

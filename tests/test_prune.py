@@ -230,7 +230,7 @@ def test_pruned_runs_train_the_kept_low_loss_samples_at_the_rescaled_weight(
     ],
 )
 def test_the_hf_export_names_the_pruning_it_leaves_out(settings, named):
-    from astune.export.code import hf_snippet
+    from astune.exporting.code import hf_snippet
     from astune.store.best import BestTrial
 
     best = BestTrial(

@@ -1,4 +1,4 @@
-"""The watch over a fit whose Ray dies with the job (astune/search/ray_watch.py), without Ray: a
+"""The watch over a fit whose Ray dies with the job (astune/tuning/ray_watch.py), without Ray: a
 real child process stands for the GCS, and the driver is a real process that must exit."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ DRIVER = textwrap.dedent(
     """
     import signal, subprocess, sys, threading, time
     from types import SimpleNamespace
-    from astune.search.ray_watch import RayWatch
+    from astune.tuning.ray_watch import RayWatch
 
     gcs = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     stop = SimpleNamespace(received=None, exit_code=143)

@@ -13,8 +13,8 @@ from mlflow_searches import tiny_searches
 from stores import new_store
 
 from astune.cli import main
-from astune.recommend import fit_line, prior_delta, prior_warmup, recommend
-from astune.recommend.difficulty import DIFFICULTY_TAG, PROBE_TAG
+from astune.recommendation import fit_line, prior_delta, prior_warmup, recommend
+from astune.recommendation.difficulty import DIFFICULTY_TAG, PROBE_TAG
 from astune.space.space import load_space
 
 

@@ -1,4 +1,4 @@
-"""`recommend`'s delta schedule advice (astune/recommend/schedules.py) on a real SQLite MLflow
+"""`recommend`'s delta schedule advice (astune/recommendation/schedules.py) on a real SQLite MLflow
 store written here with MlflowClient: which schedule won by difficulty band, and the delta
 trajectories of similar tasks, as run or replayed by the ema schedule on a fixed-delta run's
 logged margins (against a plain reference written here)."""
@@ -10,7 +10,7 @@ from hand_store import log_run
 from mlflow import MlflowClient
 from stores import new_store
 
-from astune.recommend import (
+from astune.recommendation import (
     FRACTIONS,
     HistoryPoint,
     band_of,
@@ -20,8 +20,8 @@ from astune.recommend import (
     tally_schedules,
     trajectory,
 )
-from astune.recommend.advice import _recommendation
-from astune.recommend.difficulty import Difficulty
+from astune.recommendation.advice import _recommendation
+from astune.recommendation.difficulty import Difficulty
 from astune.store.reader import Store
 
 EMA = {"delta_momentum": 0.8, "delta_min": 0.05}
@@ -171,7 +171,7 @@ def test_without_a_contest_the_schedule_is_the_papers(store):
 
 
 def test_the_written_space_offers_the_winning_schedule_beside_fixed(store, tmp_path, data_dir):
-    from astune.recommend import write_space
+    from astune.recommendation import write_space
     from astune.space.space import load_space
 
     points = _points(store)

@@ -23,8 +23,8 @@ from tiny import tiny_settings
 from astune.analysis.p_margin import read_histogram
 from astune.analysis.report import STUDIES, render_markdown, run_study, write_report
 from astune.cli import main
-from astune.search.runner import run_search
 from astune.store.experiment import load_runs
+from astune.tuning.runner import run_search
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -1,4 +1,4 @@
-"""``--resume`` against the search it continues (astune/search/resume.py): every field of
+"""``--resume`` against the search it continues (astune/tuning/resume.py): every field of
 ``SearchSettings`` is recorded on the parent run and comes back when its flag is left out, or is
 named as one a resume may change or as no setting of the search. No Ray: the params are the
 strings MLflow stores."""
@@ -13,9 +13,12 @@ from typing import Any
 import pytest
 
 from astune.cli.parser import build_parser
-from astune.search.console import format_summary
-from astune.search.ending import SearchEnd
-from astune.search.resume import (
+from astune.space.space import SearchSpace, load_space
+from astune.store.uri import resolve_tracking_uri
+from astune.store.values import flat_params
+from astune.tuning.console import format_summary
+from astune.tuning.ending import SearchEnd
+from astune.tuning.resume import (
     NOT_SEARCH_SETTINGS,
     RESUME_MAY_CHANGE,
     as_before,
@@ -23,12 +26,9 @@ from astune.search.resume import (
     resume_command,
     search_params,
 )
-from astune.search.runner import _apply_settings
-from astune.search.settings import SearchSettings, SearchSummary, settings_from_args
-from astune.search.stop import stopped_line
-from astune.space.space import SearchSpace, load_space
-from astune.store.uri import resolve_tracking_uri
-from astune.store.values import flat_params
+from astune.tuning.runner import _apply_settings
+from astune.tuning.settings import SearchResult, SearchSettings, settings_from_args
+from astune.tuning.stop import stopped_line
 
 SPACE = Path(__file__).with_name("spaces") / "tiny.yaml"
 # One value off its default for each field search_params records: a field recorded without a
@@ -159,7 +159,7 @@ def test_every_resume_line_astune_prints_is_the_one_command(tmp_path):
         == f"python -m astune search --dataset sst5 --name s --storage-path {tmp_path}/ray --resume"
     )
     assert stopped_line("s", command, "SIGTERM", "0 trials finished").endswith(command)
-    summary = SearchSummary(
+    summary = SearchResult(
         experiment="s",
         tracking_uri="sqlite:////x/mlflow.db",
         experiment_path=settings.experiment_path(),

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,10 +31,11 @@ from search_processes import (
 from stores import new_store
 
 from astune.cli import main
-from astune.search.resume import experiment_saved
-from astune.search.runner import SearchSettings, run_search
-from astune.search.settings import SearchSummary
+from astune.cli.parser import build_parser
 from astune.store.conventions import LOST_TAG
+from astune.tuning.resume import experiment_saved
+from astune.tuning.runner import SearchSettings, run_search
+from astune.tuning.settings import SearchResult, settings_from_args
 
 GPUS = torch.cuda.device_count()
 
@@ -62,13 +65,13 @@ class Searched:
     workdir: Path
     space: Path
     argv: list[str]
-    summary: SearchSummary
+    summary: SearchResult
 
 
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory, data_dir) -> Searched:
     from astune.cli.parser import build_parser
-    from astune.search.settings import settings_from_args
+    from astune.tuning.settings import settings_from_args
 
     root = tmp_path_factory.mktemp("search")
     new_store(root / "astune-runs")  # where `search` puts it: default_tracking_uri()
@@ -247,7 +250,7 @@ def test_a_multi_objective_search_stopped_by_sigterm_and_ctrl_c_resumes_to_its_f
 
 @pytest.mark.ray
 def test_resume_refuses_changed_settings_before_ray_starts(searched, capsys, monkeypatch):
-    from astune.search.runner import prepare_search
+    from astune.tuning.runner import prepare_search
 
     monkeypatch.chdir(searched.workdir)
 
@@ -339,8 +342,8 @@ def test_asha_max_t_counts_the_reports_trials_make():
     import dataclasses
 
     from astune.data.registry import get_spec
-    from astune.search.runner import max_reports
     from astune.space.space import load_space
+    from astune.tuning.runner import max_reports
 
     space = load_space(SPACES / "tiny.yaml")
     no_epochs = dataclasses.replace(
@@ -356,11 +359,11 @@ def test_asha_max_t_counts_the_reports_trials_make():
 
 
 def test_summary_prints_the_link_to_the_runs_view():
-    from astune.search.console import format_summary
-    from astune.search.settings import SearchSummary
     from astune.store.uri import mlflow_ui_command
+    from astune.tuning.console import format_summary
+    from astune.tuning.settings import SearchResult
 
-    summary = SearchSummary(
+    summary = SearchResult(
         experiment="tiny",
         tracking_uri="sqlite:////tmp/x/mlflow.db",
         experiment_path="/tmp/x/ray/tiny",
@@ -387,10 +390,10 @@ def dataclasses_replace(obj, **changes):
 
 def test_finished_trials_checkpoints_are_deleted_unless_the_search_keeps_them(tmp_path):
     from astune.cli.parser import build_parser
-    from astune.search.callbacks import DropFinishedCheckpoints
-    from astune.search.settings import settings_from_args
-    from astune.search.tuner import callbacks
     from astune.store.writer import SearchTracker
+    from astune.tuning.callbacks import DropFinishedCheckpoints
+    from astune.tuning.settings import settings_from_args
+    from astune.tuning.tuner import callbacks
 
     tracker = SearchTracker(
         f"sqlite:///{tmp_path / 'mlflow.db'}", "n", dataset="sst5", task="t", search_params={}
@@ -405,7 +408,7 @@ def test_finished_trials_checkpoints_are_deleted_unless_the_search_keeps_them(tm
 
 
 def test_scratch_of_a_killed_trial_is_cleaned_and_a_live_one_kept(tmp_path):
-    from astune.search.scratch import clean_stale_scratch
+    from astune.tuning.scratch import clean_stale_scratch
 
     killed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     killed.send_signal(signal.SIGKILL)
@@ -417,3 +420,33 @@ def test_scratch_of_a_killed_trial_is_cleaned_and_a_live_one_kept(tmp_path):
         (folder / "checkpoint").mkdir(parents=True)
     assert clean_stale_scratch(tmp_path) == [dead]
     assert not dead.exists() and live.exists() and other.exists()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_search_started_before_the_packages_were_renamed_resumes(searched, tmp_path, monkeypatch):
+    """Ray pickles a search's trainable, searcher and trials by module path: a search started
+    before the fourth layout names ``astune.search.*``. It resumes to the same best config, and
+    ``astune.search`` stays the API's function afterwards."""
+    import astune
+
+    root = tmp_path / "old"
+    shutil.copytree(searched.workdir, root)
+    # "astune.search" and "astune.tuning" are of one length: the pickles stay whole, raw or hex
+    new, old = b"astune.tuning", b"astune.search"
+    renamed = 0
+    for path in (root / "astune-runs" / "ray" / "tiny").rglob("*"):
+        if path.suffix in (".pkl", ".json"):
+            data = path.read_bytes()
+            aged = data.replace(new, old).replace(new.hex().encode(), old.hex().encode())
+            renamed += aged != data
+            path.write_bytes(aged)
+    assert renamed >= 2  # at least the Tuner and the trials' state named the package
+    monkeypatch.chdir(root)
+    argv = [*searched.argv, "--resume"]
+    with warnings.catch_warnings():  # "astune.search.trainable moved to ...", once a process
+        warnings.simplefilter("ignore", DeprecationWarning)
+        resumed = run_search(settings_from_args(build_parser().parse_args(argv)))
+    assert resumed.best_config == searched.summary.best_config
+    assert resumed.best_objective == searched.summary.best_objective
+    assert astune.search.__module__ == "astune.api._search"

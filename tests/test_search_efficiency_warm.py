@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from synthetic_tables import STARTUP, synthetic_rows
 
-from astune.recommend.difficulty import Difficulty
-from astune.recommend.result import Recommendation
-from astune.recommend.schedules import ScheduleAdvice
-from astune.recommend.transfer import TaskProfile, advise, ranked
+from astune.recommendation.difficulty import Difficulty
+from astune.recommendation.result import Recommendation
+from astune.recommendation.schedules import ScheduleAdvice
+from astune.recommendation.transfer import TaskProfile, advise, ranked
 from benchmarks import efficiency_arms as arms
 from benchmarks import efficiency_replay as replay
 from benchmarks import efficiency_settings as settings

@@ -1,5 +1,5 @@
-"""A new search stopped before its first trial ran (astune/search/stop.py's start-up signals,
-astune/search/execution.py's tune_search): it leaves nothing behind, so that the same command
+"""A new search stopped before its first trial ran (astune/tuning/stop.py's start-up signals,
+astune/tuning/execution.py's tune_search): it leaves nothing behind, so that the same command
 starts it anew. The signal comes between two start-up steps, as a user's Ctrl-C does; the
 stop's path through Tune's loop is test_search's SIGTERM test."""
 
@@ -13,11 +13,11 @@ from mlflow import MlflowClient
 from mlflow.entities import ViewType
 from tiny import fifo_space, one_ray, tiny_settings
 
-from astune.search import execution
-from astune.search.resume import experiment_saved, forget_experiment
-from astune.search.runner import _check_experiment_path, prepare_search
-from astune.search.settings import SearchSettings
-from astune.search.stop import SearchStopped, StopSignals
+from astune.tuning import execution
+from astune.tuning.resume import experiment_saved, forget_experiment
+from astune.tuning.runner import _check_experiment_path, prepare_search
+from astune.tuning.settings import SearchSettings
+from astune.tuning.stop import SearchStopped, StopSignals
 
 
 class SignalAtCheck(StopSignals):

@@ -180,7 +180,7 @@ def test_packaged_files_are_found_from_the_package_and_the_repo_root() -> None:
 
 def test_import_is_light() -> None:
     code = (
-        "import sys, astune.search, astune.space.space; "
+        "import sys, astune.tuning, astune.space.space; "
         "print(sorted(m for m in ('ray', 'mlflow', 'optuna', 'torch') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -19,10 +19,10 @@ from ray import tune
 from stores import new_store
 
 from astune._private import trial_storage
-from astune.search.callbacks import MLflowTrialCallback
-from astune.search.execution import best_finished, failed_trials, search_was_stopped
 from astune.store.uri import resolve_tracking_uri
 from astune.store.writer import SearchTracker
+from astune.tuning.callbacks import MLflowTrialCallback
+from astune.tuning.execution import best_finished, failed_trials, search_was_stopped
 
 pytestmark = pytest.mark.ray
 

@@ -27,12 +27,6 @@ from ray.tune.search import Searcher  # noqa: E402
 from stores import new_store, open_store_together  # noqa: E402
 
 from astune.config import TrainConfig  # noqa: E402
-from astune.search.callbacks import (  # noqa: E402
-    CheckpointRecovery,
-    MLflowTrialCallback,
-    attach_tracker,
-)
-from astune.search.execution import best_finished  # noqa: E402
 from astune.store.artifacts import best_config_mapping, log_search_artifacts  # noqa: E402
 from astune.store.conventions import CONVENTION_PARAMS, TrackingError  # noqa: E402
 from astune.store.reconcile import finish_completed_trials, forget_lost_trials  # noqa: E402
@@ -43,6 +37,12 @@ from astune.store.uri import (  # noqa: E402
     resolve_tracking_uri,
 )
 from astune.store.writer import SearchTracker  # noqa: E402
+from astune.tuning.callbacks import (  # noqa: E402
+    CheckpointRecovery,
+    MLflowTrialCallback,
+    attach_tracker,
+)
+from astune.tuning.execution import best_finished  # noqa: E402
 
 METRICS = ("objective", "val_accuracy", "val_loss", "masked_ratio", "accum_steps", "delta_now")
 POINTS = [  # what Optuna's define-by-run space proposes: conditional keys only where they apply
@@ -370,7 +370,7 @@ def test_a_checkpoint_recovery_failure_is_reported_as_one_not_as_tracking(caplog
     trial = fake_trial("t_odd", POINTS[0], checkpoint=tmp_path)
     trial.run_metadata = SimpleNamespace()  # no checkpoint manager: what Ray's API lost
     recovery = CheckpointRecovery()
-    with caplog.at_level("WARNING", logger="astune.search.callbacks"):
+    with caplog.at_level("WARNING", logger="astune.tuning.callbacks"):
         recovery.on_trial_recover(iteration=0, trials=[trial], trial=trial)
     assert "checkpoint recovery of trial t_odd failed (AttributeError" in caplog.text
     assert "MLflow" not in caplog.text
@@ -440,7 +440,7 @@ def trainable_with_best_weights(config: dict) -> None:
 def test_a_finished_trial_leaves_no_checkpoint_on_the_storage_path_a_failed_one_keeps_them(
     ray_local, tmp_path
 ):
-    from astune.search.callbacks import DropFinishedCheckpoints
+    from astune.tuning.callbacks import DropFinishedCheckpoints
 
     space = {"delta": 0.3, "fail_at": tune.grid_search([None, 2])}
     tuner = tune.Tuner(
@@ -665,7 +665,7 @@ class _Payload:
 
 
 def test_trial_error_is_read_from_text_never_unpickled(tmp_path):
-    from astune.search.trial_errors import trial_error_message
+    from astune.tuning.trial_errors import trial_error_message
 
     marker = tmp_path / "marker"
     (tmp_path / "error.pkl").write_bytes(pickle.dumps(_Payload(str(marker))))

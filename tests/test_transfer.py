@@ -1,4 +1,4 @@
-"""What `recommend` transfers besides delta and r (astune/recommend/transfer.py and
+"""What `recommend` transfers besides delta and r (astune/recommendation/transfer.py and
 warm_space.py): similarity of tasks, history's weighted centre against a plain reference,
 ranges that move toward history by its weight, the fallback to the shipped space, and the
 packaged prior's file."""
@@ -11,12 +11,12 @@ import math
 
 import pytest
 
-from astune.recommend.difficulty import Difficulty
-from astune.recommend.prior import HISTORY_SHRINK
-from astune.recommend.reference import PRIOR_FILE, load_reference, write_reference
-from astune.recommend.result import Recommendation
-from astune.recommend.schedules import ScheduleAdvice
-from astune.recommend.transfer import (
+from astune.recommendation.difficulty import Difficulty
+from astune.recommendation.prior import HISTORY_SHRINK
+from astune.recommendation.reference import PRIOR_FILE, load_reference, write_reference
+from astune.recommendation.result import Recommendation
+from astune.recommendation.schedules import ScheduleAdvice
+from astune.recommendation.transfer import (
     OTHER_BACKBONE,
     OTHER_TASK,
     ReferenceTrial,
@@ -26,7 +26,7 @@ from astune.recommend.transfer import (
     similarity,
     weight_bound,
 )
-from astune.recommend.warm_space import PROBE_MIN_WEIGHT, snapped, warm_space
+from astune.recommendation.warm_space import PROBE_MIN_WEIGHT, snapped, warm_space
 from astune.space.space import load_space
 
 TARGET = TaskProfile(0.9, "single_label", 1000, "minilm", 2)

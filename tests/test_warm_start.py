@@ -13,10 +13,10 @@ from stores import new_store
 from tiny import tiny_settings
 
 from astune.cli import main
-from astune.recommend.reference import write_reference
-from astune.search.runner import prepare_search
-from astune.search.settings import SearchError
+from astune.recommendation.reference import write_reference
 from astune.space.space import load_space
+from astune.tuning.runner import prepare_search
+from astune.tuning.settings import SearchError
 
 BEST = {"loss": "as_softmax", "lr": 3e-3, "epochs": 1, "batch_size": 32, "as_speed": False}
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from stores import new_store
 
-from astune.search.settings import SearchSettings
+from astune.tuning.settings import SearchSettings
 
 TINY: dict[str, Any] = {
     "backbone": "minilm",
@@ -66,7 +66,7 @@ def one_ray() -> Iterator[None]:
     starting its own; shut down on the way out if this started it."""
     import ray
 
-    from astune.search.execution import init_ray
+    from astune.tuning.execution import init_ray
 
     started = init_ray(SearchSettings(dataset="sst5"))
     try:

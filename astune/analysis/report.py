@@ -168,7 +168,7 @@ def _trials_table(runs: ExperimentRuns) -> str:
 
 def _confirm_table(runs: ExperimentRuns) -> str | None:
     """The `astune confirm` table of the newest search run, when a confirm ran."""
-    from astune.confirm.table import markdown, summarize
+    from astune.confirmation.table import markdown, summarize
     from astune.store.confirmed import confirmed_configs
     from astune.store.reader import Store
 

@@ -6,7 +6,7 @@ defaults and checks (keyword-only), returning a typed result instead of an exit 
     result = astune.search("sst5", backbone="minilm", num_samples=8)
     print(result.best_objective, result.best_config)
     astune.export(result.experiment, format="yaml", output="best.yaml")
-    run = astune.train(config="best.yaml")
+    run = astune.train("best.yaml")
 
 The commands call these same functions. Bad input raises one ``ValueError`` naming the value
 and what is accepted, before Ray, MLflow or torch load where the command refuses it before them;
@@ -15,14 +15,30 @@ run :class:`TrainingStopped` (the same stop and state the command leaves, and no
 ``sys.exit``); a search whose tracking server is still away at its end raises
 :class:`TrackingBehind`.
 
-The functions live in private modules (``astune.api._search`` ...) so that no submodule import
-can rebind a public name, and they are re-exported from :mod:`astune`.
+The functions live in private modules (``astune.api._search`` ...), and the packages behind
+them have other names (:mod:`astune.tuning`, :mod:`astune.recommendation`,
+:mod:`astune.confirmation`, :mod:`astune.exporting`), so that no import rebinds a public name;
+they are re-exported from :mod:`astune`.
 """
 
-from astune.api._confirm import confirm
-from astune.api._export import ExportResult, export
-from astune.api._recommend import recommend
-from astune.api._search import search
-from astune.api._train import TrainResult, train
+from astune._lazy import lazy_exports
 
-__all__ = ["ExportResult", "TrainResult", "confirm", "export", "recommend", "search", "train"]
+# Each name loads its own module on first use: ``astune.search`` does not load torch.
+__all__, __getattr__, __dir__ = lazy_exports(
+    "astune",
+    {
+        "api._search": ["search"],
+        "api._train": ["train", "TrainResult"],
+        "api._recommend": ["recommend"],
+        "api._confirm": ["confirm"],
+        "api._export": ["export", "ExportResult"],
+        "tuning.settings": ["SearchResult"],
+        "tuning.confirm_summary": ["ConfirmResult"],
+        "recommendation.result": ["Recommendation"],
+        "recommendation.report": ["format_recommendation"],
+        "config": ["TrainConfig"],
+        "tuning.stop": ["SearchStopped"],
+        "tuning.ending": ["TrackingBehind"],
+        "training.stop": ["TrainingStopped"],
+    },
+)

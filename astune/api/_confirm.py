@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from astune.api._options import call_arguments
 
 if TYPE_CHECKING:
-    from astune.search.confirm_summary import ConfirmSummary
+    from astune.tuning.confirm_summary import ConfirmResult
 
 
 def confirm(
@@ -27,7 +27,7 @@ def confirm(
     storage_path: str | None = None,
     storage_timeout: float | None = None,
     progress: bool = True,
-) -> ConfirmSummary:
+) -> ConfirmResult:
     """Re-run the ``top`` best configs of search ``experiment`` (default 2; with ``front`` the
     Pareto front's) and ``baseline`` with ``seeds`` seeds each, as ``python -m astune confirm``
     does; resources left None take the search's. Each run is logged (tag
@@ -38,15 +38,15 @@ def confirm(
     unknown experiment (before Ray starts) and :class:`astune.SearchStopped` on SIGTERM or
     Ctrl-C (the finished runs are kept; the same call runs the rest).
     """
-    from astune.search.confirm import ConfirmSettings
     from astune.store.reader import existing_store
+    from astune.tuning.confirm import ConfirmSettings
 
     options = call_arguments(confirm, locals(), skip=("progress",))
     settings = ConfirmSettings(console=progress, **options).validate()
     existing_store(settings.tracking_uri)  # both before MLflow is imported, as in the command
     from mlflow.exceptions import MlflowException
 
-    from astune.search.confirm import execute_confirm, prepare_confirm
+    from astune.tuning.confirm import execute_confirm, prepare_confirm
 
     try:
         prepared = prepare_confirm(settings)

@@ -44,7 +44,7 @@ def export(
     Raises ValueError (one line) for an unknown format, store or experiment, or a search
     without a finished trial.
     """
-    from astune.export import FORMATS
+    from astune.exporting import FORMATS
     from astune.store.reader import existing_store
 
     if format not in FORMATS:
@@ -52,8 +52,8 @@ def export(
     existing_store(tracking_uri)  # before MLflow is imported, as in the command
     from mlflow.exceptions import MlflowException
 
-    from astune.export import find_best_trial, render
-    from astune.export.pick import Pick
+    from astune.exporting import find_best_trial, render
+    from astune.exporting.pick import Pick
 
     try:
         trial = find_best_trial(

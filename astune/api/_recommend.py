@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from astune._checks import check_int
 
 if TYPE_CHECKING:
-    from astune.recommend.result import Recommendation
+    from astune.recommendation.result import Recommendation
 
 
 def recommend(
@@ -46,10 +46,10 @@ def recommend(
             check_int(name, value, 1)
     from mlflow.exceptions import MlflowException
 
-    from astune.recommend import probe_options
-    from astune.recommend import recommend as recommend_delta
-    from astune.recommend import write_space as write_warm_space
-    from astune.recommend.reference import reference_file
+    from astune.recommendation import probe_options
+    from astune.recommendation import recommend as recommend_delta
+    from astune.recommendation import write_space as write_warm_space
+    from astune.recommendation.reference import reference_file
 
     try:
         rec = recommend_delta(

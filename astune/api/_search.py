@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 from astune.api._options import call_arguments
 from astune.backbones.registry import DEFAULT_BACKBONE
 from astune.checkpoint_policy import SEARCH_DEFAULT
-from astune.search.settings import SearchSettings
 from astune.store.storage_retry import DEFAULT_STORAGE_TIMEOUT
+from astune.tuning.settings import SearchSettings
 
 if TYPE_CHECKING:
-    from astune.search.settings import SearchSummary
+    from astune.tuning.settings import SearchResult
 
 NOT_OPTIONS = ("dataset", "progress")  # search()'s parameters that are no SearchSettings field
 
@@ -53,7 +53,7 @@ def search(
     reference: str | PathLike[str] | None = None,
     probe_backbone: str | None = None,
     progress: bool = True,
-) -> SearchSummary:
+) -> SearchResult:
     """Search ``dataset`` (a registry name or a folder) as ``python -m astune search`` does, with
     its flags as keywords (docs/contract.md); ``losses`` and ``objectives`` also take lists.
 
@@ -66,7 +66,7 @@ def search(
     for bad input (before Ray starts), :class:`astune.SearchStopped` on SIGTERM or Ctrl-C
     (resumable) and :class:`astune.TrackingBehind` when MLflow is unreachable at the end.
     """
-    from astune.search.runner import execute_search, prepare_search
+    from astune.tuning.runner import execute_search, prepare_search
 
     options = call_arguments(search, locals(), skip=NOT_OPTIONS, lists=("losses", "objectives"))
     settings = SearchSettings(str(dataset), console=progress, **options)

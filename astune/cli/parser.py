@@ -16,10 +16,10 @@ from astune.cli.flags import (
     add_verbose_flag,
 )
 from astune.config import SKIP_POLICIES
-from astune.export import FORMATS
+from astune.exporting import FORMATS
 from astune.losses.catalogue import DELTA_SCHEDULES
 from astune.metrics.objectives import COSTS
-from astune.search.settings import SAMPLERS
+from astune.tuning.settings import SAMPLERS
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -12,10 +12,10 @@ from astune.store.reader import existing_store
 
 
 def search(args: argparse.Namespace) -> int:
-    from astune.search.ending import TrackingBehind
-    from astune.search.runner import execute_search, prepare_search
-    from astune.search.settings import SearchError, settings_from_args
-    from astune.search.stop import SearchStopped
+    from astune.tuning.ending import TrackingBehind
+    from astune.tuning.runner import execute_search, prepare_search
+    from astune.tuning.settings import SearchError, settings_from_args
+    from astune.tuning.stop import SearchStopped
 
     with refused_as_bad_input():  # bad input found before Ray starts
         prepared = prepare_search(settings_from_args(args))
@@ -31,8 +31,8 @@ def search(args: argparse.Namespace) -> int:
         return behind.exit_code
     except SearchError as err:  # refused once Ray runs: resources, another driver
         raise CLIError(str(err).splitlines()[0]) from None
-    from astune.search.console import format_summary
     from astune.store.uri import mlflow_ui_command
+    from astune.tuning.console import format_summary
 
     print()  # a blank line after the trials' table
     print(format_summary(summary, mlflow_ui_command(summary.tracking_uri)))
@@ -40,7 +40,7 @@ def search(args: argparse.Namespace) -> int:
 
 
 def confirm(args: argparse.Namespace) -> int:
-    from astune.search.confirm import ConfirmSettings
+    from astune.tuning.confirm import ConfirmSettings
 
     names = ("experiment", "top", "seeds", "baseline", "front", "within", "tracking_uri")
     names += ("max_concurrent", "verbose")
@@ -52,8 +52,8 @@ def confirm(args: argparse.Namespace) -> int:
         existing_store(settings.tracking_uri)
     from mlflow.exceptions import MlflowException
 
-    from astune.search.confirm import execute_confirm, prepare_confirm
-    from astune.search.stop import SearchStopped
+    from astune.tuning.confirm import execute_confirm, prepare_confirm
+    from astune.tuning.stop import SearchStopped
 
     with refused_as_bad_input(MlflowException):  # bad input found before Ray starts
         prepared = prepare_confirm(settings)
@@ -75,8 +75,8 @@ def export(args: argparse.Namespace) -> int:
         existing_store(args.tracking_uri)
     from mlflow.exceptions import MlflowException
 
-    from astune.export import find_best_trial, render
-    from astune.export.pick import Pick
+    from astune.exporting import find_best_trial, render
+    from astune.exporting.pick import Pick
 
     with refused_as_bad_input(MlflowException):  # unknown experiment, no trial, bad store
         pick = Pick(kind=args.pick or "best", within=args.within)
@@ -102,8 +102,8 @@ def recommend(args: argparse.Namespace) -> int:
                 check_int(f"--{flag.replace('_', '-')}", getattr(args, flag), 1)
     from mlflow.exceptions import MlflowException
 
-    from astune.recommend import format_recommendation, probe_options, recommend, write_space
-    from astune.recommend.reference import reference_file
+    from astune.recommendation import format_recommendation, probe_options, recommend, write_space
+    from astune.recommendation.reference import reference_file
 
     with refused_as_bad_input(MlflowException):  # unknown dataset, bad data or store
         options = probe_options(

@@ -1,6 +1,6 @@
 """Reading astune's MLflow store: searches (parent runs), their trials, and their values.
 
-The layout is the one :mod:`astune.search` writes (docs/contract.md, "MLflow conventions"):
+The layout is the one :mod:`astune.tuning` writes (docs/contract.md, "MLflow conventions"):
 a parent run per search (tag ``astune.role=search``) and a child run per trial (tag
 ``astune.role=trial``, ``mlflow.parentRunId``) whose params are strings, ``"None"`` where a key
 does not apply. ``export`` and ``recommend`` read the store through these functions only.

@@ -1,7 +1,7 @@
 """The MLflow writer of a search: one parent run on the driver, one child run per trial.
 
 No Ray here: :class:`SearchTracker` owns the experiment and the parent run and writes the child
-runs; ``astune.search.callbacks.MLflowTrialCallback`` (a ``ray.tune.Callback`` on the driver)
+runs; ``astune.tuning.callbacks.MLflowTrialCallback`` (a ``ray.tune.Callback`` on the driver)
 forwards Ray Tune's trial events to it. Trials themselves never talk to MLflow, so a trial
 restart, a trial on another node or a resumed search cannot create duplicate runs: a child run
 is found again by its ``astune.trial_id`` tag under the parent.
@@ -64,7 +64,7 @@ class SearchTracker:
 
     Created on the driver. Picklable (Ray pickles the callbacks, which hold the tracker, into
     the experiment folder): the client is rebuilt from ``tracking_uri`` after unpickling.
-    Its child runs carry the role ``child_role`` (``trial``; :mod:`astune.search.confirm`
+    Its child runs carry the role ``child_role`` (``trial``; :mod:`astune.tuning.confirm`
     tracks confirm runs with a subclass).
     """
 

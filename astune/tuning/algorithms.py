@@ -1,0 +1,60 @@
+"""What proposes trials and what stops them: Optuna behind Ray Tune (one mode per objective)
+and the scheduler (ASHA, multi-objective successive halving, or none)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from astune.space.space import SearchSpace
+    from astune.tuning.settings import SearchSettings
+
+
+def searcher_for(space: SearchSpace, settings: SearchSettings, *, max_concurrent: int) -> Any:
+    """Optuna behind Ray Tune: the metric alone, or the metric and costs (one mode each),
+    proposing for at most ``max_concurrent`` trials at a time."""
+    import optuna
+    from ray.tune.search import ConcurrencyLimiter
+
+    from astune.tuning.searcher import PruneAwareOptunaSearch
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    multi = space.multi_objective
+    search = PruneAwareOptunaSearch(
+        space=space.define_by_run,
+        metric=list(space.objectives) if multi else space.metric,
+        mode=space.modes if multi else space.mode,
+        points_to_evaluate=space.seed_points or None,
+        sampler=_sampler(settings),
+    )
+    return ConcurrencyLimiter(search, max_concurrent=max_concurrent)
+
+
+def _sampler(settings: SearchSettings) -> Any:
+    """``--sampler``: Optuna's TPE (one or several objectives), NSGA-II or random search."""
+    import optuna
+
+    from astune.tuning.settings import SAMPLERS
+
+    return getattr(optuna.samplers, SAMPLERS[settings.sampler])(seed=settings.seed)
+
+
+def scheduler_for(space: SearchSpace, max_t: int) -> Any:
+    """ASHA on the metric; with several objectives successive halving by NSGA-II's order of
+    the metric and costs (``search/mo_halving.py``); ``none``: FIFO, no early stopping."""
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
+    from astune.tuning.mo_halving import MOHalvingScheduler
+
+    options = space.scheduler
+    if space.scheduler_type == "none":
+        return FIFOScheduler()
+    budget = dict(
+        time_attr="training_iteration",
+        max_t=options.get("max_t") or max_t,
+        grace_period=options["grace_period"],
+        reduction_factor=options["reduction_factor"],
+    )
+    if space.multi_objective:
+        return MOHalvingScheduler(list(space.objectives), space.modes, **budget)
+    return ASHAScheduler(metric=space.metric, mode=space.mode, **budget)

@@ -1,0 +1,413 @@
+"""The Ray side of a search: starting or joining Ray, resources, the Tuner, its results."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from astune.tuning.settings import PreparedSearch, SearchError, SearchResult, SearchSettings
+
+if TYPE_CHECKING:
+    import pyarrow.fs
+    from ray.tune import Result, ResultGrid
+
+    from astune.space.space import SearchSpace
+    from astune.store.backfill import TrialRecord
+    from astune.store.driver_lock import DriverLock
+    from astune.store.pareto import FrontPoint
+    from astune.store.writer import SearchTracker
+    from astune.tuning.stop import StopSignals
+
+logger = logging.getLogger(__name__)
+
+
+def init_ray(settings: SearchSettings) -> bool:
+    """Join ``--address`` or start a local Ray; True when this call started it (and must stop
+    it)."""
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # One checkpoint per evaluation is the design, not a bottleneck worth a warning each time.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    if ray.is_initialized():
+        return False
+    # Trials' own output stays in their logs and Ray's INFO lines off the console (unless
+    # --verbose); the console callback shows progress and errors.
+    kwargs: dict[str, Any] = dict(
+        include_dashboard=False,
+        log_to_driver=settings.verbose,
+        configure_logging=settings.verbose,
+    )
+    if settings.address:
+        ray.init(address=settings.address, **kwargs)
+        return True
+    from astune._private import ray_processes_apart_from_job_signals
+
+    # A signal to the driver's process group, or SIGTERM to every process of the job, then
+    # stops the driver alone, which stops its trials gracefully and shuts Ray down itself.
+    with ray_processes_apart_from_job_signals():
+        ray.init(**kwargs)
+    return True
+
+
+def init_ray_and_store(settings: SearchSettings, tracking_uri: str) -> bool:
+    """:func:`init_ray` while the MLflow store at ``tracking_uri`` opens in a thread: creating
+    a new SQLite store's schema takes as long as starting Ray (seconds each). True when this
+    call started Ray; a store that cannot be opened raises its TrackingError, Ray stopped."""
+    import ray
+
+    from astune.store.run_writes import open_client
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        store = pool.submit(open_client, tracking_uri)
+        started_here = init_ray(settings)
+    try:
+        store.result()
+    except BaseException:
+        if started_here:
+            ray.shutdown()
+        raise
+    return started_here
+
+
+@contextmanager
+def ray_for(
+    settings: SearchSettings, stop: StopSignals, *, tracking_uri: str | None = None
+) -> Iterator[None]:
+    """Ray for the block: joined, or started here and shut down on the way out, the MLflow store
+    at ``tracking_uri`` opened meanwhile (None: none to open), the cluster's resources checked;
+    ``stop`` takes SIGTERM and SIGINT back once ``ray.init`` has set its own handler."""
+    import ray
+
+    if tracking_uri is None:
+        started_here = init_ray(settings)
+    else:
+        started_here = init_ray_and_store(settings, tracking_uri)
+    stop.install()
+    try:
+        check_resources(settings)
+        yield
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def check_local_gpus(settings: SearchSettings) -> None:
+    """Before Ray starts: a local search cannot get more GPUs than this machine has."""
+    if settings.address or not settings.gpus_per_trial:
+        return
+    import torch
+
+    have = torch.cuda.device_count()
+    if settings.gpus_per_trial > have:
+        raise SearchError(
+            f"--gpus-per-trial {settings.gpus_per_trial:g} asks for more GPUs than this machine "
+            "has "
+            f"({have}); accepted: at most {have}"
+            + (" (use 0 on a machine without a GPU)" if not have else "")
+        )
+
+
+def check_resources(settings: SearchSettings) -> None:
+    """Fail at once on a request the cluster can never meet, instead of PENDING forever."""
+    import ray
+
+    total = ray.cluster_resources()
+    want = {"CPU": settings.cpus_per_trial, "GPU": settings.gpus_per_trial or 0.0}
+    for name, amount in want.items():
+        have = total.get(name, 0.0)
+        if amount > have:
+            flag = "--gpus-per-trial" if name == "GPU" else "--cpus-per-trial"
+            raise SearchError(
+                f"{flag} {amount:g} asks for more than the Ray cluster has ({have:g} {name}); "
+                f"accepted: at most {have:g}"
+                + (" (use 0 on a machine without a GPU)" if name == "GPU" else "")
+            )
+
+
+def fitting_trials(settings: SearchSettings) -> int:
+    import ray
+
+    total = ray.cluster_resources()
+    fits = int(total.get("CPU", 1) // settings.cpus_per_trial)
+    if settings.gpus_per_trial:
+        fits = min(fits, int(total.get("GPU", 0) // settings.gpus_per_trial))
+    return max(1, fits)
+
+
+def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> SearchResult:
+    """Run the trials under MLflow tracking; the parent run ends with the search's status.
+    :class:`~astune.tuning.ending.TrackingBehind` when the tracking server is unreachable at
+    the end (the trials' writes wait for it meanwhile: HTTP calls give up in seconds);
+    :class:`~astune.tuning.stop.SearchStopped` on a stop signal ``stop`` received."""
+    from astune.store.outbox import fast_failing_http
+    from astune.store.writer import SearchTracker
+    from astune.tuning.ending import SearchEnd, TrackingBehind
+    from astune.tuning.resume import (
+        experiment_saved,
+        forget_experiment,
+        resume_command,
+        search_params,
+    )
+    from astune.tuning.stop import SearchStopped, fit_or_stop
+
+    settings, space, base, data = prepared.settings, prepared.space, prepared.base, prepared.data
+    # a new search stopped before fit has nothing to resume: Ray saves its trials from there
+    where = dict(
+        experiment=settings.experiment_name,
+        resume=resume_command(settings),
+        resumable=settings.resume,
+    )
+    stop.check(**where)  # a signal while Ray started: nothing is written
+    tracker = SearchTracker(
+        prepared.tracking_uri,
+        settings.experiment_name,
+        dataset=data.spec.name,
+        task=data.spec.task,
+        search_params=search_params(settings, space),
+    )
+    lock = claim_search(tracker, resume=settings.resume)
+    end = SearchEnd(tracker, lock, space=space, settings=settings)
+    try:
+        with fast_failing_http():
+            stop.check(**where)
+            tuner = _tuner(prepared, tracker, max_t)
+            results = fit_or_stop(
+                tuner,
+                stop,
+                **where,
+                close_killed=lambda: end.close(
+                    "KILLED", stopped_by=stop.name or None, failing=True
+                ),
+                saved=lambda: experiment_saved(settings),
+            )
+            end.check_caught_up()
+            with end.behind_if_unreachable():
+                summary = _summarize(settings, space, base, results, tracker)
+    except SearchStopped as stopped:  # Tune ended the trials gracefully; resume goes on
+        end.close("KILLED", stopped_by=stopped.signal_name, failing=True)
+        if not stopped.resumable:  # nothing ran: the same command starts it anew
+            end.discard()
+            forget_experiment(settings)
+        raise
+    except TrackingBehind:  # nothing more reaches the server: --resume writes it all
+        end.give_up()
+        raise
+    except BaseException as err:
+        end.close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED", failing=True)
+        raise
+    # a Tune loop stopped from outside (SIGUSR1) returns with trials unfinished
+    end.close("KILLED" if search_was_stopped(results) else "FINISHED")
+    return summary
+
+
+def claim_search(tracker: SearchTracker, *, resume: bool) -> DriverLock:
+    """Start (or reopen) the parent run and hold the search for this driver: SearchError (one
+    line) when another live driver holds it; a parent run created here is then deleted."""
+    from astune.store.driver_lock import DriverBusy, DriverLock
+
+    run_id = tracker.start(resume=resume)
+    what = f"search {tracker.experiment_name!r}"
+    lock = DriverLock(tracker.client, run_id, role="search", what=what, rivals=tracker.parent_runs)
+    try:
+        lock.acquire()
+    except DriverBusy as err:
+        if tracker.created_parent:
+            tracker.client.delete_run(run_id)
+        raise SearchError(str(err)) from None
+    return lock
+
+
+def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
+    """A new Tuner, or with ``--resume`` the restored one, its callbacks pointed at ``tracker``
+    and the child runs settled with the trials Ray restored."""
+    from astune.store.reconcile import finish_completed_trials, forget_lost_trials
+    from astune.tuning.algorithms import scheduler_for, searcher_for
+    from astune.tuning.backfill import trial_records
+    from astune.tuning.callbacks import attach_tracker
+    from astune.tuning.trainable import train_trial
+    from astune.tuning.tuner import build_tuner, restore_tuner, trainable
+
+    settings, space = prepared.settings, prepared.space
+    function = trainable(train_trial, settings, base=prepared.train_base, data=prepared.data)
+    if not settings.resume:
+        limit = settings.max_concurrent or fitting_trials(settings)
+        return build_tuner(
+            settings,
+            function,
+            name=settings.experiment_name,
+            tracker=tracker,
+            search_alg=searcher_for(space, settings, max_concurrent=limit),
+            scheduler=scheduler_for(space, max_t),
+            num_samples=space.num_samples,
+            metric=space.metric,
+        )
+    filesystem, path = settings.experiment_storage()  # built once: it may ask S3 for a region
+    tuner = restore_tuner(function, filesystem=filesystem, path=path)
+    attach_tracker(tuner, tracker)  # the restored Tuner brings its pickled callbacks
+    _set_verbosity(tuner, settings)
+    restored = _restored_trials(filesystem, path)
+    forget_lost_trials(tracker, set(restored))
+    finish_completed_trials(tracker, {t for t, s in restored.items() if s == "TERMINATED"})
+    records = trial_records(tuner, restored)
+    _backfill(tracker, records)
+    _replay_rungs(tuner, records)
+    return tuner
+
+
+def _set_verbosity(tuner: Any, settings: SearchSettings) -> None:
+    """The restored Tuner's verbosity as this run asks (``--verbose`` may change on resume;
+    the Tuner brings the one it was pickled with)."""
+    from astune._private import restored_run_config
+    from astune.tuning.tuner import tune_verbosity
+
+    run_config = restored_run_config(tuner)
+    if run_config is not None:
+        run_config.verbose = tune_verbosity(settings)
+
+
+def _replay_rungs(tuner: Any, records: list[TrialRecord]) -> None:
+    """Give the restored multi-objective scheduler back the rungs the trials reached before
+    the search stopped: it is unpickled as it was when the search started."""
+    from astune._private import restored_scheduler
+    from astune.tuning.mo_halving import MOHalvingScheduler
+
+    scheduler = restored_scheduler(tuner)
+    if isinstance(scheduler, MOHalvingScheduler):
+        for record in records:
+            scheduler.replay(record.trial_id, record.results)
+
+
+def _backfill(tracker: SearchTracker, records: list[TrialRecord]) -> None:
+    """Write what the restored trials reported and MLflow lacks, and say so in one line."""
+    from astune.store.backfill import backfill_trials
+
+    done = backfill_trials(tracker, records)
+    if done.anything:
+        logger.warning(
+            "tracking caught up from Ray's records: %d runs created, %d evaluations and %d "
+            "final reports written, %d runs set FINISHED",
+            done.runs,
+            done.evaluations,
+            done.finals,
+            len(done.finished),
+        )
+
+
+def _restored_trials(filesystem: pyarrow.fs.FileSystem | None, path: str) -> dict[str, str]:
+    """Trial id -> Ray status (``TERMINATED``: completed) of the experiment saved at ``path``
+    (on ``filesystem``; None: ``path`` is a local folder or URI)."""
+    from ray.tune import ExperimentAnalysis
+
+    analysis = ExperimentAnalysis(path, storage_filesystem=filesystem)
+    return {trial.trial_id: trial.status for trial in analysis.trials}
+
+
+def search_was_stopped(results: ResultGrid) -> bool:
+    """A trial that neither ended (Tune's ``done``; a restored trial's last record may lack it,
+    its ``final`` report says it) nor failed: the search was stopped."""
+    return any(
+        not failed and (r.metrics is None or not (r.metrics.get("done") or r.metrics.get("final")))
+        for r, failed in zip(results, failed_trials(results))
+    )
+
+
+def failed_trials(results: ResultGrid) -> list[bool]:
+    """Whether each trial of ``results`` failed: its error read back from storage, or the
+    driver's ERROR status (a trial whose folder could not be written left no error there)."""
+    from astune._private import trial_statuses
+
+    statuses = trial_statuses(results)
+    return [r.error is not None or status == "ERROR" for r, status in zip(results, statuses)]
+
+
+def best_finished(results: ResultGrid, metric: str, mode: str) -> tuple[Result, float] | None:
+    """The best trial among those that finished (no error) and its best ``metric``: a trial
+    that errored after a good evaluation has no result to export. Ties go as
+    :func:`astune.store.best.best_first` breaks them, whatever the grid's order. None if none
+    reported."""
+    from astune.store.best import best_first
+
+    scored: list[tuple[Result, float]] = []
+    for result, failed in zip(results, failed_trials(results)):
+        frame = result.metrics_dataframe
+        if failed or frame is None or metric not in frame:
+            continue
+        values = frame[metric].dropna()
+        if not values.empty:
+            scored.append((result, float(values.max() if mode == "max" else values.min())))
+    return min(scored, key=lambda s: best_first(s[1], result_trial_id(s[0]), mode), default=None)
+
+
+def result_trial_id(result: Result) -> str:
+    """The Ray trial id of a ``Result`` (in every report Tune records; else its folder's name,
+    ``trial_<id>``)."""
+    found = (result.metrics or {}).get("trial_id")
+    return str(found) if found else Path(result.path).name.removeprefix("trial_")
+
+
+def _summarize(
+    settings: SearchSettings,
+    space: SearchSpace,
+    base: dict,
+    results: ResultGrid,
+    tracker: SearchTracker,
+) -> SearchResult:
+    from astune.store.artifacts import log_search_artifacts
+    from astune.tuning.resume import resume_command
+
+    if space.multi_objective:  # each trial's last result: a finished one's is its final report
+        frame = results.get_dataframe()
+    else:  # each trial's best evaluation
+        frame = results.get_dataframe(filter_metric=space.metric, filter_mode=space.mode)
+    states: dict[str, int] = {}
+    for failed in failed_trials(results):
+        state = "ERROR" if failed else "TERMINATED"
+        states[state] = states.get(state, 0) + 1
+    best = best_finished(results, space.metric, space.mode)
+    best_config = {**base, **best[0].config} if best else {}
+    best_objective = best[1] if best else None
+    if best_config:
+        log_search_artifacts(
+            tracker,
+            best_config=best_config,
+            trials_df=frame,
+            best_objective=best_objective,
+            mode=space.mode,
+            base_config=base,
+            metric=space.metric,
+        )
+    front = _front(tracker, space) if space.multi_objective else []
+    return SearchResult(
+        experiment=settings.experiment_name,
+        tracking_uri=tracker.tracking_uri,
+        experiment_path=settings.experiment_path(),
+        best_config=best_config,
+        best_objective=best_objective,
+        metric=space.metric,
+        num_trials=len(results),
+        trial_states=states,
+        parent_run_id=tracker.parent_run_id,
+        experiment_id=tracker.experiment_id,
+        objectives=space.objectives,
+        front=front,
+        resume_command=resume_command(settings),
+    )
+
+
+def _front(tracker: SearchTracker, space: SearchSpace) -> list[FrontPoint]:
+    """The Pareto front of the search's finished trials, logged on its parent run."""
+    from astune.store.pareto import finished_points, pareto_front
+    from astune.store.pareto_plot import log_front
+
+    runs = tracker.trial_runs()
+    points = finished_points(runs, space.objectives)
+    front = pareto_front(points, space.objectives, space.mode)
+    if points:
+        log_front(tracker, points, front, space.objectives, trial_runs=runs)
+    return front
