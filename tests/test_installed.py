@@ -22,18 +22,27 @@ def wheel(tmp_path_factory) -> Installed:
     return installed(tmp_path_factory.mktemp("installed"))
 
 
-def marked_commands(page: Path) -> list[list[str]]:
-    """The commands of every fenced block that ``MARKER`` precedes in ``page``, each as argv
-    (continued lines joined, comments dropped)."""
-    commands: list[list[str]] = []
+def marked_blocks(page: Path) -> list[tuple[str, str]]:
+    """``(language, text)`` of every fenced block that ``MARKER`` precedes in ``page``."""
+    blocks = []
     lines = page.read_text().splitlines()
     for at, line in enumerate(lines):
         if not line.startswith(MARKER):
             continue
         assert FENCE.match(lines[at + 1]), f"{page.name}:{at + 2}: a fenced block must follow"
         end = next(i for i in range(at + 2, len(lines)) if FENCE.match(lines[i]))
-        text = "\n".join(lines[at + 2 : end]).replace("\\\n", " ")
-        commands += [shlex.split(cmd, comments=True) for cmd in text.splitlines() if cmd.strip()]
+        blocks.append((lines[at + 1][3:].strip(), "\n".join(lines[at + 2 : end]) + "\n"))
+    return blocks
+
+
+def marked_commands(page: Path) -> list[list[str]]:
+    """The commands of ``page``'s marked shell blocks, each as argv (continued lines joined,
+    comments dropped)."""
+    commands: list[list[str]] = []
+    for language, text in marked_blocks(page):
+        if language == "bash":
+            joined = text.replace("\\\n", " ")
+            commands += [shlex.split(c, comments=True) for c in joined.splitlines() if c.strip()]
     return commands
 
 
@@ -96,3 +105,19 @@ def _exports_each_format(wheel: Installed, folder: Path) -> None:
             assert json.loads(text)["config"]["dataset"] == "sst5"
         else:
             compile(text, str(out), "exec")  # a script the user can run
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_python_pages_example_runs_as_a_user_script(wheel: Installed, tmp_path: Path) -> None:
+    ((language, code),) = marked_blocks(REPO / "docs" / "python.md")
+    assert language == "python"
+    (tmp_path / "session.py").write_text(code)
+    done = wheel.run(["session.py"], cwd=tmp_path, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["best", "test", "delta", "refused:"], lines
+    assert "epochs" in lines[-1] and "-1" in lines[-1]  # the bad value, named
+    assert yaml.safe_load((tmp_path / "api-best.yaml").read_text())["dataset"] == "sst5"
+    assert (tmp_path / "astune-runs" / "train" / "sst5" / "final.json").is_file()
+    assert yaml.safe_load((tmp_path / "api-warm.yaml").read_text())["params"]

@@ -26,11 +26,13 @@ def confirm(
     address: str | None = None,
     storage_path: str | None = None,
     storage_timeout: float | None = None,
+    verbose: bool = False,
     progress: bool = True,
 ) -> ConfirmResult:
     """Re-run the ``top`` best configs of search ``experiment`` (default 2; with ``front`` the
     Pareto front's) and ``baseline`` with ``seeds`` seeds each, as ``python -m astune confirm``
-    does; resources left None take the search's. Each run is logged (tag
+    does; resources left None take the search's. ``progress``: the live table of the runs;
+    ``verbose``: Ray's and MLflow's own output too. Each run is logged (tag
     ``astune.role=confirm``) with ``confirm.csv`` and ``confirm.md`` on the search's parent run.
 
     Returns the table: mean +- 95% interval per config and the paired difference to the

@@ -52,14 +52,16 @@ def search(
     warm_start: bool = False,
     reference: str | PathLike[str] | None = None,
     probe_backbone: str | None = None,
+    verbose: bool = False,
     progress: bool = True,
 ) -> SearchResult:
     """Search ``dataset`` (a registry name or a folder) as ``python -m astune search`` does, with
     its flags as keywords (docs/contract.md); ``losses`` and ``objectives`` also take lists.
 
     ``progress``: the live trial table (one line per evaluation outside a terminal) and what
-    ``warm_start`` decided; False prints nothing. ``resume=True`` continues search ``name``:
-    the arguments left at their defaults take the values it was started with.
+    ``warm_start`` decided; False prints nothing. ``verbose``: Ray's and MLflow's own output
+    too. ``resume=True`` continues search ``name``: the arguments left at their defaults take
+    the values it was started with.
 
     Returns the best config and objective (the Pareto front with several ``objectives``), the
     MLflow experiment and run ids and where Ray and Optuna keep the search. Raises ValueError

@@ -35,7 +35,11 @@ class ConfirmResult:
         """The rows confirmed faster at equal accuracy (a confirm of the front)."""
         return [row for row in self.rows if row.faster_at_equal]
 
+    def __str__(self) -> str:
+        return self.format()
+
     def format(self) -> str:
+        """The table and the verdict, as `astune confirm` prints them."""
         lines = [
             f"confirm of search {self.experiment!r}: {self.ran} runs now, {self.reused} reused",
             format_table(self.rows, self.metric),

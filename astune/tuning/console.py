@@ -20,7 +20,7 @@ from typing import Any
 from ray.tune import Callback
 
 from astune.store.links import runs_view_url
-from astune.tuning.optuna_storage import dashboard_command, storage_url
+from astune.tuning.optuna_storage import dashboard_command
 from astune.tuning.settings import SearchResult
 
 COLUMNS = ("loss", "delta", "warmup_ratio", "as_speed", "lam", "max_accum_steps", "lr")
@@ -316,6 +316,6 @@ def format_summary(summary: SearchResult, ui_command: str) -> str:
         lines.append(f"resume:  {summary.resume_command}")
     lines += [
         f"trials:  {summary.experiment_path}",
-        f"optuna:  {dashboard_command(storage_url(summary.tracking_uri))}",
+        f"optuna:  {dashboard_command(summary.optuna_storage)}",
     ]
     return "\n".join(lines)

@@ -189,6 +189,13 @@ class SearchResult:
     front: list[FrontPoint] = dataclasses.field(default_factory=list)  # several objectives
     resume_command: str = ""  # the command that resumes it (astune.tuning.resume; "": none)
 
+    @property
+    def optuna_storage(self) -> str:
+        """The Optuna storage URL of the search's study (``optuna-dashboard`` opens it)."""
+        from astune.tuning.optuna_storage import storage_url
+
+        return storage_url(self.tracking_uri)
+
 
 @dataclass(kw_only=True)
 class PreparedSearch:
