@@ -36,6 +36,8 @@ SKIP_POLICIES = ("zero", "soft")
 astune/speed/skip.py); ``soft`` also prunes low-loss ones at random, rescaling the kept ones
 (astune/speed/prune.py)."""
 DEVICES = ("auto", "cpu", "cuda")
+TRAIN_DIR = "astune-runs/train"
+"""Where a run without ``output_dir`` writes (the command and ``astune.train``: ``/<dataset>``)."""
 
 _FIELD_SPECS = (
     ParamSpec("num_layers", int, None, 1),

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from installed import REPO, Installed, installed, package_data
+from mlflow import MlflowClient
 
 MARKER = "<!-- runs as written:"  # the line before a README block that a test runs
 FENCE = re.compile(r"^```")
@@ -109,8 +110,8 @@ def _exports_each_format(wheel: Installed, folder: Path) -> None:
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_the_python_pages_example_runs_as_a_user_script(wheel: Installed, tmp_path: Path) -> None:
-    ((language, code),) = marked_blocks(REPO / "docs" / "python.md")
+def test_the_python_pages_examples_run_as_user_scripts(wheel: Installed, tmp_path: Path) -> None:
+    (language, code), (_, own_tuner) = marked_blocks(REPO / "docs" / "python.md")
     assert language == "python"
     (tmp_path / "session.py").write_text(code)
     done = wheel.run(["session.py"], cwd=tmp_path, timeout=400)
@@ -121,3 +122,14 @@ def test_the_python_pages_example_runs_as_a_user_script(wheel: Installed, tmp_pa
     assert yaml.safe_load((tmp_path / "api-best.yaml").read_text())["dataset"] == "sst5"
     assert (tmp_path / "astune-runs" / "train" / "sst5" / "final.json").is_file()
     assert yaml.safe_load((tmp_path / "api-warm.yaml").read_text())["params"]
+    (tmp_path / "own_tuner.py").write_text(own_tuner)
+    done = wheel.run(["own_tuner.py"], cwd=tmp_path, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("best objective: ")
+    client = MlflowClient(f"sqlite:///{tmp_path / 'astune-runs' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("own-tuner")
+    roles = sorted(
+        run.data.tags["astune.role"] for run in client.search_runs([experiment.experiment_id])
+    )
+    assert roles == ["search", "trial", "trial"]  # as `astune search` writes them
+    assert (tmp_path / "astune-runs" / "ray" / "own-tuner").is_dir()

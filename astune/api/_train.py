@@ -13,7 +13,7 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from astune.config import TrainConfig
+from astune.config import TRAIN_DIR, TrainConfig
 
 if TYPE_CHECKING:
     from astune.training import Run
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 # GPU, and the loss kernel that suits it); the rest of its settings may not, or the resume
 # would not be exact.
 RESUME_MAY_CHANGE = ("output_dir", "data_dir", "device", "loss_kernel")
-DEFAULT_TRAIN_DIR = "astune-runs/train"  # + /<dataset>: where a run without output_dir writes
 
 ConfigSource = TrainConfig | Mapping[str, Any] | str | PathLike[str]
 Spelling = Callable[[str], str]  # a parameter's name as an error message gives it
@@ -139,7 +138,7 @@ def _run_folder(values: Mapping[str, Any], spell: Spelling) -> str:
         return str(values["output_dir"])
     if not values.get("dataset"):
         raise ValueError(f"{spell('resume')}: give the {spell('output_dir')} of the run")
-    return f"{DEFAULT_TRAIN_DIR}/{values['dataset']}"
+    return f"{TRAIN_DIR}/{values['dataset']}"
 
 
 def _config_values(config: ConfigSource | None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from torch import Tensor
 
 from astune.checkpoint_policy import CheckpointPolicy
-from astune.config import TrainConfig
+from astune.config import TRAIN_DIR, TrainConfig
 from astune.losses.catalogue import loss_info
 from astune.speed.skip import Visit
 from astune.training import state as ckpt
@@ -98,7 +98,7 @@ class Run(Resumable):
         self.pos = Position()
         self.best = Best()
         self.history: list[dict[str, Any]] = []
-        self.out = Path(config.output_dir or "astune-runs/train").resolve()
+        self.out = Path(config.output_dir or TRAIN_DIR).resolve()
         self.log = RunLog(self.out)
         self.checkpoints = Checkpointer(
             self.out / "checkpoint",
