@@ -92,6 +92,37 @@ def test_the_readme_first_hour_runs_as_written_outside_the_repository(
     assert f"run folder: {run_folder.relative_to(tmp_path)}" in outputs[2]
     assert "val_accuracy" in json.loads((run_folder / "final.json").read_text())
     _exports_each_format(wheel, tmp_path)
+    _closing_lines_paste(wheel, tmp_path, outputs[0])
+
+
+def _closing_lines(output: str) -> dict[str, str]:
+    """The closing block's ``name:  command`` lines (``export``, ``resume``, ...) by name."""
+    found = {}
+    for line in output.splitlines():
+        name, _, rest = line.partition(":  ")
+        if rest.startswith("python -m astune "):
+            found[name] = rest
+    return found
+
+
+def _closing_lines_paste(wheel: Installed, folder: Path, output: str) -> None:
+    """The search's closing commands, pasted: ``export`` writes the best config again, and
+    ``resume`` of the finished search (its trials tie) ends on the same best config."""
+    lines = _closing_lines(output)
+    assert set(lines) == {"export", "resume"}, output[-2000:]
+    for name in ("export", "resume"):
+        done = wheel.run(shlex.split(lines[name])[1:], cwd=folder, timeout=300)
+        assert done.returncode == 0, f"{lines[name]}: {done.stderr[-2000:]}"
+    best = _best_config(output)
+    assert best.startswith("best config: loss=") and _best_config(done.stdout) == best
+
+
+def _best_config(output: str) -> str:
+    """The closing block's best config (its line and the indented lines that continue it)."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("best config:"))
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("  "))
+    return "\n".join(lines[start:end])
 
 
 def _exports_each_format(wheel: Installed, folder: Path) -> None:
@@ -117,7 +148,13 @@ def test_the_python_pages_examples_run_as_user_scripts(wheel: Installed, tmp_pat
     done = wheel.run(["session.py"], cwd=tmp_path, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
-    assert [line.split()[0] for line in lines] == ["best", "test", "delta", "refused:"], lines
+    assert [line.split()[0] for line in lines] == [
+        "best",
+        "test",
+        "confirmed:",
+        "delta",
+        "refused:",
+    ], lines
     assert "epochs" in lines[-1] and "-1" in lines[-1]  # the bad value, named
     assert yaml.safe_load((tmp_path / "api-best.yaml").read_text())["dataset"] == "sst5"
     assert (tmp_path / "astune-runs" / "train" / "sst5" / "final.json").is_file()
@@ -125,7 +162,7 @@ def test_the_python_pages_examples_run_as_user_scripts(wheel: Installed, tmp_pat
     (tmp_path / "own_tuner.py").write_text(own_tuner)
     done = wheel.run(["own_tuner.py"], cwd=tmp_path, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.startswith("best objective: ")
+    assert done.stdout.splitlines()[-1].startswith("best objective: ")  # after Ray Tune's own
     client = MlflowClient(f"sqlite:///{tmp_path / 'astune-runs' / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("own-tuner")
     roles = sorted(
