@@ -47,7 +47,8 @@ def test_code_cites_only_pages_in_the_repository() -> None:
 
 def _documented_commands() -> list[tuple[str, list[str]]]:
     """Every ``python -m astune ...`` command of a fenced block in the README and docs/, as
-    ``(page:line, argv after "astune")``, continued lines joined and comments dropped."""
+    ``(page:line, argv after "astune")``, continued lines joined, ``&&`` lists split and comments
+    dropped."""
     found = []
     for page in PAGES:
         lines, fenced = page.read_text().splitlines(), False
@@ -61,9 +62,11 @@ def _documented_commands() -> list[tuple[str, list[str]]]:
             while text.endswith("\\"):
                 text = text[:-1] + " " + lines[at]
                 at += 1
-            command = text[text.index("python -m astune ") :]
             where = f"{page.relative_to(REPO)}:{number}"
-            found.append((where, shlex.split(command, comments=True)))
+            for part in text.split(" && "):  # a list of commands on one line
+                if "python -m astune " in part:
+                    command = part[part.index("python -m astune ") :]
+                    found.append((where, shlex.split(command, comments=True)))
     return found
 
 

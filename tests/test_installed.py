@@ -38,12 +38,13 @@ def marked_blocks(page: Path) -> list[tuple[str, str]]:
 
 def marked_commands(page: Path) -> list[list[str]]:
     """The commands of ``page``'s marked shell blocks, each as argv (continued lines joined,
-    comments dropped)."""
+    ``&&`` lists split, comments dropped)."""
     commands: list[list[str]] = []
     for language, text in marked_blocks(page):
         if language == "bash":
             joined = text.replace("\\\n", " ")
-            commands += [shlex.split(c, comments=True) for c in joined.splitlines() if c.strip()]
+            lines = [part for line in joined.splitlines() for part in line.split(" && ")]
+            commands += [shlex.split(c, comments=True) for c in lines if c.strip()]
     return commands
 
 
@@ -87,6 +88,8 @@ def test_the_readme_first_hour_runs_as_written_outside_the_repository(
         assert done.returncode == 0, f"{shlex.join(argv)}: {done.stderr[-2000:]}"
         outputs.append(done.stdout)
     assert "best objective:" in outputs[0]
+    assert [c[3] for c in commands[-2:]] == ["datasets", "backbones"]
+    assert "sst5" in outputs[-2] and "minilm" in outputs[-1]
     assert yaml.safe_load((tmp_path / "best.yaml").read_text())["dataset"] == "sst5"
     run_folder = tmp_path / "astune-runs" / "train" / "sst5"
     assert f"run folder: {run_folder.relative_to(tmp_path)}" in outputs[2]
