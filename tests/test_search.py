@@ -29,7 +29,7 @@ from search_processes import (
     write_space,
 )
 from stores import new_store
-from tiny import TINY
+from tiny import TINY, one_ray
 
 from astune.cli import main
 from astune.cli.parser import build_parser
@@ -475,12 +475,13 @@ def test_a_tuner_of_your_own_from_astunes_pieces_writes_the_runs_astune_search_w
     assert callable(pieces.define_by_run()) and pieces.metric == "objective"
     tuner = tune.Tuner(
         pieces.trainable(),
-        tune_config=tune.TuneConfig(search_alg=pieces.optuna_search(), num_samples=2),
+        tune_config=tune.TuneConfig(search_alg=pieces.optuna_search(), num_samples=1),
         run_config=tune.RunConfig(
             name="own", storage_path=str(tmp_path), callbacks=[pieces.mlflow_callback()]
         ),
     )
-    assert len(tuner.fit()) == 2
+    with one_ray():  # a Tuner of one's own starts Ray by itself and leaves it running
+        assert len(tuner.fit()) == 1
     client = MlflowClient(searched.summary.tracking_uri)
     ours = {role: runs(client, "own", role) for role in ("search", "trial")}
     theirs = {role: runs(client, "tiny", role) for role in ("search", "trial")}
@@ -490,8 +491,8 @@ def test_a_tuner_of_your_own_from_astunes_pieces_writes_the_runs_astune_search_w
     )
     assert "best_objective" in parent.data.metrics
     assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"best_config.yaml"}
-    # the seed points run first in both: as_softmax, then softmax
-    for run, their in zip(ours["trial"], theirs["trial"][:2]):
+    # the first seed point runs first in both: as_softmax
+    for run, their in zip(ours["trial"], theirs["trial"][:1], strict=True):
         assert run.data.params["loss"] == their.data.params["loss"]
         assert run.info.status == "FINISHED"
         assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
