@@ -66,7 +66,7 @@ def test_the_search_and_export_pick_the_same_tied_trial_before_and_after_a_resum
     import ray
     from ray import tune
 
-    from astune.tuning.execution import best_finished, result_trial_id
+    from astune.tuning.outcome import best_finished, result_trial_id
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import it
     losses = ["softmax", "as_softmax", "am_softmax"]

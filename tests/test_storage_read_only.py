@@ -22,7 +22,7 @@ from astune._private import trial_storage
 from astune.store.uri import resolve_tracking_uri
 from astune.store.writer import SearchTracker
 from astune.tuning.callbacks import MLflowTrialCallback
-from astune.tuning.execution import best_finished, failed_trials, search_was_stopped
+from astune.tuning.outcome import best_finished, failed_trials, search_was_stopped
 
 pytestmark = pytest.mark.ray
 

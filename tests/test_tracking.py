@@ -42,7 +42,7 @@ from astune.tuning.callbacks import (  # noqa: E402
     MLflowTrialCallback,
     attach_tracker,
 )
-from astune.tuning.execution import best_finished  # noqa: E402
+from astune.tuning.outcome import best_finished  # noqa: E402
 
 METRICS = ("objective", "val_accuracy", "val_loss", "masked_ratio", "accum_steps", "delta_now")
 POINTS = [  # what Optuna's define-by-run space proposes: conditional keys only where they apply
