@@ -218,3 +218,16 @@ def test_verbose_is_a_flag_of_search_and_confirm_that_does_not_shape_the_search(
     assert parse(["confirm", "--experiment", "x", "--verbose"]).verbose is True
     confirm = ConfirmSettings("x", verbose=True)
     assert search_settings(confirm, {"dataset": "sst5"}).verbose is True
+
+
+def test_a_confirms_table_says_so_and_a_search_pickled_before_says_search():
+    import pickle
+
+    callback = ConsoleCallback("objective", 4, live=False, command="confirm")
+    callback.rows = ROWS
+    assert callback.view().title() == "astune confirm: 4/4 runs, best objective 0.453"
+    state = pickle.loads(pickle.dumps(ConsoleCallback("objective", 4, live=False))).__dict__
+    state.pop("command")  # a callback pickled before the table knew its command
+    old = ConsoleCallback.__new__(ConsoleCallback)
+    old.__dict__.update(state, rows=ROWS)
+    assert old.view().title().startswith("astune search: 4/4 trials")

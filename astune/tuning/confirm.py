@@ -289,6 +289,7 @@ def _fit(prepared: PreparedConfirm, points: list[dict[str, Any]], stop: StopSign
         metric="objective",
         # Every key of every point must exist in the space for Ray to take the points as given.
         param_space={key: None for point in points for key in point},
+        command="confirm",
     )
     experiment = prepared.plan.experiment
 

@@ -87,14 +87,22 @@ class TrialTable:
     """The live table as a rich renderable: a title line, then one row per trial, with the
     columns that fit the width rich renders it at (a resized terminal redraws to fit)."""
 
-    def __init__(self, rows: dict[str, dict[str, Any]], *, metric: str, total: int | None):
-        self.rows, self.metric, self.total = rows, metric, total
+    def __init__(
+        self,
+        rows: dict[str, dict[str, Any]],
+        *,
+        metric: str,
+        total: int | None,
+        command: str = "search",
+    ):
+        self.rows, self.metric, self.total, self.command = rows, metric, total, command
 
     def title(self) -> str:
         total = f"/{self.total}" if self.total else ""
         bests = [row["best"] for row in self.rows.values() if row.get("best") is not None]
         best = f", best {self.metric} {_fmt(max(bests))}" if bests else ""
-        return f"astune search: {len(self.rows)}{total} trials{best}"
+        what = "runs" if self.command == "confirm" else "trials"  # a confirm re-runs configs
+        return f"astune {self.command}: {len(self.rows)}{total} {what}{best}"
 
     def columns(self, width: int) -> list[Column]:
         """The columns shown at ``width``: those with something to show, the most wanted ones
@@ -145,10 +153,17 @@ class TrialTable:
 class ConsoleCallback(Callback):
     """A live table of trials: config, status, evaluations, objective and masked ratio."""
 
+    command = "search"  # whose table: `search` or `confirm` (searches pickled before lack it)
+
     def __init__(
-        self, metric: str = "objective", num_samples: int | None = None, live: bool | None = None
+        self,
+        metric: str = "objective",
+        num_samples: int | None = None,
+        live: bool | None = None,
+        *,
+        command: str = "search",
     ):
-        self.metric = metric
+        self.metric, self.command = metric, command
         self.num_samples = num_samples
         self.live_mode = sys.stdout.isatty() if live is None else live
         self.rows: dict[str, dict[str, Any]] = {}
@@ -212,7 +227,9 @@ class ConsoleCallback(Callback):
 
     def view(self) -> TrialTable:
         """The live table, as rich renders it (at the console's width)."""
-        return TrialTable(self.rows, metric=self.metric, total=self.num_samples)
+        return TrialTable(
+            self.rows, metric=self.metric, total=self.num_samples, command=self.command
+        )
 
     def _row(self, trial: Any) -> dict[str, Any]:
         row = self.rows.setdefault(

@@ -33,7 +33,14 @@ def trainable(
     return tune.with_resources(tune.with_parameters(function, data=data, base=base), resources)
 
 
-def callbacks(settings: SearchSettings, tracker: SearchTracker, *, metric: str, total: int) -> list:
+def callbacks(
+    settings: SearchSettings,
+    tracker: SearchTracker,
+    *,
+    metric: str,
+    total: int,
+    command: str = "search",
+) -> list:
     """Checkpoint recovery first (the tracking callback tags what it did), then the deletion of
     finished trials' checkpoints (unless kept), then MLflow, then the console table when the
     search shows one."""
@@ -50,7 +57,7 @@ def callbacks(settings: SearchSettings, tracker: SearchTracker, *, metric: str, 
         found.append(DropFinishedCheckpoints())
     found.append(MLflowTrialCallback(tracker, recovery))
     if settings.console:
-        found.append(ConsoleCallback(metric, total))
+        found.append(ConsoleCallback(metric, total, command=command))
     return found
 
 
@@ -65,8 +72,10 @@ def build_tuner(
     num_samples: int,
     metric: str,
     param_space: Mapping[str, Any] | None = None,
+    command: str = "search",
 ) -> tune.Tuner:
-    """A ``tune.Tuner`` writing to ``settings``' storage path under ``name``."""
+    """A ``tune.Tuner`` writing to ``settings``' storage path under ``name``; ``command`` names
+    the live table (``search`` or ``confirm``)."""
     from ray import tune
 
     from astune.training.state import KEPT_CHECKPOINTS
@@ -76,7 +85,7 @@ def build_tuner(
         name=name,
         storage_path=storage_path,
         storage_filesystem=filesystem,
-        callbacks=callbacks(settings, tracker, metric=metric, total=num_samples),
+        callbacks=callbacks(settings, tracker, metric=metric, total=num_samples, command=command),
         failure_config=tune.FailureConfig(max_failures=settings.max_failures),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=KEPT_CHECKPOINTS),
         verbose=tune_verbosity(settings),
