@@ -163,3 +163,18 @@ def test_a_search_stopped_by_sigterm_raises_search_stopped_to_the_caller(workdir
     client = MlflowClient(f"sqlite:///{db}")
     (parent,) = runs(client, "killed", "search")
     assert parent.info.status == "KILLED" and parent.data.tags["astune.stopped_by"] == "SIGTERM"
+
+
+def test_lists_and_paths_are_taken_as_their_flags_spell_them() -> None:
+    settings = SearchSettings(
+        Path("data/mine"),
+        space=Path("s.yaml"),
+        losses=["as_softmax", "softmax"],
+        objectives=("objective", "train_seconds"),
+    )
+    assert (settings.dataset, settings.space) == ("data/mine", "s.yaml")
+    assert (settings.losses, settings.objectives) == (
+        "as_softmax,softmax",
+        "objective,train_seconds",
+    )
+    assert dataclasses.replace(settings, seed=1).losses == "as_softmax,softmax"  # once only

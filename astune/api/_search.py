@@ -70,8 +70,8 @@ def search(
     """
     from astune.tuning.runner import execute_search, prepare_search
 
-    options = call_arguments(search, locals(), skip=NOT_OPTIONS, lists=("losses", "objectives"))
-    settings = SearchSettings(str(dataset), console=progress, **options)
+    options = call_arguments(search, locals(), skip=NOT_OPTIONS)
+    settings = SearchSettings(dataset, console=progress, **options)  # paths, lists: its own
     prepared = prepare_search(settings)
     if progress:
         for line in prepared.notes:

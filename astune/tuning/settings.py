@@ -82,6 +82,17 @@ class SearchSettings:
     # On --resume the others take the resumed search's values.
     given: frozenset[str] | None = dataclasses.field(default=None, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        """What Python callers may give as they like: paths as ``PathLike``, and ``losses`` and
+        ``objectives`` as lists, kept as their flags spell them (``as_softmax,softmax``)."""
+        for name in ("dataset", "space", "data_dir", "reference", "storage_path"):
+            if isinstance(getattr(self, name), os.PathLike):
+                setattr(self, name, os.fspath(getattr(self, name)))
+        for name in ("losses", "objectives"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                setattr(self, name, ",".join(str(item) for item in value))
+
     def validate(self) -> "SearchSettings":
         for name in (
             "num_samples",
