@@ -21,6 +21,10 @@ import warnings
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
+REMOVED_IN = "0.3.0"
+"""The release that drops the old paths below and the other shims kept for earlier layouts
+(``TrainConfig.speed``): each deprecation message names it (docs/contract.md)."""
+
 MOVED: dict[str, str] = {
     "astune.probe": "astune.recommendation.probe",
     "astune.difficulty": "astune.recommendation.difficulty",
@@ -64,7 +68,11 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec: ModuleSpec) -> ModuleType:
         new = new_home(spec.name)
         assert new is not None  # find_spec answered for it
-        warnings.warn(f"{spec.name} moved to {new}", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"{spec.name} moved to {new}; the old path goes in astune {REMOVED_IN}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         module = importlib.import_module(new)
         self.specs[spec.name] = module.__spec__  # the import system sets the old path's over it
         return module

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from astune._checks import check_choice
+from astune._moved import REMOVED_IN
 from astune.backbones.registry import DEFAULT_BACKBONE
 from astune.checkpoint_policy import TRAIN_DEFAULT, CheckpointPolicy
 from astune.losses.catalogue import (
@@ -208,7 +209,8 @@ class TrainConfig:
         declared once call ``config.speed.build_speed()``."""
         warnings.warn(
             "TrainConfig.speed is the config itself: call config.build_speed() and read "
-            "config.as_skip and the other speed fields directly",
+            "config.as_skip and the other speed fields directly (TrainConfig.speed goes in "
+            f"astune {REMOVED_IN})",
             DeprecationWarning,
             stacklevel=2,
         )
