@@ -48,7 +48,7 @@ def test_tied_trials_in_any_order_give_one_best_to_export_and_confirm(tmp_path, 
         assert trial_id(store.client.get_run(exported.run_id)) == winner, order
         assert exported.config["loss"] == TIED[winner][0]
         assert trial_id(ranked_trials(store, parent)[0]) == winner, order  # confirm's first
-    with pytest.raises(ValueError, match="mode must be one of 'max', 'min', but got 'best'"):
+    with pytest.raises(ValueError, match="mode must be one of 'min', 'max', but got 'best'"):
         best_trial(trials, "best")
 
 

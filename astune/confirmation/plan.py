@@ -14,7 +14,15 @@ from astune.store.best import best_first
 from astune.store.confirmed import config_label
 from astune.store.conventions import CONFIRM_BASELINE, STOPPED_EARLY_TAG, TASK_TAG
 from astune.store.pareto import search_front
-from astune.store.reader import Store, finished_trials, objective, param, trial_id
+from astune.store.reader import (
+    Store,
+    best_trial,
+    finished_trials,
+    objective,
+    param,
+    search_mode,
+    trial_id,
+)
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -97,7 +105,8 @@ def plan_confirm(
         notes = (fewer_than_top(len(trials), asked, front=front),)
     top = min(wanted, len(trials))
     chosen = [_candidate(run) for run in trials[:top]]
-    best = min(trials, key=lambda r: _rank(r, parent)) if front else trials[0]
+    mode = search_mode(parent)
+    best = best_trial(trials, mode) if front else trials[0]
     base = _baseline(_candidate(best).config, baseline, parent.data.tags.get(TASK_TAG))
     if not any(_same_config(c.config, base.config) for c in chosen):
         chosen.append(base)
@@ -108,7 +117,7 @@ def plan_confirm(
         experiment=experiment,
         store=store,
         parent=parent,
-        mode="min" if param(parent, "mode") == "min" else "max",
+        mode=mode,
         candidates=chosen,
         seeds=list(range(first + 1, first + 1 + seeds)),  # not the search's: no selection bias
         notes=notes,
@@ -129,15 +138,8 @@ def ranked_trials(store: Store, parent: "Run") -> list["Run"]:
     best objective first."""
     runs = finished_trials(store.trials(parent.info.run_id, [parent.info.experiment_id]))
     runs = [r for r in runs if r.data.tags.get(STOPPED_EARLY_TAG) != "true"]
-    return sorted(runs, key=lambda r: _rank(r, parent))
-
-
-def _rank(run: "Run", parent: "Run") -> tuple[float, str]:
-    """Best objective first (by the search's mode), ties as :func:`astune.store.best.best_first`
-    breaks them."""
-    return best_first(
-        objective(run), trial_id(run), "min" if param(parent, "mode") == "min" else "max"
-    )
+    mode = search_mode(parent)  # ties as astune.store.best.best_first breaks them
+    return sorted(runs, key=lambda r: best_first(objective(r), trial_id(r), mode))
 
 
 def front_trials(store: Store, parent: "Run") -> list["Run"]:

@@ -58,6 +58,10 @@ def parse_objectives(value: str | Iterable[str], *, metric: str = PRIMARY) -> tu
     return (metric, *[n for n in names if n != metric])
 
 
+MODES = ("min", "max")
+"""The directions an objective is optimised in (Ray Tune's and Optuna's ``mode``)."""
+
+
 def modes(objectives: Sequence[str], metric_mode: str) -> list[str]:
     """Ray Tune's modes of ``objectives``: the primary metric's ``metric_mode``, then ``min``
     for each cost."""

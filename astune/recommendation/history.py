@@ -23,6 +23,7 @@ from astune.store.reader import (
     finished_trials,
     objective,
     param,
+    search_mode,
 )
 
 if TYPE_CHECKING:
@@ -106,10 +107,11 @@ def _best_as_trial(store: Store, parent: "Run", trials: list["Run"]) -> tuple["R
     `astune confirm` re-ran AS trials of the search, else by single-run objective."""
     by_id = {t.info.run_id: t for t in trials}
     confirmed = [c for c in confirmed_configs(store, parent) if c.confirms in by_id]
-    winner = confirmed_winner(confirmed, "min" if param(parent, "mode") == "min" else "max")
+    mode = search_mode(parent)
+    winner = confirmed_winner(confirmed, mode)
     if winner is not None:
         return by_id[winner.confirms], winner.mean, len(winner.seeds)
-    best = best_trial(trials, "min" if param(parent, "mode") == "min" else "max")
+    best = best_trial(trials, mode)
     return best, objective(best), 0
 
 

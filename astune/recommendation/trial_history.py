@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from astune.recommendation.difficulty import Difficulty
 from astune.recommendation.transfer import TRANSFER_KEYS, ReferenceTrial, TaskProfile, ranked
 from astune.store.conventions import PARENT_TAG
-from astune.store.reader import Store, dataset_of, finished_trials, objective, param
+from astune.store.reader import Store, dataset_of, finished_trials, objective, param, search_mode
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -35,7 +35,7 @@ def store_trials(
         dataset = dataset_of(parent) or ""
         difficulty = difficulty_of(dataset, parent)
         name = store.client.get_experiment(parent.info.experiment_id).name
-        mode = "min" if param(parent, "mode") == "min" else "max"
+        mode = search_mode(parent)
         scored = [(config_of(t), objective(t)) for t in trials]
         profile = profile_of(trials[0], parent, difficulty)
         out += ranked(f"search {name!r}", dataset, profile, scored, mode=mode)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from astune.metrics.objectives import MODES
 from astune.store.conventions import BEST_TAG_PREFIX, TrackingError
 from astune.store.values import flat_params, now_ms, param_value
 from astune.store.writer import SearchTracker
@@ -144,7 +145,7 @@ def log_search_artifacts(
     import yaml
     from mlflow.entities import Metric
 
-    if mode not in ("max", "min"):
+    if mode not in MODES:
         raise TrackingError(f"mode must be 'max' or 'min', got {mode!r}.")
     run_id = tracker.require_parent()
     mapping = best_config_mapping(best_config, dataset=tracker.dataset, base_config=base_config)

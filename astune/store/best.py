@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from astune._checks import check_choice
-
-MODES = ("max", "min")
+from astune.metrics.objectives import MODES
 
 
 def best_first(value: float, trial_id: str, mode: str) -> tuple[float, str]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from astune.metrics.objectives import PRIMARY, front, modes, parse_objectives
 from astune.store.conventions import LOST_TAG, STOPPED_EARLY_TAG
-from astune.store.reader import objective, param, trial_id
+from astune.store.reader import objective, param, search_mode, trial_id
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -106,7 +106,7 @@ def search_front(parent: Run, runs: Iterable[Run], *, needed_by: str) -> SearchF
             f"{parent.info.run_id}) optimised {objectives[0]!r} alone; search with "
             "--objectives objective,train_seconds."
         )
-    mode = "min" if param(parent, "mode") == "min" else "max"
+    mode = search_mode(parent)
     points = finished_points(runs, objectives)
     if not points:
         raise ValueError(

@@ -244,6 +244,11 @@ def objective(run: "Run") -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+def search_mode(parent: "Run") -> str:
+    """The mode of the search of ``parent`` (its param; ``max`` when it logged none)."""
+    return "min" if param(parent, "mode") == "min" else "max"
+
+
 def best_trial(runs: Iterable["Run"], mode: str) -> "Run":
     """The best of ``runs`` (trial runs with an objective: :func:`finished_trials`) by
     :func:`astune.store.best.best_first`, whatever their order; ValueError when empty."""
@@ -320,5 +325,6 @@ __all__ = [
     "objective",
     "param",
     "parse_value",
+    "search_mode",
     "trial_id",
 ]

@@ -25,12 +25,10 @@ from typing import TYPE_CHECKING, Any
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from astune._checks import check_choice, check_int, check_range
-from astune.metrics.objectives import nsga2_keys
+from astune.metrics.objectives import MODES, nsga2_keys
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
-
-MODES = ("min", "max")
 
 
 def rung_levels(grace_period: int, reduction_factor: float, max_t: int) -> list[float]:
