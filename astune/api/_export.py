@@ -3,28 +3,9 @@ config or as code (``python -m astune export``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from os import PathLike
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from astune.store.best import BestTrial
-
-
-@dataclass(frozen=True)
-class ExportResult:
-    """What :func:`export` rendered: the ``text``, the file it wrote (``path``, None when not
-    asked to) and the ``trial`` it came from (its run ids, objective and config)."""
-
-    text: str
-    path: Path | None
-    trial: BestTrial
-
-    @property
-    def config(self) -> dict[str, Any]:
-        """The ``train`` config of the trial (what ``astune.train(config=...)`` takes)."""
-        return dict(self.trial.config)
+from astune.exporting import ExportResult, check_format
 
 
 def export(
@@ -44,25 +25,22 @@ def export(
     Raises ValueError (one line) for an unknown format, store or experiment, or a search
     without a finished trial.
     """
-    from astune.exporting import FORMATS
     from astune.store.reader import existing_store
 
-    if format not in FORMATS:
-        raise ValueError(f"format must be one of {', '.join(FORMATS)}, but got {format!r}.")
-    existing_store(tracking_uri)  # before MLflow is imported, as in the command
+    check_format(format)  # the flags and the store before MLflow is imported, as in the command
+    existing_store(tracking_uri)
     from mlflow.exceptions import MlflowException
 
-    from astune.exporting import find_best_trial, render
+    from astune.exporting import export_best
     from astune.exporting.pick import Pick
 
     try:
-        trial = find_best_trial(
-            experiment, tracking_uri, pick=Pick(kind=pick or "best", within=within)
+        return export_best(
+            experiment,
+            format,
+            output=output,
+            tracking_uri=tracking_uri,
+            pick=Pick(kind=pick or "best", within=within),
         )
     except MlflowException as err:  # an unreadable store or run: bad input, as in the command
         raise ValueError(str(err).splitlines()[0]) from None
-    text = render(trial, format)
-    path = None if output is None else Path(output)
-    if path is not None:
-        path.write_text(text)
-    return ExportResult(text=text, path=path, trial=trial)

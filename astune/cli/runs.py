@@ -69,25 +69,21 @@ def confirm(args: argparse.Namespace) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from astune.api._export import export as export_trial
 
-    with refused_as_bad_input():  # before MLflow is imported
-        existing_store(args.tracking_uri)
-    from mlflow.exceptions import MlflowException
-
-    from astune.exporting import find_best_trial, render
-    from astune.exporting.pick import Pick
-
-    with refused_as_bad_input(MlflowException):  # unknown experiment, no trial, bad store
-        pick = Pick(kind=args.pick or "best", within=args.within)
-        best = find_best_trial(args.experiment, args.tracking_uri, pick=pick)
-        text = render(best, args.format)
-        if args.output is not None:
-            Path(args.output).write_text(text)
-    if args.output is None:
-        print(text, end="")
+    with refused_as_bad_input():  # a bad store, experiment or format, no trial, an unwritable -o
+        done = export_trial(
+            args.experiment,
+            format=args.format,
+            within=args.within,
+            pick=args.pick,
+            output=args.output,
+            tracking_uri=args.tracking_uri,
+        )
+    if done.path is None:
+        print(done.text, end="")
     else:
-        print(f"wrote {args.output} ({args.format}) from {best.describe()}")
+        print(f"wrote {args.output} ({args.format}) from {done.trial.describe()}")
     return 0
 
 

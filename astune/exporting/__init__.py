@@ -13,6 +13,7 @@ import json
 import math
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from astune.store.reader import (
     no_progress_bar,
     objective,
     param,
+    search_mode,
 )
 
 if TYPE_CHECKING:
@@ -104,7 +106,7 @@ def _choose(
     if pick is not None and pick.on_front:
         run_id, why = pick_from_front(parent, trials, pick)
         return by_id[run_id], None, f"picked: {why}"
-    mode = "min" if param(parent, "mode") == "min" else "max"
+    mode = search_mode(parent)
     configs = confirmed_configs(store, parent)
     chosen = confirmed_front_point(configs, parent, trials) or _winner(configs, mode)
     if chosen is not None:  # the confirmed trial, else (the baseline) one of its confirm runs
@@ -232,6 +234,47 @@ def render_json(best: BestTrial) -> str:
     return json.dumps({"astune_export": source, "config": best.config}, indent=2) + "\n"
 
 
+@dataclass(frozen=True)
+class ExportResult:
+    """What an export rendered: the ``text``, the file it wrote (``path``, None when not asked
+    to) and the ``trial`` it came from (its run ids, objective and config)."""
+
+    text: str
+    path: Path | None
+    trial: BestTrial
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The ``train`` config of the trial (what ``astune.train(config=...)`` takes)."""
+        return dict(self.trial.config)
+
+
+def check_format(fmt: str) -> None:
+    """ValueError (one line) unless ``fmt`` is one of :data:`FORMATS`."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, but got {fmt!r}.")
+
+
+def export_best(
+    experiment: str,
+    fmt: str = "yaml",
+    *,
+    output: str | Path | None = None,
+    tracking_uri: str | None = None,
+    pick: Pick | None = None,
+) -> ExportResult:
+    """Render the best trial of ``experiment`` (or the front trial ``pick`` names) in ``fmt``;
+    write it to ``output`` when given. ValueError (one line) for an unknown format or
+    experiment, or a search without a finished trial."""
+    check_format(fmt)
+    trial = find_best_trial(experiment, tracking_uri, pick=pick)
+    text = render(trial, fmt)
+    path = None if output is None else Path(output)
+    if path is not None:
+        path.write_text(text)
+    return ExportResult(text=text, path=path, trial=trial)
+
+
 def export(
     experiment: str,
     fmt: str = "yaml",
@@ -240,15 +283,5 @@ def export(
     tracking_uri: str | None = None,
     pick: Pick | None = None,
 ) -> str:
-    """Render the best trial of ``experiment`` (or the front trial ``pick`` names) in ``fmt``;
-    write it to ``output`` when given.
-
-    Returns the text. Raises ValueError (one line) for an unknown format or experiment, or a
-    search without a finished trial.
-    """
-    if fmt not in FORMATS:
-        raise ValueError(f"format must be one of {', '.join(FORMATS)}, but got {fmt!r}.")
-    text = render(find_best_trial(experiment, tracking_uri, pick=pick), fmt)
-    if output is not None:
-        Path(output).write_text(text)
-    return text
+    """:func:`export_best`'s text."""
+    return export_best(experiment, fmt, output=output, tracking_uri=tracking_uri, pick=pick).text

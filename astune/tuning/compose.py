@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from ray.tune.search import Searcher
 
     from astune.space.space import SearchSpace
-    from astune.store.writer import SearchTracker
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +88,9 @@ class SearchTracking(MLflowTrialCallback):
     (``best_config.yaml``, ``trials.csv``, ``best_objective``)."""
 
     def __init__(self, prepared: PreparedSearch):
-        super().__init__(_tracker(prepared))
+        from astune.tuning.execution import search_tracker
+
+        super().__init__(search_tracker(prepared))
         self.base = dict(prepared.base)
         self.space = prepared.space
 
@@ -126,20 +127,6 @@ class SearchTracking(MLflowTrialCallback):
             base_config=self.base,
             metric=metric,
         )
-
-
-def _tracker(prepared: PreparedSearch) -> SearchTracker:
-    from astune.store.writer import SearchTracker
-    from astune.tuning.resume import search_params
-
-    settings, data = prepared.settings, prepared.data
-    return SearchTracker(
-        prepared.tracking_uri,
-        settings.experiment_name,
-        dataset=data.spec.name,
-        task=data.spec.task,
-        search_params=search_params(settings, prepared.space),
-    )
 
 
 def prepare(dataset: str, **settings: Any) -> SearchPieces:

@@ -143,18 +143,16 @@ def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> S
     the end (the trials' writes wait for it meanwhile: HTTP calls give up in seconds);
     :class:`~astune.tuning.stop.SearchStopped` on a stop signal ``stop`` received."""
     from astune.store.outbox import fast_failing_http
-    from astune.store.writer import SearchTracker
     from astune.tuning.ending import SearchEnd, TrackingBehind
     from astune.tuning.outcome import search_was_stopped, summarize
     from astune.tuning.resume import (
         experiment_saved,
         forget_experiment,
         resume_command,
-        search_params,
     )
     from astune.tuning.stop import SearchStopped, fit_or_stop
 
-    settings, space, base, data = prepared.settings, prepared.space, prepared.base, prepared.data
+    settings, space, base = prepared.settings, prepared.space, prepared.base
     # a new search stopped before fit has nothing to resume: Ray saves its trials from there
     where = dict(
         experiment=settings.experiment_name,
@@ -162,13 +160,7 @@ def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> S
         resumable=settings.resume,
     )
     stop.check(**where)  # a signal while Ray started: nothing is written
-    tracker = SearchTracker(
-        prepared.tracking_uri,
-        settings.experiment_name,
-        dataset=data.spec.name,
-        task=data.spec.task,
-        search_params=search_params(settings, space),
-    )
+    tracker = search_tracker(prepared)
     lock = claim_search(tracker, resume=settings.resume)
     end = SearchEnd(tracker, lock, space=space, settings=settings)
     try:
@@ -202,6 +194,21 @@ def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> S
     # a Tune loop stopped from outside (SIGUSR1) returns with trials unfinished
     end.close("KILLED" if search_was_stopped(results) else "FINISHED")
     return summary
+
+
+def search_tracker(prepared: PreparedSearch) -> SearchTracker:
+    """The MLflow writer of the search: its experiment, and the parent run's params."""
+    from astune.store.writer import SearchTracker
+    from astune.tuning.resume import search_params
+
+    settings, data = prepared.settings, prepared.data
+    return SearchTracker(
+        prepared.tracking_uri,
+        settings.experiment_name,
+        dataset=data.spec.name,
+        task=data.spec.task,
+        search_params=search_params(settings, prepared.space),
+    )
 
 
 def claim_search(tracker: SearchTracker, *, resume: bool) -> DriverLock:
