@@ -23,7 +23,8 @@ VARIANTS = ("", "+m3", "+f2", "+f4")
 SPEEDS = (130, 175)
 FILE_RATE = 16_000
 EXTRACTOR_RATE = 8_000
-TRAINING = {  # what the tiny models learn these data with: tests and benchmarks/media_epoch.py
+# What the tiny models learn these data with: the tests and benchmarks/media/media_epoch.py.
+TRAINING = {
     "image": {"epochs": 8, "lr": 3e-3, "batch_size": 8},
     "audio": {"epochs": 6, "lr": 5e-3, "batch_size": 16},
 }

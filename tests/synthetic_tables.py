@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from benchmarks import efficiency_settings as settings
+from benchmarks.search_efficiency import settings
 
 STARTUP, TAIL = 2.0, 1.0
 """Synthetic seconds: a trial's start-up before its first epoch, and its final test."""

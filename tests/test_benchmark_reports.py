@@ -10,22 +10,20 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-SAVED = sorted(
-    p for p in (BENCHMARKS / "results").glob("as_*.json") if "summary" in json.loads(p.read_text())
-)
+from benchmarks.paper_claims import RESULTS as CLAIMS_RESULTS
+from benchmarks.trial_speed import RESULTS as SPEED_RESULTS
+
+SAVED = sorted(p for p in SPEED_RESULTS.glob("as_*.json") if "summary" in json.loads(p.read_text()))
 
 
 @pytest.fixture
-def as_speed(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))  # its modules import each other by name
-    return importlib.import_module("as_speed")
+def as_speed():
+    return importlib.import_module("benchmarks.trial_speed.as_speed")
 
 
 @pytest.fixture
-def paper_claims(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    return importlib.import_module("paper_claims")
+def paper_claims():
+    return importlib.import_module("benchmarks.paper_claims.paper_claims")
 
 
 def test_there_are_saved_reports_to_read():
@@ -45,7 +43,7 @@ def test_a_saved_report_prints_again(saved: Path, as_speed, capsys):
 
 
 def test_the_claims_print_again_and_nothing_is_written(paper_claims, tmp_path, monkeypatch, capsys):
-    saved = BENCHMARKS / "results" / "paper_claims_cpu.json"
+    saved = CLAIMS_RESULTS / "paper_claims_cpu.json"
     before = saved.read_bytes()
     monkeypatch.chdir(tmp_path)  # where an empty plot path once wrote ".png"
     assert paper_claims.main(["--from-json", str(saved)]) == 0

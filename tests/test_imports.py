@@ -1,5 +1,6 @@
 """The import graph of ``astune/``: no circles, between files or between packages, and
-dependencies pointing one way (docs/architecture.md, "Floors").
+dependencies pointing one way (docs/architecture.md, "Floors"); and no circle anywhere else in
+the repository either: ``benchmarks/`` (one package per study) and the tests' helpers.
 
 The graph is read from the source with ``ast`` (module-level, function-level and TYPE_CHECKING
 imports alike), so a lazy or type-only import cannot hide a circle.
@@ -14,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "astune"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "astune"
+BENCHMARKS = ROOT / "benchmarks"
+TESTS = ROOT / "tests"
 
 # Lower floors first: a module may import its own floor and those below, never one above.
 FLOORS = (
@@ -51,14 +55,16 @@ READERS = (
 )
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def _module_name(path: Path, top: Path = ROOT) -> str:
+    """The dotted name ``path`` imports as when ``top`` is on ``sys.path``."""
+    parts = path.relative_to(top).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _imports(path: Path, name: str, modules: set[str]) -> set[str]:
-    """The astune modules ``path`` imports: ``from pkg import sub`` is an edge to ``pkg.sub`` when
-    that is a module, else to ``pkg``; names are cut back to the longest existing module."""
+    """The modules of ``modules`` that ``path`` imports: ``from pkg import sub`` is an edge to
+    ``pkg.sub`` when that is a module, else to ``pkg``; names are cut back to the longest existing
+    module."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
@@ -73,12 +79,13 @@ def _imports(path: Path, name: str, modules: set[str]) -> set[str]:
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
                 found.add(sub if sub in modules else base)
-    return {_existing(m, modules) for m in found if m.split(".")[0] == "astune"} - {None, name}
+    return {_existing(m, modules) for m in found} - {None, name}
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the astune modules it imports."""
-    files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+def import_graph(folder: Path = PACKAGE, top: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the modules it imports, for the modules under ``folder`` as they import with
+    ``top`` on ``sys.path`` (edges to modules outside ``folder`` dropped)."""
+    files = {_module_name(p, top): p for p in folder.rglob("*.py") if "__pycache__" not in p.parts}
     return {name: _imports(path, name, set(files)) for name, path in files.items()}
 
 
@@ -146,6 +153,38 @@ def test_no_import_circle() -> None:
     assert len(graph) > 30  # the walk found the package
     cycle = find_cycle(graph)
     assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+def test_no_import_circle_in_the_benchmarks_or_the_tests_helpers() -> None:
+    """The studies import as ``benchmarks.<study>.<module>`` from the root; the tests' helpers by
+    their bare names, ``tests/`` being on ``sys.path`` under pytest."""
+    for graph in (import_graph(BENCHMARKS), import_graph(TESTS, TESTS)):
+        assert len(graph) > 10  # the walk found the modules
+        cycle = find_cycle(graph)
+        assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+    studies = unit_graph(import_graph(BENCHMARKS))
+    cycle = find_cycle(studies)
+    assert cycle is None, "circle between studies: " + " -> ".join(cycle or [])
+
+
+def test_the_package_imports_no_benchmark_or_test() -> None:
+    """astune depends on no output or helper of the repository around it (the packaged prior is
+    a data file built by a study, never an import of one)."""
+    outside = sorted(
+        f"{name} imports {top}"
+        for name, path in ((_module_name(p), p) for p in PACKAGE.rglob("*.py"))
+        for top in _third_party(path) & {"benchmarks", "tests"}
+    )
+    assert outside == []
+
+
+def test_no_benchmark_edits_sys_path() -> None:
+    """A study runs as a module (``python -m benchmarks.<study>.<script>``), so none needs to
+    put a folder on ``sys.path`` by hand."""
+    editing = sorted(
+        str(p.relative_to(ROOT)) for p in BENCHMARKS.rglob("*.py") if "sys.path" in p.read_text()
+    )
+    assert editing == []
 
 
 def test_no_circle_between_packages_or_root_modules() -> None:

@@ -14,11 +14,9 @@ import pandas as pd
 import pytest
 from synthetic_tables import STARTUP, TAIL, epoch_seconds, quality, synthetic_rows
 
-from benchmarks import efficiency_arms as arms
-from benchmarks import efficiency_replay as replay
-from benchmarks import efficiency_settings as settings
-from benchmarks import efficiency_tables as tables
-from benchmarks import search_efficiency
+from benchmarks.common import provenance
+from benchmarks.search_efficiency import arms, lineup, replay, settings, tables
+from benchmarks.search_efficiency import cli as search_efficiency
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +54,7 @@ def test_two_workers_and_summed_trial_seconds(table):
     the next trial at once, an ended trial ran Ray's actor start and its recorded seconds (by-hand
     reuses no actor), ASHA's stops cost less than the whole run, and the trial-seconds of the
     curve never pass the budget."""
-    arm = arms.build_arm("by-hand", "sst5")
+    arm = lineup.build_arm("by-hand", "sst5")
     run = replay.Replay(table, arm, seed=0, budget=400.0).run()
     starts = sorted(t.start for t in run.trials)
     assert starts[:2] == [0.0, 0.0]
@@ -139,7 +137,7 @@ def test_hand_made_curve():
 
 
 def test_same_seed_same_curve(table):
-    arm = arms.build_arm("astune", "sst5")
+    arm = lineup.build_arm("astune", "sst5")
     one = replay.Replay(table, arm, seed=3, budget=300.0).run()
     two = replay.Replay(table, arm, seed=3, budget=300.0).run()
     assert one.curve == two.curve and len(one.curve) > 5
@@ -152,22 +150,22 @@ def test_arms_lie_in_the_grid_and_targets(table):
     """Every arm's cells are grid configs; T_common (softmax only) sits below T_all."""
     keys = {settings.config_key(c) for c in settings.grid("sst5")}
     for name in arms.ARMS:
-        arm = arms.build_arm(name, "sst5")
+        arm = lineup.build_arm(name, "sst5")
         assert all(settings.config_key(p) in keys for p in arm.seed_points)
         assert sum(arm.contains(c) for c in settings.grid("sst5")) > 1
     goal = arms.targets(table, "sst5")
     assert goal["T_common"] < goal["T_all"] == pytest.approx(goal["best"] - 0.005)
     with pytest.raises(ValueError, match="needs the dataset's warm start"):
-        arms.build_arm("astune-warm", "sst5")
+        lineup.build_arm("astune-warm", "sst5")
     with pytest.raises(SystemExit, match="unknown arm 'warm'"):
-        arms.build_arm("warm", "sst5")
+        lineup.build_arm("warm", "sst5")
 
 
 def test_seed_points_first_and_pruned_told_as_pruned(table):
     """The real searchers evaluate the arm's seed points first; astune's searcher tells Optuna an
     ASHA-stopped trial as PRUNED, by-hand's plain OptunaSearch as COMPLETE (as Ray does)."""
     for name, stopped_state in (("astune-fast-cold", "PRUNED"), ("by-hand", "COMPLETE")):
-        arm = arms.build_arm(name, "sst5")
+        arm = lineup.build_arm(name, "sst5")
         run = replay.Replay(table, arm, seed=1, budget=250.0).run()
         first = [t.key for t in run.trials[: len(arm.seed_points)]]
         assert first == [settings.config_key(p) for p in arm.seed_points]
@@ -209,6 +207,12 @@ def test_the_json_of_item_7(tmp_path):
     assert hand["final_regret"]["low"] >= 0.0
     curve = hand["curve_by_trials"]["val_seed_mean"]
     assert curve[0] is None and None not in curve[1:]  # 2 trials start before any report
+    entries = provenance.read_manifest(tmp_path / provenance.MANIFEST)  # what replay wrote
+    assert set(entries) == {"search_efficiency.json", "search_efficiency_sst5.png"}
+    for name, entry in entries.items():
+        assert entry["inputs"] == {"tables/sst5": sst5["table"]}
+        assert entry["sha256"] == provenance.sha256_of(tmp_path / name)
+        assert entry["script"].startswith("python") and entry["machine"] == result["machine"]
     # `check` reads real searches saved since into the replay, those of its table only
     real = tmp_path / "real"
     real.mkdir()
@@ -246,7 +250,7 @@ def test_transfer_reads_a_sources_best_configs_on_the_held_out_table(table):
     """A source's top configs are scored on the held-out table at the same cell: its own best
     reaches the target with no regret; a source whose scores peak at another lr hands over
     configs that miss it (the synthetic table peaks at the second lr)."""
-    from benchmarks import efficiency_transfer as transfer
+    from benchmarks.search_efficiency import transfer
 
     itself = transfer.transfer("sst5", table, {"twin": table})
     best = itself["transferred"][0]
@@ -267,7 +271,7 @@ def test_transfer_reads_a_sources_best_configs_on_the_held_out_table(table):
 
 
 def test_a_transferred_config_takes_the_nearest_epochs_of_the_held_out_grid():
-    from benchmarks.efficiency_transfer import on_grid
+    from benchmarks.search_efficiency.transfer import on_grid
 
     config = settings.normalized({"loss": "softmax", "lr": np.float64(1e-3), "batch_size": 32,
                                   "lr_warmup_ratio": 0.0, "epochs": 8})  # fmt: skip
@@ -276,7 +280,7 @@ def test_a_transferred_config_takes_the_nearest_epochs_of_the_held_out_grid():
 
 
 def test_a_diverged_transferred_config_has_every_config_above_it():
-    from benchmarks.efficiency_transfer import share_better
+    from benchmarks.search_efficiency.transfer import share_better
 
     assert share_better(float("nan"), [0.1, 0.2]) == 1.0
     assert share_better(0.15, [0.1, 0.2, 0.3]) == pytest.approx(2 / 3)

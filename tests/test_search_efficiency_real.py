@@ -1,4 +1,5 @@
-"""A real search of a benchmark arm (benchmarks/efficiency_real.py): Ray Tune drives the arm's
+"""A real search of a benchmark arm (benchmarks/search_efficiency/real.py): Ray Tune drives the
+arm's
 own searcher and scheduler on real trials of the grid, stops at the budget of trial-seconds,
 and its time-to-target reads the incumbent as the replay does."""
 
@@ -10,10 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchmarks import efficiency_arms as arms
-from benchmarks import efficiency_check as check
-from benchmarks import efficiency_real as real
-from benchmarks import efficiency_settings as settings
+from benchmarks.common import provenance
+from benchmarks.search_efficiency import arms, check, real, settings
 
 
 def test_time_to_target_reads_the_incumbent_by_the_tables_seed_mean():
@@ -83,7 +82,7 @@ def test_a_real_search_runs_the_arms_grid_until_the_budget(tmp_path, monkeypatch
     assert seen.complete  # it ran to its budget
     # a real trial trains on the table's slice: the recorder's run of the same config and seed
     # scores what it reported, whatever the seed (the slice is chosen once, as a search does)
-    from benchmarks import efficiency_record as recorder
+    from benchmarks.search_efficiency import record as recorder
 
     data = recorder.load_data("sst5")
     trials_of: dict[str, list[dict]] = {}
@@ -200,9 +199,8 @@ def test_the_real_command_saves_a_search_against_its_table(tmp_path, monkeypatch
     import pandas as pd
     from test_search_efficiency import synthetic_rows
 
-    from benchmarks import efficiency_replay as replay
-    from benchmarks import efficiency_tables as tables
-    from benchmarks import search_efficiency
+    from benchmarks.search_efficiency import cli as search_efficiency
+    from benchmarks.search_efficiency import replay, tables
 
     monkeypatch.setenv("ASTUNE_DATA_DIR", str(data_dir))
     monkeypatch.setitem(
@@ -224,3 +222,6 @@ def test_the_real_command_saves_a_search_against_its_table(tmp_path, monkeypatch
     first = min(r["seconds"] for r in saved["reports"])
     assert saved["reached"] and saved["seconds_to_target"] == first
     assert saved["stopped_at_target"] is True
+    entry = provenance.read_manifest(tmp_path / "real" / provenance.MANIFEST)["sst5-by-hand-0.json"]
+    assert entry["inputs"] == {"tables/sst5": saved["table"]}
+    assert entry["sha256"] == provenance.sha256_of(tmp_path / "real" / "sst5-by-hand-0.json")

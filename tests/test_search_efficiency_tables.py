@@ -1,5 +1,6 @@
 """The search-efficiency tables (issue 44 item 3): each dataset's grid and epochs, the
-recorder's resume and parts, a grid change refused until pruned, a table the grid outgrew."""
+recorder's resume and parts, a grid change refused until pruned, a table the grid outgrew; and
+the packaged prior, built from the tables at their pinned digests."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ import json
 import pytest
 from synthetic_tables import synthetic_rows
 
-from benchmarks import efficiency_arms as arms
-from benchmarks import efficiency_record as recorder
-from benchmarks import efficiency_settings as settings
-from benchmarks import efficiency_tables as tables
+from astune.recommendation.reference import PRIOR_FILE
+from benchmarks.search_efficiency import arms, lineup, prior, settings, tables
+from benchmarks.search_efficiency import record as recorder
 
 
 def test_a_dataset_may_name_its_own_epochs():
@@ -25,7 +25,7 @@ def test_a_dataset_may_name_its_own_epochs():
     assert {c["epochs"] for c in clinc} == {1, 2, 4, 8}
     for dataset, most in (("clinc_oos", 8), ("sst5", 4)):
         for name in arms.ARMS:
-            arm = arms.build_arm(name, dataset)
+            arm = lineup.build_arm(name, dataset)
             assert arm.values["epochs"] == settings.epochs_of(dataset)
             assert arm.max_epochs == most
             assert {p["epochs"] for p in arm.seed_points} == {most}
@@ -140,3 +140,27 @@ def test_the_fast_levers_are_grouped_by_length_and_keyed_apart():
     plain = next(c for c in settings.grid("sst5") if c["loss"] == "as_softmax")
     assert "length_window" not in settings.train_fields("sst5", plain, 0)
     assert "length_window" not in settings.config_key(plain)
+
+
+def test_the_packaged_prior_is_the_one_its_pinned_tables_build(tmp_path):
+    """The tables hash to their pins, the packaged prior names those pins, and building it again
+    from them (the probes measured anew) gives the packaged file, its date apart."""
+    pins = prior.read_pins()
+    assert set(pins) == set(settings.DATASETS)
+    for name, digest in pins.items():
+        folder = tables.table_dir(name)
+        assert tables.table_digest(folder)["sha256"] == digest  # recomputed from the shards
+        assert json.loads((folder / tables.DIGEST_FILE).read_text())["sha256"] == digest
+    packaged = json.loads(PRIOR_FILE.read_text())
+    assert packaged["tables"] == pins
+    out = tmp_path / "prior.json"
+    prior.main(["--out", str(out)])
+    rebuilt = json.loads(out.read_text())
+    assert {**rebuilt, "made_on": None} == {**packaged, "made_on": None}
+
+
+def test_a_table_that_left_its_pin_is_refused():
+    with pytest.raises(SystemExit, match="sst5: its table hashes to [0-9a-f]{64}, not to its pin"):
+        prior.check_pins(["sst5"], {"sst5": "0" * 64})
+    with pytest.raises(SystemExit, match="clinc_oos: its table is not pinned"):
+        prior.check_pins(["clinc_oos"], {})

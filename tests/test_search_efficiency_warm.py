@@ -1,4 +1,5 @@
-"""The search-efficiency benchmark's warm arms (benchmarks/efficiency_warm.py): the reference a
+"""The search-efficiency benchmark's warm arms (benchmarks/search_efficiency/warm.py): the
+reference a
 held-out dataset learns from holds the other datasets only; the warmed arm lies on the grid
 and starts from the transferred config; the probe's seconds open the replay."""
 
@@ -15,12 +16,8 @@ from astune.recommendation.difficulty import Difficulty
 from astune.recommendation.result import Recommendation
 from astune.recommendation.schedules import ScheduleAdvice
 from astune.recommendation.transfer import TaskProfile, advise, ranked
-from benchmarks import efficiency_arms as arms
-from benchmarks import efficiency_replay as replay
-from benchmarks import efficiency_settings as settings
-from benchmarks import efficiency_tables as tables
-from benchmarks import efficiency_warm as warm
-from benchmarks import refresh_reference
+from benchmarks.search_efficiency import arms, lineup, replay, settings, tables, warm
+from benchmarks.search_efficiency import prior as refresh_reference
 
 
 def _warm_start(advice) -> warm.WarmStart:
@@ -48,14 +45,14 @@ def test_the_warm_arm_lies_on_the_grid_and_starts_from_what_history_knows():
     assert advice.weight > 0.5
     keys = {settings.config_key(c) for c in settings.grid("sst5")}
     for name in arms.WARM_ARMS:
-        arm = arms.build_arm(name, "sst5", warm=_warm_start(advice))
+        arm = lineup.build_arm(name, "sst5", warm=_warm_start(advice))
         assert all(settings.config_key(p) in keys for p in arm.seed_points)
         first = arm.seed_points[0]
         assert first["lr"] == 1e-3 and first["batch_size"] == 32 and first["epochs"] == 2
         assert first["loss"] == "as_softmax" and first["delta"] == 0.3
         assert set(arm.values["delta"]) <= {0.2, 0.3, 0.4} and 0.3 in arm.values["delta"]
         assert 1e-4 not in arm.values["lr"]  # the shipped 1e-4 lies outside the moved range
-    fast = arms.build_arm("astune-fast", "sst5", warm=_warm_start(advice))
+    fast = lineup.build_arm("astune-fast", "sst5", warm=_warm_start(advice))
     assert set(settings.FAST_LEVERS) <= set(fast.values["loss"])
 
 
@@ -71,16 +68,18 @@ def test_history_that_pruned_as_infobatch_starts_the_fast_arm_on_its_lever():
     assert best["length_window"] == settings.FAST_LENGTH_WINDOW
     trials = [t for i in range(12) for t in ranked(f"s{i}", "x", profile, [(best, 0.5)] * 4)]
     start = _warm_start(advise(profile, trials))
-    first = arms.build_arm("astune-fast", "sst5", warm=start).seed_points[0]
+    first = lineup.build_arm("astune-fast", "sst5", warm=start).seed_points[0]
     assert first["loss"] == "as_skip_soft" and first["lr"] == 1e-3 and first["epochs"] == 2
-    assert arms.build_arm("astune-warm", "sst5", warm=start).seed_points[0]["loss"] == "as_softmax"
+    assert (
+        lineup.build_arm("astune-warm", "sst5", warm=start).seed_points[0]["loss"] == "as_softmax"
+    )
 
 
 def test_no_history_leaves_the_warm_arm_the_cold_one():
     """A recommendation that rests on the paper's rule alone (delta 0.3, range 0.25-0.35
     here) leaves the shipped delta range and seed points: the warm arm is the cold one."""
-    cold = arms.build_arm("astune", "sst5")
-    arm = arms.build_arm(
+    cold = lineup.build_arm("astune", "sst5")
+    arm = lineup.build_arm(
         "astune-warm", "sst5", warm=_warm_start(advise(TaskProfile(0.9, None, 1, "x"), []))
     )
     for key in ("lr", "batch_size", "delta", "warmup_ratio", "epochs"):
@@ -93,14 +92,14 @@ def test_a_warm_arm_runs_to_its_datasets_most_epochs():
     start at 8 and cut by ASHA up to 8 (efficiency_settings.epochs_of)."""
     cold = warm.WarmStart(None, seconds=0.0, reference_datasets=("sst5",))
     for name in arms.WARM_ARMS:
-        arm = arms.build_arm(name, "clinc_oos", warm=cold)
+        arm = lineup.build_arm(name, "clinc_oos", warm=cold)
         assert arm.values["epochs"] == settings.epochs_of("clinc_oos") == (1, 2, 4, 8)
         assert arm.max_epochs == 8 and {p["epochs"] for p in arm.seed_points} == {8}
 
 
 def test_the_probe_seconds_open_the_replay():
     table = replay.Table(pd.DataFrame(synthetic_rows(settings.grid("sst5"))))
-    arm = arms.build_arm("astune", "sst5")
+    arm = lineup.build_arm("astune", "sst5")
     run = replay.Replay(table, arm, seed=0, budget=200.0, overhead=7.0).run()
     assert min(t.start for t in run.trials) == 7.0
     first = min(run.curve, key=lambda p: p.seconds)
@@ -131,7 +130,7 @@ def test_the_held_out_reference_holds_the_other_datasets_only(tmp_path):
 
 
 def test_hypervolume_is_the_area_the_front_dominates():
-    from benchmarks.efficiency_pareto import hypervolume
+    from benchmarks.search_efficiency.pareto import hypervolume
 
     # Reference: metric 0, two trial-lengths. Two front points and one dominated, one outside.
     points = [(0.5, 10.0), (0.8, 15.0), (0.4, 18.0), (0.9, 25.0)]
@@ -150,10 +149,10 @@ def test_hypervolume_is_the_area_the_front_dominates():
 
 
 def test_mo_halving_stops_trials_that_never_enter_the_front():
-    from benchmarks.efficiency_pareto import ParetoArm, ParetoReplay
+    from benchmarks.search_efficiency.pareto import ParetoArm, ParetoReplay
 
     table = replay.Table(pd.DataFrame(synthetic_rows(settings.grid("sst5"))))
-    base = arms.build_arm("astune-fast-cold", "sst5")
+    base = lineup.build_arm("astune-fast-cold", "sst5")
     budget = 30 * table.trial_length()
     halving = ParetoReplay(table, ParetoArm(base, halving=True), seed=0, budget=budget).run()
     fifo = ParetoReplay(table, ParetoArm(base, halving=False), seed=0, budget=budget).run()
@@ -175,7 +174,7 @@ def _arm_result(seconds, reached, regret=1.0):
 
 
 def test_warm_minus_cold_is_paired_by_repetition():
-    from benchmarks.efficiency_verdicts import paired_difference
+    from benchmarks.search_efficiency.verdicts import paired_difference
 
     cold = _arm_result([100.0, 200.0, 300.0, 400.0], [True] * 4)
     warm = _arm_result([90.0, 150.0, 310.0, 380.0], [True] * 4)
@@ -191,7 +190,7 @@ def test_warm_minus_cold_is_paired_by_repetition():
 
 
 def test_target_check_applies_items_2_and_6():
-    from benchmarks.efficiency_verdicts import target_check
+    from benchmarks.search_efficiency.verdicts import target_check
 
     hand = _arm_result([1000.0] * 9 + [4000.0], [True] * 9 + [False], regret=0.5)
     fast = _arm_result([200.0] * 10, [True] * 10, regret=0.4)

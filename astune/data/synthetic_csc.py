@@ -1,8 +1,8 @@
 """A synthetic spelling-correction set from any sentences (the tests and
-benchmarks/csc_speed.py use SST-5's): each sentence as lower-case letters, each letter of a
-look-alike pair swapped for its partner at a known rate, converted by `astune prepare sighan`'s
-own code (:mod:`astune.data.sighan`) from the CSC JSON layout. A model that learns it fixes the
-look-alikes from their context; copying the input scores a correction F1 of 0."""
+benchmarks/loss_kernels/csc_speed.py use SST-5's): each sentence as lower-case letters, each
+letter of a look-alike pair swapped for its partner at a known rate, converted by `astune prepare
+sighan`'s own code (:mod:`astune.data.sighan`) from the CSC JSON layout. A model that learns it
+fixes the look-alikes from their context; copying the input scores a correction F1 of 0."""
 
 from __future__ import annotations
 

@@ -3,9 +3,9 @@ that a fresh install's first `recommend` (and `search --warm-start`) already tra
 
 The file (:data:`PRIOR_FILE`, JSON) holds one entry per reference search, keyed by backbone
 (and the layers kept) and training rows, with the task's family and probe difficulty and the
-best quarter of its configs ranked by seed-mean validation score. ``python
-benchmarks/refresh_reference.py`` rewrites it from the search-efficiency tables
-(benchmarks/results/tables/); the file names the tables' digests it was made from.
+best quarter of its configs ranked by seed-mean validation score. ``python -m
+benchmarks.search_efficiency.prior`` builds it from the search-efficiency tables at their pinned
+digests (benchmarks/search_efficiency/tables/PINNED.json), which the file names.
 """
 
 from __future__ import annotations

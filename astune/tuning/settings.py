@@ -137,7 +137,7 @@ class SearchSettings:
         if not Path(self.reference).is_file():
             raise SearchError(
                 f"--reference {self.reference}: no such file; give a reference file "
-                "(benchmarks/refresh_reference.py writes one) or 'none'"
+                "(python -m benchmarks.search_efficiency.prior writes one) or 'none'"
             )
 
     def parsed_objectives(self, metric: str = PRIMARY) -> tuple[str, ...] | None:

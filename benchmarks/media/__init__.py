@@ -1,0 +1,6 @@
+"""Image and audio training on the tests' offline data (README.md)."""
+
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+"""This study's saved results, each listed with its provenance in ``results/MANIFEST.json``."""

@@ -1,0 +1,405 @@
+"""Time to a good config (issue 44): what a search buys, per arm, on recorded tables.
+
+    python -m benchmarks.search_efficiency settings                 # the header and CPU-hours
+    python -m benchmarks.search_efficiency record --dataset sst5 --hours 2 [--part 0/2]
+    python -m benchmarks.search_efficiency replay --datasets sst5 [--arms by-hand,astune]
+    python -m benchmarks.search_efficiency pareto --datasets sst5   # item 5's hypervolume
+    python -m benchmarks.search_efficiency real --dataset sst5 --arm by-hand --seed 0
+    python -m benchmarks.search_efficiency check   # the saved replay against the real searches
+    python -m benchmarks.search_efficiency transfer --datasets sst5,conll2003  # configs across
+    python -m benchmarks.search_efficiency prune --dataset sst5     # after a grid change
+
+``replay`` writes ``benchmarks/search_efficiency/results/search_efficiency.json`` and, per dataset,
+the anytime
+curves as ``search_efficiency_<dataset>.png`` (``pareto``: ``search_efficiency_pareto.json`` and
+``search_efficiency_pareto_<dataset>.png``; ``transfer``: ``search_efficiency_transfer.json``,
+how each dataset's best configs score on the others', see benchmarks/search_efficiency/transfer.py);
+per held-out dataset and arm,
+``seconds_to_target`` (``T_common``) and ``seconds_to_target_all`` (``T_all``) as
+``{median, low, high, per_repetition, reached}``, ``final_regret`` as ``{median, low, high}``
+(percentage points), ``repetitions``, ``budget_seconds`` and the anytime curves (medians over
+repetitions of the incumbent's seed-mean validation and test scores at 50 budget fractions,
+and after each number of trials started);
+per dataset the targets, the metric, the workers and the slice; and the machine, the commit,
+the tables' digests, how intervals are computed and the replay-against-real check. The
+settings are fixed in :mod:`benchmarks.search_efficiency.settings`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common import provenance
+from benchmarks.common.harness import commit, machine_line
+from benchmarks.search_efficiency import (
+    RESULTS,
+    arms,
+    budget,
+    check,
+    lineup,
+    plots,
+    real,
+    replay,
+    settings,
+    tables,
+    verdicts,
+)
+from benchmarks.search_efficiency import record as recorder
+
+OUTPUT = RESULTS / "search_efficiency.json"
+PARETO_OUTPUT = RESULTS / "search_efficiency_pareto.json"
+TRANSFER_OUTPUT = RESULTS / "search_efficiency_transfer.json"
+CURVE_POINTS = 50
+
+
+def time_stats(per_rep: list[tuple[float, bool]]) -> dict[str, Any]:
+    """The ``seconds_to_target`` shape of item 7 from (seconds, reached) per repetition."""
+    seconds = [s for s, _ in per_rep]
+    return {
+        **replay.median_interval(seconds),
+        "per_repetition": seconds,
+        "reached": [r for _, r in per_rep],
+    }
+
+
+def column_medians(rows: list[np.ndarray]) -> list[float | None]:
+    """The median of each column over ``rows``, NaN left out; None where a column is all NaN
+    (no report yet: JSON has no NaN)."""
+    table = np.asarray(rows, dtype=float)
+    return [None if np.isnan(col).all() else float(np.nanmedian(col)) for col in table.T]
+
+
+def replay_arm(
+    table: replay.Table,
+    arm: Any,
+    *,
+    goal: dict[str, float],
+    budget: float,
+    repetitions: int,
+    overhead: float = 0.0,
+) -> dict[str, Any]:
+    """Replay ``arm`` ``repetitions`` times (repetition i seeded i) and summarise it;
+    ``overhead``: the seconds before its first trial (a warm arm's probe and recommend)."""
+    runs = [
+        replay.Replay(table, arm, seed=i, budget=budget, overhead=overhead).run()
+        for i in range(repetitions)
+    ]
+    at = np.linspace(0, budget, CURVE_POINTS + 1)[1:]
+    counts = np.arange(1, int(np.median([len(r.trials) for r in runs])) + 1)
+    curves = {
+        (f, axis): column_medians([replay.anytime(r.curve, grid, f, axis=axis) for r in runs])
+        for f in ("mean", "test")
+        for axis, grid in (("seconds", at), ("trials", counts))
+    }
+    regret = [100 * (goal["best"] - r.curve[-1].mean) for r in runs]
+    return {
+        "seconds_to_target": time_stats(
+            [replay.seconds_to_target(r.curve, goal["T_common"], budget=budget) for r in runs]
+        ),
+        "seconds_to_target_all": time_stats(
+            [replay.seconds_to_target(r.curve, goal["T_all"], budget=budget) for r in runs]
+        ),
+        "final_regret": replay.median_interval(regret),
+        "repetitions": repetitions,
+        "budget_seconds": budget,
+        "overhead_seconds": overhead,
+        "seed_points": [dict(p) for p in arm.seed_points],
+        "values": {k: list(v) for k, v in arm.values.items()},
+        "trials": {
+            "median": float(np.median([len(r.trials) for r in runs])),
+            "stopped_share": float(np.mean([np.mean([t.stopped for t in r.trials]) for r in runs])),
+        },
+        "curve": {
+            "trial_seconds": at.tolist(),
+            "val_seed_mean": curves["mean", "seconds"],
+            "test": curves["test", "seconds"],
+        },
+        "curve_by_trials": {
+            "trials": counts.tolist(),
+            "val_seed_mean": curves["mean", "trials"],
+            "test": curves["test", "trials"],
+        },
+    }
+
+
+def replay_dataset(
+    dataset: str,
+    names: list[str],
+    *,
+    repetitions: int,
+    root: Path | None = None,
+    budget_lengths: float = settings.BUDGET_TRIAL_LENGTHS,
+) -> dict[str, Any]:
+    """Every arm of ``names`` on ``dataset``'s recorded table (under ``root``, default
+    benchmarks/search_efficiency/tables), each with a budget of ``budget_lengths`` trial-lengths."""
+    folder = tables.table_dir(dataset, root)
+    table = replay.Table(tables.complete_table(dataset, root))
+    goal = arms.targets(table, dataset)
+    length = table.trial_length()
+    budget = budget_lengths * length
+    data = settings.DATASETS[dataset]
+    warm = None
+    if any(name in arms.WARM_ARMS for name in names):
+        from benchmarks.search_efficiency.warm import warm_start
+
+        warm = warm_start(dataset, root=root)
+    built = {name: lineup.build_arm(name, dataset, warm=warm) for name in names}
+    results = {
+        name: replay_arm(
+            table,
+            arm,
+            goal=goal,
+            budget=budget,
+            repetitions=repetitions,
+            overhead=warm.seconds if warm is not None and name in arms.WARM_ARMS else 0.0,
+        )
+        for name, arm in built.items()
+    }
+    return {
+        "targets": goal,
+        "metric": table.metric,
+        "workers": settings.WORKERS,
+        "slices": {"train": data.train, "validation": data.eval, "test": data.eval},
+        "trial_length_seconds": length,
+        "table": tables.table_digest(folder)["sha256"],
+        "warm_start": None if warm is None else warm_summary(warm),
+        "arms": results,
+        "warm_minus_cold": {
+            warm_name: verdicts.paired_difference(results[warm_name], results[cold_name])
+            for warm_name, cold_name in verdicts.WARM_PAIRS
+            if warm_name in results and cold_name in results
+        },
+        "target_check": verdicts.target_check(results, budget=budget, trial_length=length),
+    }
+
+
+def warm_summary(warm: Any) -> dict[str, Any]:
+    """What the warm arms started from: the datasets learnt from, the probe's seconds, the
+    recommendation's delta and r and what it transferred."""
+    rec = warm.recommendation
+    if rec is None:
+        return {"learnt_from": [], "seconds": warm.seconds, "recommendation": None}
+    transfer = rec.transfer
+    return {
+        "learnt_from": list(warm.reference_datasets),
+        "seconds": warm.seconds,
+        "difficulty": rec.difficulty.value,
+        "delta": [rec.low, rec.delta, rec.high],
+        "warmup_ratio": rec.warmup_ratio,
+        "transfer_weight": None if transfer is None else transfer.weight,
+        "transferred": {} if transfer is None else dict(transfer.centre),
+    }
+
+
+def pareto(args: Any) -> None:
+    """``pareto``: issue 44 item 5's hypervolume replay on each dataset's table."""
+    from benchmarks.search_efficiency.pareto import replay_pareto
+
+    result: dict[str, Any] = {
+        "machine": machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna")),
+        "commit": commit(),
+        "intervals": settings.INTERVAL,
+        "datasets": {},
+    }
+    for dataset in args.datasets.split(","):
+        folder = tables.table_dir(settings.check_dataset(dataset), args.tables)
+        table = replay.Table(tables.complete_table(dataset, args.tables))
+        budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
+        entry = replay_pareto(table, dataset, budget=budget, repetitions=args.repetitions)
+        entry["table"] = tables.table_digest(folder)["sha256"]
+        result["datasets"][dataset] = entry
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.output}")
+    pngs = [
+        plots.plot_pareto(entry, dataset, plot_path(args.output, dataset))
+        for dataset, entry in result["datasets"].items()
+    ]
+    print("\n".join(f"wrote {png}" for png in pngs))
+    record_outputs([args.output, *pngs], result, args.tables)
+
+
+def transfer(args: Any) -> None:
+    """``transfer``: each dataset's best configs read on every other one's table."""
+    from benchmarks.search_efficiency.transfer import markdown
+    from benchmarks.search_efficiency.transfer import transfer as read_across
+
+    names = [settings.check_dataset(d) for d in args.datasets.split(",") if d]
+    if len(set(names)) < 2:
+        raise SystemExit(f"--datasets needs two datasets or more, got {args.datasets!r}")
+    loaded = {d: replay.Table(tables.complete_table(d, args.tables)) for d in names}
+    result = {
+        "commit": commit(),
+        "tables": {
+            d: tables.table_digest(tables.table_dir(d, args.tables))["sha256"] for d in loaded
+        },
+        "datasets": {
+            held: read_across(held, loaded[held], {s: t for s, t in loaded.items() if s != held})
+            for held in names
+        },
+    }
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(markdown(result["datasets"]))
+    print(f"wrote {args.output}")
+    record_outputs([args.output], result, args.tables)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's subcommands and their flags."""
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.search_efficiency", description=__doc__.splitlines()[0]
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("settings", help="print the header and the CPU-hours the tables need")
+    recorder.add_arguments(sub.add_parser("record", help="record a piece of a table (resumes)"))
+    pru = sub.add_parser("prune", help="drop a table's runs of configs outside the grid")
+    pru.add_argument("--dataset", required=True, help=", ".join(settings.DATASETS))
+    rep = sub.add_parser("replay", help="replay the arms on recorded tables")
+    _add_datasets(rep, "sst5")
+    rep.add_argument(
+        "--arms",
+        default=",".join((*arms.ARMS, *arms.WARM_ARMS)),
+        help="comma-separated arms (default: %(default)s)",
+    )
+    _add_repetitions(rep)
+    rep.add_argument(
+        "--budget-trial-lengths",
+        type=float,
+        default=settings.BUDGET_TRIAL_LENGTHS,
+        help="each search's budget, in trial-lengths (default: %(default)s, the header's; "
+        "another answers whether a larger budget makes a dataset count, item 2)",
+    )
+    _add_output(rep, OUTPUT, "the JSON (a PNG a dataset beside it)")
+    _add_tables(rep)
+    one = sub.add_parser("real", help="one real search of an arm (the replay's check)")
+    one.add_argument("--dataset", default="sst5", help="the dataset (default: %(default)s)")
+    one.add_argument("--arm", required=True, help=", ".join((*arms.ARMS, *arms.WARM_ARMS)))
+    one.add_argument("--seed", type=int, default=0, help="the search's seed (default: %(default)s)")
+    one.add_argument(
+        "--full-budget",
+        action="store_true",
+        help="search the whole budget (default: stop once T_common is reached)",
+    )
+    _add_tables(one)
+    chk = sub.add_parser("check", help="the replay against the real searches saved since")
+    _add_output(chk, OUTPUT, "the replay's JSON, the check written into it")
+    chk.add_argument(
+        "--real",
+        type=Path,
+        default=None,
+        help=f"the real searches' folder (default: {real.REAL})",
+    )
+    par = sub.add_parser("pareto", help="hypervolume with and without MO successive halving")
+    _add_datasets(par, "sst5")
+    _add_repetitions(par)
+    _add_output(par, PARETO_OUTPUT, "the JSON (a PNG a dataset beside it)")
+    _add_tables(par)
+    tra = sub.add_parser("transfer", help="each dataset's best configs on the others' tables")
+    _add_datasets(tra, "sst5,conll2003")
+    _add_output(tra, TRANSFER_OUTPUT, "the JSON")
+    _add_tables(tra)
+    return p
+
+
+def _add_datasets(parser: argparse.ArgumentParser, default: str) -> None:
+    names = ", ".join(settings.DATASETS)
+    parser.add_argument(
+        "--datasets", default=default, help=f"comma-separated, of {names} (default: %(default)s)"
+    )
+
+
+def _add_repetitions(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--repetitions",
+        type=int,
+        default=settings.REPETITIONS,
+        help="replayed searches an arm, repetition i seeded i (default: %(default)s)",
+    )
+
+
+def _add_output(parser: argparse.ArgumentParser, default: Path, what: str) -> None:
+    parser.add_argument(
+        "--output", type=Path, default=default, help=f"{what} (default: %(default)s)"
+    )
+
+
+def _add_tables(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tables",
+        type=Path,
+        default=tables.TABLES,
+        help="the tables' folder (default: %(default)s)",
+    )
+
+
+def replay_all(args: Any) -> None:
+    """``replay``: every arm on each dataset's table, into the JSON and a PNG a dataset."""
+    names = [n for n in args.arms.split(",") if n]
+    for dataset in (datasets := args.datasets.split(",")):
+        settings.check_dataset(dataset)
+    result = {
+        "machine": machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna")),
+        "commit": commit(),
+        "intervals": settings.INTERVAL,
+        "datasets": {
+            d: replay_dataset(
+                d,
+                names,
+                repetitions=args.repetitions,
+                root=args.tables,
+                budget_lengths=args.budget_trial_lengths,
+            )
+            for d in datasets
+        },
+    }
+    result["replay_check"] = check.replay_checks(result)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.output}")
+    pngs = [
+        plots.plot_replay(entry, dataset, plot_path(args.output, dataset))
+        for dataset, entry in result["datasets"].items()
+    ]
+    print("\n".join(f"wrote {png}" for png in pngs))
+    record_outputs([args.output, *pngs], result, args.tables)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "repetitions", 1) < 1:
+        raise SystemExit(f"--repetitions must be >= 1, got {args.repetitions}")
+    if not getattr(args, "budget_trial_lengths", 1) > 0:
+        raise SystemExit(f"--budget-trial-lengths must be > 0, got {args.budget_trial_lengths}")
+    commands = {
+        "settings": lambda _args: budget.main([]),
+        "record": recorder.run,
+        "prune": lambda args: tables.prune(settings.check_dataset(args.dataset)),
+        "real": real.run_search,
+        "check": check.check,
+        "transfer": transfer,
+        "pareto": pareto,
+        "replay": replay_all,
+    }
+    commands[args.command](args)
+
+
+def record_outputs(paths: list[Path], result: dict[str, Any], root: Path | None) -> None:
+    """Enter what a command wrote in its folder's manifest: the tables it read are its inputs."""
+    digests = {
+        f"tables/{d}": tables.table_digest(tables.table_dir(d, root))["sha256"]
+        for d in result.get("datasets", {})
+    }
+    machine = result.get("machine") or machine_line("cpu", threads=settings.THREADS)
+    provenance.record_each(paths, inputs=digests, machine=machine)
+
+
+def plot_path(output: Path, dataset: str) -> Path:
+    """The PNG beside ``output`` for ``dataset``: ``<output stem>_<dataset>.png``."""
+    return output.with_name(f"{output.stem}_{dataset}.png")
+
+
+if __name__ == "__main__":
+    main()

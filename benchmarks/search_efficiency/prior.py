@@ -1,0 +1,164 @@
+"""Build the prior packaged with astune (astune/recommendation/reference_trials.json) from the
+recorded tables at their pinned digests (tables/PINNED.json): per dataset, its probe difficulty
+and the best quarter of its complete grid configs, ranked by the seed-mean validation score of
+their final evaluation.
+
+    python -m benchmarks.search_efficiency.prior           # check the pins, then build
+    python -m benchmarks.search_efficiency.prior --pin     # pin the tables as they are, then build
+
+A table whose shards no longer hash to its pin is refused, with both digests: a prior is only
+ever built from the tables it names. A dataset whose table holds no config on every seed is left
+out, with a line saying so. ``reference_entries`` is what the benchmark's warm arms build their
+held-out prior with; ``tests/test_search_efficiency_tables.py`` rebuilds the packaged prior from
+the pinned tables and compares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from astune.recommendation.reference import PRIOR_FILE, reference_entry, write_reference
+from astune.recommendation.transfer import TaskProfile, ranked
+from benchmarks.search_efficiency import settings, tables
+
+PINS = tables.TABLES / "PINNED.json"
+"""Dataset -> the SHA-256 of the table the packaged prior is built from (tables.table_digest)."""
+
+
+def trial_config(dataset: str, config: dict[str, Any]) -> dict[str, Any]:
+    """A grid config as the flat trial config astune logs (the fast levers as AS-Softmax with
+    AS-Skip on, its skip policy, grouped by length)."""
+    fields = settings.train_fields(dataset, config, seed=0)
+    keys = ("loss", "lr", "batch_size", "epochs", "delta", "warmup_ratio", "lr_warmup_ratio")
+    out = {k: fields[k] for k in keys if fields.get(k) is not None}
+    out.update(as_speed=False, as_skip=bool(fields.get("as_skip")), infobatch=False)
+    if out["as_skip"]:
+        out["skip_policy"] = fields.get("skip_policy", "zero")
+    out["length_window"] = int(fields.get("length_window", 0))
+    return out
+
+
+def config_scores(
+    frame: Any, *, min_seeds: int = len(settings.SEEDS)
+) -> list[tuple[dict[str, Any], float]]:
+    """(grid config, seed-mean final validation score) of each config run on at least
+    ``min_seeds`` of the table's seeds (default: every seed)."""
+    last = frame[frame["last"]]
+    out = []
+    for _key, runs in last.groupby("key"):
+        if len(set(runs["seed"].astype(int)) & set(settings.SEEDS)) < min_seeds:
+            continue
+        config = {k: runs[k].iloc[0] for k in settings.CONFIG_KEYS if k in runs}
+        config = {k: (None if v != v else v) for k, v in config.items()}  # NaN: not applicable
+        out.append((settings.normalized(config), float(runs["val"].mean())))
+    return out
+
+
+def difficulty_of(dataset: str) -> tuple[float | None, str | None]:
+    """The probe's difficulty and task family of ``dataset`` (an empty store: the probe alone)."""
+    from astune.recommendation.difficulty import measure_difficulty
+
+    with tempfile.TemporaryDirectory() as folder:
+        d = measure_difficulty(dataset, tracking_uri=f"sqlite:///{folder}/probe.db")
+    return d.value, d.task
+
+
+def reference_entries(
+    datasets: list[str],
+    *,
+    root: Path | None = None,
+    min_seeds: int = len(settings.SEEDS),
+    difficulty: Callable[[str], tuple[float | None, str | None]] = difficulty_of,
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
+    """The reference file's entries of ``datasets``' tables (under ``root``), each config
+    scored over at least ``min_seeds`` seeds; ``difficulty``: a dataset's probe difficulty and
+    task family (default: measured now)."""
+    entries = []
+    for name in datasets:
+        frame = tables.grid_table(name, root)
+        scored = config_scores(frame, min_seeds=min_seeds) if not frame.empty else []
+        if not scored:
+            log(f"{name}: no config on {min_seeds} seeds yet; left out")
+            continue
+        start = time.perf_counter()
+        value, task = difficulty(name)
+        data = settings.DATASETS[name]
+        profile = TaskProfile(value, task, data.train, settings.BACKBONE, data.num_layers)
+        configs = [(trial_config(name, c), s) for c, s in scored]
+        trials = ranked(f"prior {name}", name, profile, configs)
+        by_key = {str(sorted(c.items())): s for c, s in configs}
+        scores = [by_key[str(sorted(t.config.items()))] for t in trials]
+        metric = str(frame["metric"].iloc[0])
+        entries.append(reference_entry(trials, scores=scores, metric=metric, mode="max"))
+        log(
+            f"{name}: {len(scored)} complete configs, best {scores[0]:.4f}; difficulty "
+            f"{value} ({time.perf_counter() - start:.0f} s probe)"
+        )
+    return entries
+
+
+def read_pins(path: Path = PINS) -> dict[str, str]:
+    """Dataset -> the pinned SHA-256 of its table."""
+    return json.loads(path.read_text())["tables"]
+
+
+def pin(datasets: list[str], path: Path = PINS) -> dict[str, str]:
+    """Pin ``datasets``' tables as they are now (their digests recomputed from the shards)."""
+    pins = {**(read_pins(path) if path.exists() else {})}
+    pins.update({name: tables.table_digest(tables.table_dir(name))["sha256"] for name in datasets})
+    about = "the SHA-256 of each table the packaged prior is built from (tables.table_digest)"
+    path.write_text(json.dumps({"about": about, "tables": pins}, indent=1) + "\n")
+    return pins
+
+
+def check_pins(datasets: list[str], pins: dict[str, str]) -> None:
+    """SystemExit (one line) when a table is not pinned or no longer hashes to its pin."""
+    for name in datasets:
+        if name not in pins:
+            raise SystemExit(f"{name}: its table is not pinned in {PINS}; run with --pin")
+        now = tables.table_digest(tables.table_dir(name))["sha256"]
+        if now != pins[name]:
+            raise SystemExit(
+                f"{name}: its table hashes to {now}, not to its pin {pins[name]} ({PINS}); "
+                "restore the pinned shards or pin them anew with --pin"
+            )
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--datasets", default=",".join(settings.DATASETS))
+    p.add_argument("--out", default=str(PRIOR_FILE))
+    p.add_argument("--pin", action="store_true", help="pin the tables as they are now first")
+    p.add_argument(
+        "--min-seeds",
+        type=int,
+        default=len(settings.SEEDS),
+        help="score a config over at least this many seeds (default: all; a table still "
+        "being recorded holds its first seeds first)",
+    )
+    args = p.parse_args(argv)
+    if not 1 <= args.min_seeds <= len(settings.SEEDS):
+        raise SystemExit(f"--min-seeds must be in [1, {len(settings.SEEDS)}], got {args.min_seeds}")
+    names = [settings.check_dataset(n) for n in args.datasets.split(",")]
+    pins = pin(names) if args.pin else read_pins()
+    check_pins(names, pins)
+    entries = reference_entries(names, min_seeds=args.min_seeds)
+    about = {
+        "made_by": "python -m benchmarks.search_efficiency.prior",
+        "made_on": time.strftime("%Y-%m-%d", time.gmtime()),
+        "tables": {e["dataset"]: pins[e["dataset"]] for e in entries},
+        "score": "seed-mean validation score of the final evaluation over at least "
+        f"{args.min_seeds} of seeds " + ", ".join(map(str, settings.SEEDS)),
+    }
+    print(f"wrote {write_reference(args.out, entries, **about)} ({len(entries)} searches)")
+
+
+if __name__ == "__main__":
+    main()
