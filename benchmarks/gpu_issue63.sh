@@ -18,7 +18,7 @@
 #   more. ASTUNE_DATA_DIR names the data folder (SST-5); the backbone travels as
 #   pack_offline.py packs it, or is installed. GPU_SUITE_SCALE=tiny runs every step on the CPU
 #   at toy sizes (triton interpreted, CUDA-only parts skipped) to check this script.
-#   GPU_SUITE_STEPS (default versions,tests,kernels,sst5,trainer) picks the steps.
+#   GPU_SUITE_STEPS (default versions,tests,kernels,sst5,trainer) picks the steps and their order.
 #   Step limits (seconds, each also cut to what is left): LIMIT_TESTS (60), LIMIT_PROFILE (20
 #   each dtype), LIMIT_LOSS (60), LIMIT_SST5 (300), the trainer all that is left.
 set -uo pipefail
@@ -35,8 +35,6 @@ export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 log="$out/log.txt" start=$SECONDS reserve=15
 # shellcheck source=benchmarks/_steps.sh
 source "$here/_steps.sh"  # say, left, step
-steps=",${GPU_SUITE_STEPS:-versions,tests,kernels,sst5,trainer},"
-wanted() { [[ $steps == *",$1,"* ]] || { say "$1: not asked for (GPU_SUITE_STEPS)"; false; }; }
 
 if [[ ${GPU_SUITE_SCALE:-full} == tiny ]]; then
     bench=(env TRITON_INTERPRET=1 "$py") device=cpu marks="not gpu" dtypes=(float32)
@@ -46,8 +44,7 @@ if [[ ${GPU_SUITE_SCALE:-full} == tiny ]]; then
     side=(--device cpu --rounds 3 --max-train-samples 32 --num-layers 1 --threads 1)
 else
     bench=("$py") device=cuda marks=gpu dtypes=(bfloat16 float32) pytest_select=()
-    tests=(test_as_softmax_triton.py test_multilabel_triton.py test_as_softmax.py
-        test_loss_kernel_loop.py)
+    tests=(test_as_softmax_triton.py test_multilabel_triton.py test_training.py)
     tests=("${tests[@]/#/$root/tests/}")
     sizes=16384x5,16384x151,8192x5201 multi=16384x28,512x28 loss_extra=(--rounds 7 --block 10)
     profile_steps=5
@@ -55,7 +52,7 @@ else
     side=(--device cuda --rounds 12 --max-train-samples 2000 --num-layers 6 --max-length 128)
 fi
 
-if wanted versions; then
+versions() {
     {
         date -u
         nvidia-smi 2>&1 || echo "nvidia-smi: not available"
@@ -68,11 +65,14 @@ if wanted versions; then
         echo "cpus $(nproc); git $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo -)"
     } >"$out/versions.txt"
     tee -a "$log" <"$out/versions.txt"
-fi
-wanted tests && step "${LIMIT_TESTS:-60}" "pytest -m $marks" "$py" -m pytest -q \
-    -p no:cacheprovider -m "$marks" "${pytest_select[@]}" --junitxml "$out/pytest_gpu.xml" \
-    "${tests[@]}"
-if wanted kernels; then
+}
+
+tests() {
+    step "${LIMIT_TESTS:-75}" "pytest -m $marks" "$py" -m pytest -q -p no:cacheprovider \
+        -m "$marks" "${pytest_select[@]}" --junitxml "$out/pytest_gpu.xml" "${tests[@]}"
+}
+
+kernels() {
     for dtype in "${dtypes[@]}"; do
         step "${LIMIT_PROFILE:-20}" "profile $dtype" "${bench[@]}" "$here/profile_loss.py" \
             --device "$device" --dtype "$dtype" --sizes "$sizes" --steps "$profile_steps" \
@@ -81,10 +81,11 @@ if wanted kernels; then
     step "${LIMIT_LOSS:-60}" "loss speed, eager and graphed" "${bench[@]}" "$here/loss_graphs.py" \
         --device "$device" --dtypes "$(IFS=,; echo "${dtypes[*]}")" --sizes "$sizes" \
         --multi-sizes "$multi" "${loss_extra[@]}" --json "$out/loss_graphs.json"
-fi
-if wanted sst5; then
+}
+
+sst5() {
     # the launcher stops its runs 20 s before the step's limit, so that it writes its record
-    limit=${LIMIT_SST5:-300}
+    local limit=${LIMIT_SST5:-330}
     ((limit > $(left) - reserve)) && limit=$(($(left) - reserve))
     ((limit < 40)) && limit=40  # step() then says there is no time left, or cuts it
     step "$limit" "SST-5, 12 runs side by side" "$py" "$here/sst5_side_by_side.py" run \
@@ -92,11 +93,22 @@ if wanted sst5; then
         --backbone "$backbone" "${sst5[@]}" --dataset sst5 --batch-size 16 --max-length 128 \
         --lr 2e-5 --delta 0.3 --lam 1.5 --max-accum-steps 4
     "$py" "$here/sst5_side_by_side.py" summary "$out/sst5" >>"$log" 2>&1
-fi
-if wanted trainer; then
-    limit=$(($(left) - reserve))
+}
+
+trainer() {  # all the time that is left, or LIMIT_TRAINER
+    local limit=$(($(left) - reserve))
+    ((limit > ${LIMIT_TRAINER:-100000})) && limit=$LIMIT_TRAINER
+    ((limit < 20)) && limit=20
     step "$limit" "astune against the Trainer" "$py" "$here/trainer_side_by_side.py" \
         "${side[@]}" --max-seconds $((limit - 10)) --data-dir "$ASTUNE_DATA_DIR" \
         --output "$out/trainer_side_by_side.json"
-fi
+}
+
+IFS=, read -ra chosen <<<"${GPU_SUITE_STEPS:-versions,tests,kernels,sst5,trainer}"
+for name in "${chosen[@]}"; do
+    case $name in
+        versions | tests | kernels | sst5 | trainer) "$name" ;;
+        *) say "unknown step $name (versions, tests, kernels, sst5, trainer)" ;;
+    esac
+done
 say "done"
