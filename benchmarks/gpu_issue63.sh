@@ -93,6 +93,7 @@ sst5() {
         --backbone "$backbone" "${sst5[@]}" --dataset sst5 --batch-size 16 --max-length 128 \
         --lr 2e-5 --delta 0.3 --lam 1.5 --max-accum-steps 4
     "$py" "$here/sst5_side_by_side.py" summary "$out/sst5" >>"$log" 2>&1
+    gzip -f "$out"/sst5/*_seed*.json 2>/dev/null  # the summary reads them gzipped too
 }
 
 trainer() {  # all the time that is left, or LIMIT_TRAINER

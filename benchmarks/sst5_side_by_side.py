@@ -22,6 +22,7 @@ Usage: python benchmarks/sst5_side_by_side.py run OUT_DIR [--variants ...] [--se
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -121,11 +122,12 @@ def load_runs(out: Path) -> dict[tuple[str, int], dict]:
     if (out / "launcher.json").exists():
         launcher = json.loads((out / "launcher.json").read_text())["runs"]
     runs = {}
-    for path in sorted(out.glob("*_seed*.json")):
-        report = json.loads(path.read_text())
+    for path in sorted([*out.glob("*_seed*.json"), *out.glob("*_seed*.json.gz")]):
+        raw = path.read_bytes()
+        report = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
         for variant, records in report["runs"].items():
             for record in records:
-                seed = int(record.get("seed", path.stem.rsplit("seed", 1)[1]))
+                seed = int(record["seed"])
                 record = dict(record, machine=report.get("machine"))
                 record["process_wall_s"] = launcher.get(run_name(variant, seed), {}).get("wall_s")
                 runs[variant, seed] = record
