@@ -308,7 +308,7 @@ def test_bad_input_is_refused_before_the_kernel(kwargs, message):
 
 
 FORWARD_TYPES = dict(
-    labels_ptr="*i64", loss_ptr="*fp32", masked_ptr="*i8", margin_ptr="*fp32", count_ptr="*i64",
+    labels_ptr="*i64", loss_ptr="*fp32", masked_ptr="*i8", margin_ptr="*fp32", count_ptr="*fp32",
     n_rows="i32", n_cols="i32", logits_stride="i32", grad_stride="i32", delta="fp32",
     ignore_index="i32",
 )  # fmt: skip
@@ -332,6 +332,28 @@ def test_kernels_compile_for_an_h100_without_one(dtype, num_classes):
                  n_cols="i32", grad_stride="i32")  # fmt: skip
     compile_for_h100(
         kernels.scale_rows, types, shape | {"BLOCK_C": min(shape["BLOCK_C"], 4096)}, warps
+    )
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_count_and_reduce_kernels_compile_for_an_h100_without_one(dtype):
+    """The mean's two one-program kernels (issue 63: no torch glue around the forward); the
+    reduction writes the loss in the logits' dtype, and the forward its per-row losses too."""
+    from astune.losses import _as_softmax_kernels as kernels
+    from astune.losses.as_softmax_triton import REDUCE_BLOCK, launch_shape
+
+    types = dict(labels_ptr="*i64", count_ptr="*fp32", n_rows="i32", ignore_index="i32")
+    compile_for_h100(kernels.count_active, types, dict(BLOCK=REDUCE_BLOCK), 4)
+    types = dict(rows_ptr="*fp32", count_ptr="*fp32", out_ptr=f"*{dtype}", n_rows="i32",
+                 scale="fp32")  # fmt: skip
+    for mean in (True, False):
+        compile_for_h100(kernels.reduce_rows, types, dict(USE_COUNT=mean, BLOCK=REDUCE_BLOCK), 4)
+    shape = launch_shape(5)
+    warps = shape.pop("num_warps")
+    types = dict(logits_ptr=f"*{dtype}", grad_ptr=f"*{dtype}") | FORWARD_TYPES
+    types["loss_ptr"] = f"*{dtype}"  # reduction="none": the rows are the result
+    compile_for_h100(
+        kernels.as_softmax_forward, types, shape | dict(STORE_GRAD=True, MEAN=False), warps
     )
 
 

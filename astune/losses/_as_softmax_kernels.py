@@ -83,9 +83,10 @@ def as_softmax_forward(
     STORE_GRAD: tl.constexpr,
     MEAN: tl.constexpr,
 ):
-    """Per row: loss (float32), fully-masked flag (int8), p-margin ``p_t - max_{i!=t} p_i``
-    (float32); with ``STORE_GRAD`` the gradient of the row's loss, in the gradient's dtype, over
-    ``count_ptr[0]`` (the active rows) when ``MEAN``."""
+    """Per row: loss (in the dtype of ``loss_ptr``), fully-masked flag (int8), p-margin
+    ``p_t - max_{i!=t} p_i`` (float32); with ``STORE_GRAD`` the gradient of the row's loss, in
+    the gradient's dtype, over ``count_ptr[0]`` (the active rows, float32: :func:`count_active`)
+    when ``MEAN``."""
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < n_rows
     labels = tl.load(labels_ptr + rows, mask=row_ok, other=ignore_index)
@@ -142,13 +143,13 @@ def as_softmax_forward(
     kept = e_t + rest
     loss = _row_loss(kept, rest, e_t, x_t, m)
     loss = tl.where(dead, 0.0, tl.where(valid, loss, float("nan")))
-    tl.store(loss_ptr + rows, loss, mask=row_ok)
+    tl.store(loss_ptr + rows, loss.to(loss_ptr.dtype.element_ty), mask=row_ok)
     tl.store(masked_ptr + rows, fully.to(tl.int8), mask=row_ok)
     tl.store(margin_ptr + rows, p_t - p_rest, mask=row_ok)
     if STORE_GRAD:
         row_scale = tl.full([BLOCK_M], 1.0, tl.float32)
         if MEAN:
-            row_scale = row_scale / tl.load(count_ptr).to(tl.float32)
+            row_scale = row_scale / tl.load(count_ptr)
         row_scale = tl.where(dead, 0.0, row_scale)  # dead rows: exactly 0, even over 0 rows
         inv_kept = tl.where(dead, 0.0, row_scale / kept)
         if SINGLE:
@@ -163,6 +164,36 @@ def as_softmax_forward(
                 keep = ((e / s[:, None] >= c[:, None]) & col_ok) | is_t
                 ok = row_ok[:, None] & col_ok
                 _store_grad(grad_base, cols, ok, keep, is_t, e, rest, inv_kept)
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def count_active(labels_ptr, count_ptr, n_rows, ignore_index, BLOCK: tl.constexpr):
+    """One program: ``count_ptr[0]`` (float32) = the labels other than ``ignore_index``, the
+    divisor of a mean, computed on the device so that the forward needs no host sync and no
+    torch glue (a compare, a sum and a cast)."""
+    total = tl.zeros([BLOCK], tl.int32)
+    for start in range(0, n_rows, BLOCK):
+        idx = start + tl.arange(0, BLOCK)
+        labels = tl.load(labels_ptr + idx, mask=idx < n_rows, other=ignore_index)
+        total += tl.where(labels != ignore_index, 1, 0)
+    tl.store(count_ptr, tl.sum(total, axis=0).to(tl.float32))
+
+
+@triton.jit(do_not_specialize=["n_rows"])
+def reduce_rows(
+    rows_ptr, count_ptr, out_ptr, n_rows, scale, USE_COUNT: tl.constexpr, BLOCK: tl.constexpr
+):
+    """One program, a fixed order (deterministic): ``out_ptr[0]`` = the float32 sum of the
+    per-row losses times ``scale``, over ``count_ptr[0]`` when ``USE_COUNT`` (0 rows: NaN, as
+    torch's mean), written in the dtype of ``out_ptr`` (the loss's: no cast kernel after it)."""
+    total = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_rows, BLOCK):
+        idx = start + tl.arange(0, BLOCK)
+        total += tl.load(rows_ptr + idx, mask=idx < n_rows, other=0.0).to(tl.float32)
+    loss = tl.sum(total, axis=0) * scale
+    if USE_COUNT:
+        loss = loss / tl.load(count_ptr)
+    tl.store(out_ptr, loss.to(out_ptr.dtype.element_ty))
 
 
 @triton.jit(do_not_specialize=["n_rows"])
@@ -255,7 +286,8 @@ def multilabel_as_forward(
     loss_neg, grad_neg = _softplus_lse(x, keep_neg)
     loss_pos, grad_pos = _softplus_lse(-x, keep_pos)
     fully = (tl.max(keep_neg.to(tl.int32), axis=1) + tl.max(keep_pos.to(tl.int32), axis=1)) == 0
-    tl.store(loss_ptr + rows, loss_neg + loss_pos, mask=row_ok)
+    loss = (loss_neg + loss_pos).to(loss_ptr.dtype.element_ty)
+    tl.store(loss_ptr + rows, loss, mask=row_ok)
     tl.store(masked_ptr + rows, fully.to(tl.int8), mask=row_ok)
     tl.store(gap_ptr + rows, p_pos_min - p_neg_max, mask=row_ok)
     if STORE_GRAD:

@@ -7,6 +7,12 @@ p-margin and the gradient of the loss; the backward only scales each row's gradi
 incoming gradient (and skips the blocks whose scale is 1). AS-Softmax adds one per-row
 threshold ``p_t - delta`` to that pass. Small class counts put many rows in one program.
 
+No glue around it (issue 63): a mean's count of active rows is one tiny kernel before the
+forward (``count_active``), the reduction one tiny kernel after it (``reduce_rows``, in a fixed
+order, writing the loss in the logits' dtype), and the backward gets no zero gradients for the
+flags (``set_materialize_grads(False)``) and no cast of its incoming gradient. A mean is thus
+3 kernels forward and 1 backward (plus the ones ``loss.backward()`` starts from).
+
 ``kernel="triton"`` on CPU tensors runs under triton's interpreter, which needs
 ``TRITON_INTERPRET=1`` set before triton is imported (tests do it in a subprocess).
 """
@@ -29,6 +35,7 @@ MAX_SINGLE_BLOCK = 8192  # widest row a program holds in registers; wider rows l
 LOOP_BLOCK = 4096  # columns per step of that loop
 TILE_ELEMENTS = 2048  # rows per program for small C: about this many elements a program
 MAX_ROWS_PER_PROGRAM = 128
+REDUCE_BLOCK = 1024  # labels or row losses a step of the one-program count and sum
 KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -98,42 +105,59 @@ class _TritonASFunction(torch.autograd.Function):
         max_single: int,
     ):
         kernels = _kernels(logits)
-        logits, grad, rows, masked, margin = forward_buffers(ctx, logits, overwrite)
+        ctx.set_materialize_grads(False)  # no zero gradients made for the flags and margins
+        reduced = reduction != "none"
+        logits, grad, rows, masked, margin = forward_buffers(ctx, logits, overwrite, reduced)
         n_rows, n_cols = logits.shape
         store_grad = ctx.needs_input_grad[0]
-        count = (labels != ignore_index).sum() if reduction == "mean" else rows
+        mean = reduction == "mean"
+        count = torch.empty(1, dtype=torch.float32, device=logits.device) if mean else rows
+        if mean:
+            kernels.count_active[(1,)](labels, count, n_rows, ignore_index, BLOCK=REDUCE_BLOCK)
         shape = launch_shape(n_cols, max_single)
         if n_rows:
             kernels.as_softmax_forward[(triton_cdiv(n_rows, shape["BLOCK_M"]),)](
                 logits, grad, labels, rows, masked, margin, count, n_rows, n_cols,
                 logits.stride(0), grad.stride(0), float(delta), ignore_index,
-                STORE_GRAD=store_grad, MEAN=reduction == "mean", **shape,
+                STORE_GRAD=store_grad, MEAN=mean, **shape,
             )  # fmt: skip
-        if reduction == "none":
-            loss = rows
-        else:
-            loss = rows.sum() if reduction == "sum" else rows.sum() / count
+        loss = reduced_loss(kernels, rows, count, logits.dtype, 1.0, mean) if reduced else rows
         ctx.shape = shape
         return loss, *kept_for_backward(ctx, grad if store_grad else None, masked, margin)
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad_loss: Tensor, _grad_masked: Tensor, _grad_margin: Tensor):  # type: ignore[override]
-        (grad,) = ctx.saved_tensors
-        return scaled_gradient(grad, grad_loss, ctx.shape), None, None, None, None, None, None
+    def backward(ctx, grad_loss: Tensor | None, *_grad_flags: Tensor | None):  # type: ignore[override]
+        return scaled_gradient(ctx, grad_loss), None, None, None, None, None, None
 
 
-def forward_buffers(ctx: Any, logits: Tensor, overwrite: bool) -> tuple[Tensor, ...]:
+def forward_buffers(
+    ctx: Any, logits: Tensor, overwrite: bool, reduced: bool = True
+) -> tuple[Tensor, ...]:
     """The logits with contiguous rows ``(M, C)``, the gradient's buffer (the logits themselves
-    when ``overwrite`` or when no gradient is wanted), and per row ``(M,)`` the float32 loss,
-    the int8 fully-masked flag and a float32 statistic (p-margin or gap)."""
+    when ``overwrite`` or when no gradient is wanted), and per row ``(M,)`` the loss (float32
+    when ``reduced`` will sum it, else in the logits' dtype: the result itself, no cast), the
+    int8 fully-masked flag and a float32 statistic (p-margin or gap)."""
     if logits.stride(1) != 1:
         logits = logits.contiguous()
     store_grad = ctx.needs_input_grad[0]
     grad = logits if overwrite or not store_grad else torch.empty_like(logits)
-    rows = torch.empty(len(logits), dtype=torch.float32, device=logits.device)
-    masked = torch.empty(len(logits), dtype=torch.int8, device=logits.device)
-    return logits, grad, rows, masked, torch.empty_like(rows)
+    n_rows, device = len(logits), logits.device
+    rows = torch.empty(n_rows, dtype=torch.float32 if reduced else logits.dtype, device=device)
+    masked = torch.empty(n_rows, dtype=torch.int8, device=device)
+    return logits, grad, rows, masked, torch.empty(n_rows, dtype=torch.float32, device=device)
+
+
+def reduced_loss(
+    kernels: Any, rows: Tensor, count: Tensor, dtype: torch.dtype, scale: float, mean: bool
+) -> Tensor:
+    """The float32 per-row losses ``rows`` summed in one kernel, times ``scale``, over
+    ``count[0]`` when ``mean``, as a scalar of ``dtype``."""
+    loss = torch.empty((), dtype=dtype, device=rows.device)
+    kernels.reduce_rows[(1,)](
+        rows, count, loss, len(rows), scale, USE_COUNT=mean, BLOCK=REDUCE_BLOCK
+    )
+    return loss
 
 
 def kept_for_backward(
@@ -148,16 +172,20 @@ def kept_for_backward(
     return fully_masked, per_row
 
 
-def scaled_gradient(grad: Tensor, grad_loss: Tensor, shape: dict[str, Any]) -> Tensor:
-    """The forward's gradient ``(M, C)`` times the incoming ``grad_loss`` (a scalar, or one per
-    row), in place unless the graph is kept for a second backward; ``shape``: the forward's
-    :func:`launch_shape`."""
-    per_row = grad_loss.float().reshape(-1)
+def scaled_gradient(ctx: Any, grad_loss: Tensor | None) -> Tensor | None:
+    """The forward's saved gradient ``(M, C)`` times the incoming ``grad_loss`` (a scalar, or
+    one per row, in any float dtype: the kernel reads it as float32), in place unless the graph
+    is kept for a second backward; ``ctx.shape``: the forward's :func:`launch_shape`. None when
+    no gradient comes in (the loss was not used)."""
+    if grad_loss is None:
+        return None
+    (grad,) = ctx.saved_tensors
+    per_row = grad_loss.reshape(-1)
     if autograd_graph_is_kept():  # a second backward will read the saved gradient again
-        return (grad.float() * per_row.reshape(-1, 1)).to(grad.dtype)
+        return (grad.float() * per_row.float().reshape(-1, 1)).to(grad.dtype)
     n_rows, n_cols = grad.shape
-    shape = dict(shape, BLOCK_C=min(shape["BLOCK_C"], LOOP_BLOCK))
-    shape.pop("SINGLE")
+    shape = dict(ctx.shape, BLOCK_C=min(ctx.shape["BLOCK_C"], LOOP_BLOCK))
+    shape.pop("SINGLE", None)
     if n_rows:
         _kernels(grad).scale_rows[(triton_cdiv(n_rows, shape["BLOCK_M"]),)](
             grad, per_row, per_row.stride(0) if per_row.numel() == n_rows else 0,
@@ -193,7 +221,6 @@ def as_softmax_rows_triton(
         flat_logits, flat_labels.contiguous(), delta, ignore_index, reduction,
         overwrite_logits, max_single_block,
     )  # fmt: skip
-    loss = loss.to(logits.dtype)
     if reduction == "none":
         loss = loss.reshape(labels.shape)
     return ASRows(loss, fully_masked, margin)

@@ -25,6 +25,7 @@ from astune.losses.as_softmax_triton import (
     kept_for_backward,
     kernel_module,
     launch_shape,
+    reduced_loss,
     scaled_gradient,
     triton_cdiv,
 )
@@ -46,7 +47,9 @@ class _TritonMultiLabelFunction(torch.autograd.Function):
         ctx, logits: Tensor, positive: Tensor, delta: float, reduction: str, overwrite: bool
     ):
         kernels = kernel_module(logits.device, logits.dtype)
-        logits, grad, rows, masked, gap = forward_buffers(ctx, logits, overwrite)
+        ctx.set_materialize_grads(False)
+        reduced = reduction != "none"
+        logits, grad, rows, masked, gap = forward_buffers(ctx, logits, overwrite, reduced)
         positive = positive.contiguous().view(torch.int8)
         n_rows, n_cols = logits.shape
         store_grad = ctx.needs_input_grad[0]
@@ -58,17 +61,15 @@ class _TritonMultiLabelFunction(torch.autograd.Function):
                 grad.stride(0), positive.stride(0), float(delta),
                 1.0 / n_rows if reduction == "mean" else 1.0, STORE_GRAD=store_grad, **shape,
             )  # fmt: skip
-        loss = rows if reduction == "none" else rows.sum()
-        if reduction == "mean":
-            loss = loss / n_rows  # NaN for no rows, as torch's mean
+        scale = (1.0 / n_rows if n_rows else float("nan")) if reduction == "mean" else 1.0
+        loss = reduced_loss(kernels, rows, rows, logits.dtype, scale, False) if reduced else rows
         ctx.shape = dict(shape, SINGLE=True)
         return loss, *kept_for_backward(ctx, grad if store_grad else None, masked, gap)
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad_loss: Tensor, _grad_masked: Tensor, _grad_gap: Tensor):  # type: ignore[override]
-        (grad,) = ctx.saved_tensors
-        return scaled_gradient(grad, grad_loss, ctx.shape), None, None, None, None
+    def backward(ctx, grad_loss: Tensor | None, *_grad_flags: Tensor | None):  # type: ignore[override]
+        return scaled_gradient(ctx, grad_loss), None, None, None, None
 
 
 def multilabel_rows_triton(
@@ -101,7 +102,7 @@ def multilabel_rows_triton(
     loss, fully_masked, gap = _TritonMultiLabelFunction.apply(
         logits, positive, delta, reduction, overwrite_logits
     )
-    return ASRows(loss.to(logits.dtype), fully_masked, gap)
+    return ASRows(loss, fully_masked, gap)
 
 
 def multilabel_as_softmax_with_stats_triton(

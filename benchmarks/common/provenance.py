@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import fcntl
 import hashlib
 import json
 import os
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST = "MANIFEST.json"
+OWN_FILES = (MANIFEST, MANIFEST + ".lock")
+"""The manifest and its lock: the files of a results folder that are no result."""
 FIELDS = ("script", "args", "commit", "machine", "date", "inputs", "sha256")
 """What every entry holds, in this order."""
 GENERATED = "generated from the arguments"
@@ -101,9 +104,15 @@ def record(
         "sha256": sha256_of(path),
     }
     manifest = manifest_of(path)
-    entries = read_manifest(manifest)
-    entries[path.relative_to(manifest.parent).as_posix()] = entry
-    manifest.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
+    # Runs side by side (trial_speed.sst5_side_by_side) enter their files in one manifest: the
+    # lock makes each read-modify-write whole, the rename leaves no half-written file.
+    with open(manifest.with_name(MANIFEST + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        entries = read_manifest(manifest)
+        entries[path.relative_to(manifest.parent).as_posix()] = entry
+        partial = manifest.with_name(MANIFEST + ".part")
+        partial.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
+        partial.replace(manifest)
     return entry
 
 
@@ -149,7 +158,7 @@ def problems(results: Path) -> list[str]:
     file. Empty when every file says where it came from."""
     entries = read_manifest(results / MANIFEST)
     found = []
-    files = sorted(p for p in results.rglob("*") if p.is_file() and p.name != MANIFEST)
+    files = sorted(p for p in results.rglob("*") if p.is_file() and p.name not in OWN_FILES)
     for file in files:
         name = file.relative_to(results).as_posix()
         entry = entries.get(name)

@@ -190,12 +190,20 @@ def one_side(args: argparse.Namespace) -> None:
     print(json.dumps({"side": args.side, **timed}), flush=True)
 
 
-def compare(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
-    """Alternate the sides, each in a fresh process, for ``args.rounds`` rounds."""
+def compare(args: argparse.Namespace, argv: list[str], save=None) -> dict[str, Any]:
+    """Alternate the sides, each in a fresh process, for ``args.rounds`` rounds, or fewer when
+    the next round would end past ``args.max_seconds`` (judged by the longest round so far);
+    ``save`` gets the result so far after every round (a stopped run keeps its rounds)."""
     rounds: list[dict[str, dict[str, Any]]] = []
+    start, longest = time.perf_counter(), 0.0
+    result: dict[str, Any] = {}
     for r in range(args.rounds):
+        if args.max_seconds and time.perf_counter() - start + longest > args.max_seconds:
+            print(f"round {r + 1}: not started (--max-seconds {args.max_seconds})", flush=True)
+            break
+        began = time.perf_counter()
         order = SIDES if r % 2 == 0 else SIDES[::-1]  # neither always goes first
-        result = {}
+        sides = {}
         for side in order:
             done = subprocess.run(
                 [sys.executable, __file__, *argv, "--side", side],
@@ -203,9 +211,22 @@ def compare(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
             )  # fmt: skip
             if done.returncode != 0:
                 raise SystemExit(f"{side} failed:\n{done.stderr[-3000:]}")
-            result[side] = json.loads(done.stdout.strip().splitlines()[-1])
-            print(f"round {r + 1} {side}: {result[side]['epoch_seconds']:.2f} s", flush=True)
-        rounds.append(result)
+            sides[side] = json.loads(done.stdout.strip().splitlines()[-1])
+            print(f"round {r + 1} {side}: {sides[side]['epoch_seconds']:.2f} s", flush=True)
+        rounds.append(sides)
+        longest = max(longest, time.perf_counter() - began)
+        result = summarize_rounds(rounds)
+        if save is not None:
+            save(result)
+    return result
+
+
+def summarize_rounds(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Medians per side, the per-round ratios astune / Trainer, their median and the 95%
+    interval of their geometric mean (``common.intervals.ratio_ci``): at most 1.0x is shown when the
+    interval's ``high`` is at most 1."""
+    from benchmarks.common.intervals import ratio_ci
+
     per_side = {s: [r[s]["epoch_seconds"] for r in rounds] for s in SIDES}
     ratios = [r["astune"]["epoch_seconds"] / r["trainer"]["epoch_seconds"] for r in rounds]
     return {
@@ -213,6 +234,8 @@ def compare(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
         "per_round": per_side,
         "ratio_median": statistics.median(ratios),
         "ratios": ratios,
+        "ratio_ci": ratio_ci(ratios),
+        "rounds_done": len(rounds),
         "steps": {s: rounds[0][s]["steps"] for s in SIDES},
     }
 
@@ -228,6 +251,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--output", type=Path, default=None)
+    p.add_argument(
+        "--max-seconds", type=float, default=0.0, help="start no round that would end past this"
+    )
     p.add_argument("--side", choices=SIDES, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.rounds < 1:
@@ -240,19 +266,23 @@ def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     if args.side is not None:
         return one_side(args)
-    result = {
+    head = {
         "machine": machine_line(args.device, threads=args.threads, libraries=("transformers",)),
         "settings": {k: v for k, v in vars(args).items() if k not in ("side", "output")},
-        **compare(args, argv),
     }
     out = args.output or RESULTS / f"trainer_side_by_side_{args.device}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    save = lambda so_far: out.write_text(json.dumps(head | so_far, indent=2) + "\n")  # noqa: E731
+    result = head | compare(args, argv, save)
+    if "ratios" not in result:
+        raise SystemExit("no round fitted in --max-seconds")
+    med, ci = result["median_epoch_seconds"], result["ratio_ci"]
+    interval = "" if ci["low"] is None else f", 95% interval [{ci['low']:.3f}, {ci['high']:.3f}]"
     inputs = provenance.data_inputs(args.data_dir, ["sst5"])
     provenance.record(out, inputs=inputs, machine=result["machine"])
-    med = result["median_epoch_seconds"]
     print(
         f"astune {med['astune']:.2f} s, Trainer {med['trainer']:.2f} s an epoch; astune / "
-        f"Trainer {result['ratio_median']:.3f} (median of {args.rounds} rounds); wrote {out}"
+        f"Trainer {result['ratio_median']:.3f} (median of {result['rounds_done']} rounds; "
+        f"geometric mean {ci['geomean']:.3f}{interval}); wrote {out}"
     )
 
 

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Issue 63 in one GPU call, each step under its own time limit so that a slow step leaves the
+# later ones their share, every finished step's numbers kept under OUT_DIR:
+#   1. versions: the card, the driver, CUDA, Python, torch, triton, transformers (versions.txt);
+#   2. correctness: pytest -m gpu on the fused kernels' tests (junit XML);
+#   3. the loss kernels: kernels a step (profile_loss.py, bf16 and fp32), then forward+backward
+#      against F.cross_entropy, eager and in a CUDA graph, at 16384x5, 16384x151, 8192x5201 in
+#      bf16 and fp32, and multi-label at GoEmotions' 28 classes against BCE-with-logits
+#      (loss_graphs.py: 7 interleaved rounds of 10 steps, CUDA events);
+#   4. SST-5 at the paper's size: softmax, AS-Softmax, AS-Speed, AS-Skip x seeds 42, 43, 44, the
+#      12 runs side by side on the card, one CPU core and one torch thread each
+#      (sst5_side_by_side.py; its summary: means and 95% t-intervals, time ratios to softmax
+#      paired by seed);
+#   5. astune's loop against transformers.Trainer, rounds until its limit (trainer_side_by_side.py,
+#      the 95% interval of the per-round ratio).
+# Usage: benchmarks/gpu_suite/one_lease.sh OUT_DIR SECONDS [BACKBONE]
+#   SECONDS bounds the whole run (its last 15 s kept for the end); give the device call a minute
+#   more. ASTUNE_DATA_DIR names the data folder (SST-5); the backbone travels as
+#   pack_offline.py packs it, or is installed. GPU_SUITE_SCALE=tiny runs every step on the CPU
+#   at toy sizes (triton interpreted, CUDA-only parts skipped) to check this script.
+#   GPU_SUITE_STEPS (default versions,tests,kernels,sst5,trainer) picks the steps and their order.
+#   Step limits (seconds, each also cut to what is left): LIMIT_TESTS (60), LIMIT_PROFILE (20
+#   each dtype), LIMIT_LOSS (60), LIMIT_SST5 (300), the trainer all that is left.
+set -uo pipefail
+py=${PYTHON:-python3}  # a lent GPU machine has python3 (the one with torch) and no python
+if (($# < 2)) || ! [[ $2 =~ ^[0-9]+$ ]]; then
+    echo "usage: $0 OUT_DIR SECONDS [BACKBONE] (SECONDS a whole number; got: $*)" >&2
+    exit 2
+fi
+out=$1 budget=$2 backbone=${3:-minilm}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)  # the steps run from the checkout's root
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"  # where python -m benchmarks.<study>.<script> finds the benchmarks
+export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+log="$out/log.txt" start=$SECONDS reserve=15
+# shellcheck source=benchmarks/common/steps.sh
+source "$root/benchmarks/common/steps.sh"  # say, left, step
+
+if [[ ${GPU_SUITE_SCALE:-full} == tiny ]]; then
+    bench=(env TRITON_INTERPRET=1 "$py") device=cpu marks="not gpu" dtypes=(float32)
+    tests=("$root/tests/test_as_softmax_triton.py") pytest_select=(-k "compile")
+    sizes=256x5,64x151,8x5201 multi=64x28 loss_extra=(--rounds 2 --block 2) profile_steps=2
+    sst5=(--device cpu --max-train-samples 128 --max-eval-samples 32 --num-layers 1 --epochs 1)
+    side=(--device cpu --rounds 3 --max-train-samples 32 --num-layers 1 --threads 1)
+else
+    bench=("$py") device=cuda marks=gpu dtypes=(bfloat16 float32) pytest_select=()
+    tests=(test_as_softmax_triton.py test_multilabel_triton.py test_training.py)
+    tests=("${tests[@]/#/$root/tests/}")
+    sizes=16384x5,16384x151,8192x5201 multi=16384x28,512x28 loss_extra=(--rounds 7 --block 10)
+    profile_steps=5
+    sst5=(--device cuda --precision bf16 --full --max-eval-samples 0 --epochs 7)
+    side=(--device cuda --rounds 12 --max-train-samples 2000 --num-layers 6 --max-length 128)
+fi
+
+versions() {
+    {
+        date -u
+        nvidia-smi 2>&1 || echo "nvidia-smi: not available"
+        nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1
+        "$py" -c 'import platform, torch; print("python", platform.python_version(), "torch",
+            torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available(),
+            torch.cuda.get_device_name() if torch.cuda.is_available() else "")' 2>&1
+        "$py" -c 'import triton, transformers; print("triton", triton.__version__,
+            "transformers", transformers.__version__)' 2>&1
+        echo "cpus $(nproc); git $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo -)"
+    } >"$out/versions.txt"
+    tee -a "$log" <"$out/versions.txt"
+}
+
+tests() {
+    step "${LIMIT_TESTS:-75}" "pytest -m $marks" "$py" -m pytest -q -p no:cacheprovider \
+        -m "$marks" "${pytest_select[@]}" --junitxml "$out/pytest_gpu.xml" "${tests[@]}"
+}
+
+kernels() {
+    for dtype in "${dtypes[@]}"; do
+        step "${LIMIT_PROFILE:-20}" "profile $dtype" "${bench[@]}" -m benchmarks.loss_kernels.profile_loss \
+            --device "$device" --dtype "$dtype" --sizes "$sizes" --steps "$profile_steps" \
+            --json "$out/profile_loss_${dtype}.json"
+    done
+    step "${LIMIT_LOSS:-60}" "loss speed, eager and graphed" "${bench[@]}" -m benchmarks.loss_kernels.loss_graphs \
+        --device "$device" --dtypes "$(IFS=,; echo "${dtypes[*]}")" --sizes "$sizes" \
+        --multi-sizes "$multi" "${loss_extra[@]}" --json "$out/loss_graphs.json"
+}
+
+sst5() {
+    # the launcher stops its runs 20 s before the step's limit, so that it writes its record
+    local limit=${LIMIT_SST5:-330}
+    ((limit > $(left) - reserve)) && limit=$(($(left) - reserve))
+    ((limit < 40)) && limit=40  # step() then says there is no time left, or cuts it
+    step "$limit" "SST-5, 12 runs side by side" "$py" -m benchmarks.trial_speed.sst5_side_by_side run \
+        "$out/sst5" --limit $((limit - 20)) -- --data-dir "$ASTUNE_DATA_DIR" \
+        --backbone "$backbone" "${sst5[@]}" --dataset sst5 --batch-size 16 --max-length 128 \
+        --lr 2e-5 --delta 0.3 --lam 1.5 --max-accum-steps 4
+    "$py" -m benchmarks.trial_speed.sst5_side_by_side summary "$out/sst5" >>"$log" 2>&1
+    gzip -f "$out"/sst5/*_seed*.json 2>/dev/null  # the summary reads them gzipped too
+}
+
+trainer() {  # all the time that is left, or LIMIT_TRAINER
+    local limit=$(($(left) - reserve))
+    ((limit > ${LIMIT_TRAINER:-100000})) && limit=$LIMIT_TRAINER
+    ((limit < 20)) && limit=20
+    step "$limit" "astune against the Trainer" "$py" -m benchmarks.trainer_loop.trainer_side_by_side \
+        "${side[@]}" --max-seconds $((limit - 10)) --data-dir "$ASTUNE_DATA_DIR" \
+        --output "$out/trainer_side_by_side.json"
+}
+
+IFS=, read -ra chosen <<<"${GPU_SUITE_STEPS:-versions,tests,kernels,sst5,trainer}"
+for name in "${chosen[@]}"; do
+    case $name in
+        versions | tests | kernels | sst5 | trainer) "$name" ;;
+        *) say "unknown step $name (versions, tests, kernels, sst5, trainer)" ;;
+    esac
+done
+say "done"
