@@ -59,7 +59,7 @@ def launch(args: argparse.Namespace, extra: list[str]) -> dict:
                    "--variants", variant, "--seed", str(seed), "--schedule", "sequential",
                    "--threads", "1", "--probe-rounds", "0",
                    "--output-dir", str(Path(args.work) / name),
-                   "--json", str(out / f"{name}.json")]  # fmt: skip
+                   "--json", str(out / f"{name}.json"), "--plot", ""]  # fmt: skip
         log = open(out / "logs" / f"{name}.log", "w")  # noqa: SIM115 (closed when it ends)
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
