@@ -92,7 +92,7 @@ def record(
     """
     from benchmarks.common.harness import commit as checkout_commit
 
-    path = Path(path)
+    path = Path(path).resolve()
     check_inputs(path, inputs)
     entry = {
         "script": script or running_script(),

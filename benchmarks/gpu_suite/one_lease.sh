@@ -95,6 +95,9 @@ sst5() {
         --lr 2e-5 --delta 0.3 --lam 1.5 --max-accum-steps 4
     "$py" -m benchmarks.trial_speed.sst5_side_by_side summary "$out/sst5" >>"$log" 2>&1
     gzip -f "$out"/sst5/*_seed*.json 2>/dev/null  # the summary reads them gzipped too
+    # One archive, not 30-odd files: a lent machine hands back a few files only (2026-11-28:
+    # the per-run files of the 12 runs stayed behind, the summary in log.txt came back).
+    tar czf "$out/sst5.tar.gz" -C "$out" sst5 && rm -rf "$out/sst5"
 }
 
 trainer() {  # all the time that is left, or LIMIT_TRAINER
