@@ -44,14 +44,26 @@ MOVED_PACKAGES: dict[str, str] = {
 """Old package -> its home since the fourth layout: the package and every module under it."""
 
 
-def new_home(name: str) -> str | None:
-    """Where the module once imported as ``name`` lives now (None: it did not move)."""
+def _next_home(name: str) -> str | None:
+    """Where ``name`` went in one move (None: it did not move then)."""
     if name in MOVED:
         return MOVED[name]
     for old, new in MOVED_PACKAGES.items():
         if name == old or name.startswith(old + "."):
             return new + name[len(old) :]
     return None
+
+
+def new_home(name: str) -> str | None:
+    """Where the module once imported as ``name`` lives now (None: it did not move), through
+    every move since: ``astune.search.stop`` became ``astune.tuning.stop`` in the fourth layout,
+    which is ``astune.tuning.lifecycle.stop`` now."""
+    seen = [name]
+    while (nxt := _next_home(seen[-1])) is not None:
+        if nxt in seen:
+            raise RuntimeError("astune._moved maps in a circle: " + " -> ".join([*seen, nxt]))
+        seen.append(nxt)
+    return seen[-1] if len(seen) > 1 else None
 
 
 class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):

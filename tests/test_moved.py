@@ -106,3 +106,19 @@ def test_importing_an_old_package_path_leaves_the_api_names_to_the_api() -> None
     assert sorted(MOVED_PACKAGES) == sorted(
         f"astune.{n}" for n in ("search", "recommend", "confirm", "export")
     )
+
+
+def test_a_path_that_moved_twice_is_followed_to_its_home_of_today(monkeypatch) -> None:
+    """An old package's module that moved again inside the new package (``astune.search.stop``
+    -> ``astune.tuning.stop`` -> ``astune.tuning.lifecycle.stop``) finds its home of today."""
+    import astune._moved as moved
+
+    monkeypatch.setitem(moved.MOVED, "astune.tuning.x", "astune.tuning.y.x")
+    monkeypatch.setitem(moved.MOVED, "astune.tuning.y.x", "astune.tuning.z")
+    assert new_home("astune.search.x") == "astune.tuning.z"
+    assert new_home("astune.tuning.x") == "astune.tuning.z"
+    assert new_home("astune.search.settings") == "astune.tuning.settings"  # one move
+    assert new_home("astune.tuning.settings") is None
+    monkeypatch.setitem(moved.MOVED, "astune.tuning.z", "astune.tuning.x")
+    with pytest.raises(RuntimeError, match="in a circle: astune.tuning.x -> "):
+        new_home("astune.tuning.x")
