@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import pickle
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,10 @@ PICKLED = {
     "astune.objectives": "parse_objectives",
     "astune.skip": "ASSkip",
     "astune.prune": "SoftPrune",
+    # issue 61: astune/tuning by job; Ray pickles the searcher and the scheduler
+    "astune.tuning.searcher": "PruneAwareOptunaSearch",
+    "astune.tuning.algorithms": "searcher_for",
+    "astune.tuning.mo_halving": "MOHalvingScheduler",
 }
 
 
@@ -122,3 +127,27 @@ def test_a_path_that_moved_twice_is_followed_to_its_home_of_today(monkeypatch) -
     monkeypatch.setitem(moved.MOVED, "astune.tuning.z", "astune.tuning.x")
     with pytest.raises(RuntimeError, match="in a circle: astune.tuning.x -> "):
         new_home("astune.tuning.x")
+
+
+# The modules of astune/tuning that went into its packages by job (issue 61), each under the
+# name of the fourth layout too: astune.search.stop -> astune.tuning.stop -> its home of today.
+BY_JOB = sorted(old for old in MOVED if old.startswith("astune.tuning."))
+
+
+@pytest.mark.parametrize("flat", BY_JOB)
+@pytest.mark.parametrize("package", ["astune.tuning", "astune.search"])
+def test_a_module_of_the_flat_tuning_package_imports_from_its_job_package(
+    flat: str, package: str, monkeypatch
+) -> None:
+    old = package + flat[len("astune.tuning") :]
+    home = MOVED[flat]
+    assert home.startswith("astune.tuning.") and home.count(".") == 3, home
+    assert new_home(old) == home
+    monkeypatch.delitem(sys.modules, old, raising=False)  # warns on the first import alone
+    ends = f"; the old path goes in astune {re.escape(REMOVED_IN)}$"
+    with pytest.warns(
+        DeprecationWarning, match=f"^{re.escape(old)} moved to {re.escape(home)}{ends}"
+    ):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(home)  # one module, whichever path imported it
+    assert module.__name__ == module.__spec__.name == home

@@ -232,9 +232,9 @@ def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
     """A new Tuner, or with ``--resume`` the restored one, its callbacks pointed at ``tracker``
     and the child runs settled with the trials Ray restored."""
     from astune.store.reconcile import finish_completed_trials, forget_lost_trials
-    from astune.tuning.algorithms import scheduler_for, searcher_for
     from astune.tuning.backfill import trial_records
     from astune.tuning.callbacks import attach_tracker
+    from astune.tuning.searchers.algorithms import scheduler_for, searcher_for
     from astune.tuning.trainable import train_trial
     from astune.tuning.tuner import build_tuner, restore_tuner, trainable
 
@@ -280,7 +280,7 @@ def _replay_rungs(tuner: Any, records: list[TrialRecord]) -> None:
     """Give the restored multi-objective scheduler back the rungs the trials reached before
     the search stopped: it is unpickled as it was when the search started."""
     from astune._private import restored_scheduler
-    from astune.tuning.mo_halving import MOHalvingScheduler
+    from astune.tuning.searchers.mo_halving import MOHalvingScheduler
 
     scheduler = restored_scheduler(tuner)
     if isinstance(scheduler, MOHalvingScheduler):
