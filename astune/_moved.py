@@ -38,6 +38,13 @@ MOVED: dict[str, str] = {
     "astune.tuning.searcher": "astune.tuning.searchers.searcher",
     "astune.tuning.algorithms": "astune.tuning.searchers.algorithms",
     "astune.tuning.mo_halving": "astune.tuning.searchers.mo_halving",
+    "astune.tuning.stop": "astune.tuning.lifecycle.stop",
+    "astune.tuning.ray_watch": "astune.tuning.lifecycle.ray_watch",
+    "astune.tuning.resume": "astune.tuning.lifecycle.resume",
+    "astune.tuning.ending": "astune.tuning.lifecycle.ending",
+    "astune.tuning.backfill": "astune.tuning.lifecycle.backfill",
+    "astune.tuning.scratch": "astune.tuning.lifecycle.scratch",
+    "astune.tuning.trial_errors": "astune.tuning.lifecycle.trial_errors",
 }
 """Old dotted path -> the module's home since the third layout, or since issue 61 for the
 modules of ``astune.tuning`` that went into its packages by job."""

@@ -26,6 +26,8 @@ PICKLED = {
     "astune.tuning.searcher": "PruneAwareOptunaSearch",
     "astune.tuning.algorithms": "searcher_for",
     "astune.tuning.mo_halving": "MOHalvingScheduler",
+    "astune.tuning.stop": "SearchStopped",
+    "astune.tuning.resume": "resume_command",
 }
 
 

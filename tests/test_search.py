@@ -34,7 +34,7 @@ from tiny import TINY, one_ray
 from astune.cli import main
 from astune.cli.parser import build_parser
 from astune.store.conventions import LOST_TAG
-from astune.tuning.resume import experiment_saved
+from astune.tuning.lifecycle.resume import experiment_saved
 from astune.tuning.runner import SearchSettings, run_search
 from astune.tuning.settings import SearchResult, settings_from_args
 
@@ -409,7 +409,7 @@ def test_finished_trials_checkpoints_are_deleted_unless_the_search_keeps_them(tm
 
 
 def test_scratch_of_a_killed_trial_is_cleaned_and_a_live_one_kept(tmp_path):
-    from astune.tuning.scratch import clean_stale_scratch
+    from astune.tuning.lifecycle.scratch import clean_stale_scratch
 
     killed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     killed.send_signal(signal.SIGKILL)

@@ -37,8 +37,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "recommendation.result": ["Recommendation"],
         "recommendation.report": ["format_recommendation"],
         "config": ["TrainConfig"],
-        "tuning.stop": ["SearchStopped"],
-        "tuning.ending": ["TrackingBehind"],
+        "tuning.lifecycle.stop": ["SearchStopped"],
+        "tuning.lifecycle.ending": ["TrackingBehind"],
         "training.stop": ["TrainingStopped"],
     },
 )
