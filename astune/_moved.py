@@ -45,6 +45,8 @@ MOVED: dict[str, str] = {
     "astune.tuning.backfill": "astune.tuning.lifecycle.backfill",
     "astune.tuning.scratch": "astune.tuning.lifecycle.scratch",
     "astune.tuning.trial_errors": "astune.tuning.lifecycle.trial_errors",
+    "astune.tuning.confirm": "astune.tuning.confirmation.confirm",
+    "astune.tuning.confirm_summary": "astune.tuning.confirmation.confirm_summary",
 }
 """Old dotted path -> the module's home since the third layout, or since issue 61 for the
 modules of ``astune.tuning`` that went into its packages by job."""

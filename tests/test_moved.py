@@ -28,6 +28,8 @@ PICKLED = {
     "astune.tuning.mo_halving": "MOHalvingScheduler",
     "astune.tuning.stop": "SearchStopped",
     "astune.tuning.resume": "resume_command",
+    "astune.tuning.confirm": "run_confirm",
+    "astune.tuning.confirm_summary": "ConfirmResult",
 }
 
 

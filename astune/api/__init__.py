@@ -33,7 +33,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "api._confirm": ["confirm"],
         "api._export": ["export", "ExportResult"],
         "tuning.settings": ["SearchResult"],
-        "tuning.confirm_summary": ["ConfirmResult"],
+        "tuning.confirmation.confirm_summary": ["ConfirmResult"],
         "recommendation.result": ["Recommendation"],
         "recommendation.report": ["format_recommendation"],
         "config": ["TrainConfig"],

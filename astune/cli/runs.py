@@ -40,7 +40,7 @@ def search(args: argparse.Namespace) -> int:
 
 
 def confirm(args: argparse.Namespace) -> int:
-    from astune.tuning.confirm import ConfirmSettings
+    from astune.tuning.confirmation.confirm import ConfirmSettings
 
     names = ("experiment", "top", "seeds", "baseline", "front", "within", "tracking_uri")
     names += ("max_concurrent", "verbose")
@@ -52,7 +52,7 @@ def confirm(args: argparse.Namespace) -> int:
         existing_store(settings.tracking_uri)
     from mlflow.exceptions import MlflowException
 
-    from astune.tuning.confirm import execute_confirm, prepare_confirm
+    from astune.tuning.confirmation.confirm import execute_confirm, prepare_confirm
     from astune.tuning.lifecycle.stop import SearchStopped
 
     with refused_as_bad_input(MlflowException):  # bad input found before Ray starts

@@ -26,7 +26,7 @@ from astune.store.conventions import (
 )
 from astune.store.reader import param
 from astune.store.writer import SearchTracker
-from astune.tuning.confirm_summary import ConfirmResult, summarize_confirm
+from astune.tuning.confirmation.confirm_summary import ConfirmResult, summarize_confirm
 from astune.tuning.settings import SearchSettings
 
 if TYPE_CHECKING:
