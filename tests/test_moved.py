@@ -7,6 +7,7 @@ import importlib
 import pickle
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,29 @@ def test_a_module_of_the_flat_tuning_package_imports_from_its_job_package(
         module = importlib.import_module(old)
     assert module is importlib.import_module(home)  # one module, whichever path imported it
     assert module.__name__ == module.__spec__.name == home
+
+
+@pytest.mark.parametrize("age", ["before_issue_60", "before_issue_61"])
+def test_a_pickle_aged_to_an_older_layout_loads_the_searcher_scheduler_and_trainable(age: str):
+    """What a Ray experiment pickles by module path, aged as tests/test_search.py ages a whole
+    search (the multi-objective scheduler too, which that tiny search does not use): a class
+    or function by its old path, and a pickle held inside a pickle (as Ray holds its trials)."""
+    import aged_pickles
+
+    from astune.tuning.confirmation.confirm import confirm_trial
+    from astune.tuning.searchers.mo_halving import MOHalvingScheduler
+    from astune.tuning.searchers.searcher import PruneAwareOptunaSearch
+
+    homes = getattr(aged_pickles, age)()
+    today = {"scheduler": MOHalvingScheduler, "searcher": PruneAwareOptunaSearch}
+    data = pickle.dumps({**today, "trial": pickle.dumps(confirm_trial, protocol=5)}, protocol=5)
+    named: set[str] = set()
+    aged = aged_pickles.age_pickle(data, aged_pickles.renamer(homes, named))
+    old = {homes[f"astune.tuning.{p}"] for p in ("searchers.mo_halving", "searchers.searcher")}
+    assert old | {homes["astune.tuning.confirmation.confirm"]} <= named
+    assert b"searchers" not in aged and b"confirmation" not in aged
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        loaded = pickle.loads(aged)
+        assert pickle.loads(loaded.pop("trial")) is confirm_trial
+    assert loaded == today
