@@ -33,8 +33,23 @@ MOVED: dict[str, str] = {
     "astune.objectives": "astune.metrics.objectives",
     "astune.skip": "astune.speed.skip",
     "astune.prune": "astune.speed.prune",
+    # issue 61: astune/tuning by job (a path of the fourth layout, astune.search.*, moves on
+    # through MOVED_PACKAGES to one of these, then here: new_home follows the chain)
+    "astune.tuning.searcher": "astune.tuning.searchers.searcher",
+    "astune.tuning.algorithms": "astune.tuning.searchers.algorithms",
+    "astune.tuning.mo_halving": "astune.tuning.searchers.mo_halving",
+    "astune.tuning.stop": "astune.tuning.lifecycle.stop",
+    "astune.tuning.ray_watch": "astune.tuning.lifecycle.ray_watch",
+    "astune.tuning.resume": "astune.tuning.lifecycle.resume",
+    "astune.tuning.ending": "astune.tuning.lifecycle.ending",
+    "astune.tuning.backfill": "astune.tuning.lifecycle.backfill",
+    "astune.tuning.scratch": "astune.tuning.lifecycle.scratch",
+    "astune.tuning.trial_errors": "astune.tuning.lifecycle.trial_errors",
+    "astune.tuning.confirm": "astune.tuning.confirmation.confirm",
+    "astune.tuning.confirm_summary": "astune.tuning.confirmation.confirm_summary",
 }
-"""Old dotted path -> the module's home since the third layout."""
+"""Old dotted path -> the module's home since the third layout, or since issue 61 for the
+modules of ``astune.tuning`` that went into its packages by job."""
 MOVED_PACKAGES: dict[str, str] = {
     "astune.search": "astune.tuning",
     "astune.recommend": "astune.recommendation",
@@ -44,14 +59,26 @@ MOVED_PACKAGES: dict[str, str] = {
 """Old package -> its home since the fourth layout: the package and every module under it."""
 
 
-def new_home(name: str) -> str | None:
-    """Where the module once imported as ``name`` lives now (None: it did not move)."""
+def _next_home(name: str) -> str | None:
+    """Where ``name`` went in one move (None: it did not move then)."""
     if name in MOVED:
         return MOVED[name]
     for old, new in MOVED_PACKAGES.items():
         if name == old or name.startswith(old + "."):
             return new + name[len(old) :]
     return None
+
+
+def new_home(name: str) -> str | None:
+    """Where the module once imported as ``name`` lives now (None: it did not move), through
+    every move since: ``astune.search.stop`` became ``astune.tuning.stop`` in the fourth layout,
+    which is ``astune.tuning.lifecycle.stop`` now."""
+    seen = [name]
+    while (nxt := _next_home(seen[-1])) is not None:
+        if nxt in seen:
+            raise RuntimeError("astune._moved maps in a circle: " + " -> ".join([*seen, nxt]))
+        seen.append(nxt)
+    return seen[-1] if len(seen) > 1 else None
 
 
 class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):

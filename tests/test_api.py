@@ -21,7 +21,7 @@ from tiny import TINY
 
 import astune
 from astune.cli.parser import build_parser
-from astune.tuning.confirm import ConfirmSettings
+from astune.tuning.confirmation.confirm import ConfirmSettings
 from astune.tuning.settings import SearchSettings
 
 HEAVY = ("torch", "ray", "mlflow", "transformers")

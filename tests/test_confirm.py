@@ -24,7 +24,7 @@ from search_processes import stop_command
 from stores import copy_store
 
 from astune.cli import main
-from astune.tuning.confirm import CONFIRM_AGAIN
+from astune.tuning.confirmation.confirm import CONFIRM_AGAIN
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

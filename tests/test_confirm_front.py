@@ -17,7 +17,7 @@ from astune.confirmation.plan import plan_confirm
 from astune.confirmation.table import summarize
 from astune.store.confirmed import ConfirmedConfig
 from astune.store.conventions import CONFIRM_BASELINE
-from astune.tuning.confirm import ConfirmSettings
+from astune.tuning.confirmation.confirm import ConfirmSettings
 
 
 def test_the_plan_is_the_front_cheapest_first_and_the_baseline_of_the_best(front_store):
@@ -90,7 +90,7 @@ def test_the_command_refuses_a_bad_top_in_one_line_naming_it_and_the_range(top, 
 def test_the_command_prints_the_note_before_it_runs(front_store, monkeypatch, capsys):
     """The note comes before the runs (the planning is real; preparing the data and Ray are
     left out)."""
-    from astune.tuning import confirm
+    from astune.tuning.confirmation import confirm
 
     uri, _ = front_store
 

@@ -201,8 +201,8 @@ def test_mlflow_info_lines_and_rays_console_engine_off_unless_verbose(tmp_path, 
 def test_verbose_is_a_flag_of_search_and_confirm_that_does_not_shape_the_search():
     from astune.cli.parser import build_parser
     from astune.space.space import load_space
-    from astune.tuning.confirm import ConfirmSettings, search_settings
-    from astune.tuning.resume import check_unchanged, search_params
+    from astune.tuning.confirmation.confirm import ConfirmSettings, search_settings
+    from astune.tuning.lifecycle.resume import check_unchanged, search_params
     from astune.tuning.settings import settings_from_args
     from astune.tuning.tuner import tune_verbosity
 

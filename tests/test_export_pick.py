@@ -117,7 +117,7 @@ def test_export_prefers_the_front_point_confirmed_faster_at_equal_accuracy(
     from mlflow import MlflowClient
 
     from astune.confirmation.plan import plan_confirm
-    from astune.tuning.confirm_summary import mark_front_confirm
+    from astune.tuning.confirmation.confirm_summary import mark_front_confirm
 
     uri, ids, parent_id = confirmed_store
     plan = plan_confirm(FRONT_SEARCH, front=within is not None, seeds=3, tracking_uri=uri)
@@ -151,7 +151,7 @@ def test_a_trial_has_one_name_its_trial_id_in_the_front_confirm_and_export_table
     from astune.store.confirmed import confirmed_configs, confirmed_winner
     from astune.store.pareto import search_front
     from astune.store.reader import Store
-    from astune.tuning.confirm_summary import ConfirmResult
+    from astune.tuning.confirmation.confirm_summary import ConfirmResult
     from astune.tuning.console import front_lines
 
     uri, ids, parent_id = confirmed_store

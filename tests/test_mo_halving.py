@@ -1,4 +1,4 @@
-"""Successive halving on several objectives (astune/tuning/mo_halving.py): NSGA-II's order
+"""Successive halving on several objectives (astune/tuning/searchers/mo_halving.py): NSGA-II's order
 (non-dominated sorting, crowding distance) against plain references written here on random
 points, and the scheduler's decisions on hand-made sequences of trials reaching a rung. No Ray
 runs here: the scheduler is built and driven without it, as a simulated replay drives it. The
@@ -16,8 +16,8 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
 from astune.metrics.objectives import crowding_distances, nondominated_fronts, nsga2_keys
 from astune.space.space import load_space
-from astune.tuning.algorithms import scheduler_for
-from astune.tuning.mo_halving import MOHalvingScheduler, rung_levels
+from astune.tuning.searchers.algorithms import scheduler_for
+from astune.tuning.searchers.mo_halving import MOHalvingScheduler, rung_levels
 
 CONTINUE, STOP = "CONTINUE", "STOP"
 

@@ -1,6 +1,6 @@
 """Multi-objective search: objective names, the Pareto front against a domination test written
 here, and a real search (Ray, Optuna, MLflow, 1-layer MiniLM) in which the multi-objective
-successive halving (astune/tuning/mo_halving.py) stops some trials: its ``trials.csv``,
+successive halving (astune/tuning/searchers/mo_halving.py) stops some trials: its ``trials.csv``,
 ``pareto.csv``, tags, console table, ``optuna.db``, the pruned trials, the scheduler's
 decisions replayed and ``export --within``."""
 
@@ -292,7 +292,7 @@ def test_stopped_trials_are_pruned_in_optuna_and_off_the_front(searched):
     from ray.tune import ExperimentAnalysis
     from ray.tune.search import ConcurrencyLimiter
 
-    from astune.tuning.searcher import PruneAwareOptunaSearch
+    from astune.tuning.searchers.searcher import PruneAwareOptunaSearch
 
     path = str(searched.root / "ray" / "front")
     restored = ConcurrencyLimiter(
@@ -329,7 +329,7 @@ def test_the_scheduler_decisions_replay_from_the_trials_results(searched):
     """The search ran one trial at a time, so its scheduler met each trial's results in trial
     order: a fresh scheduler fed the same results (each trial's ``result.json``, as Ray wrote
     them) stops exactly the trials whose runs are tagged stopped early."""
-    from astune.tuning.mo_halving import MOHalvingScheduler
+    from astune.tuning.searchers.mo_halving import MOHalvingScheduler
 
     scheduler = MOHalvingScheduler(
         ["objective", COST], ["max", "min"], max_t=MAX_T, reduction_factor=2

@@ -1,5 +1,6 @@
-"""The watch over a fit whose Ray dies with the job (astune/tuning/ray_watch.py), without Ray: a
-real child process stands for the GCS, and the driver is a real process that must exit."""
+"""The watch over a fit whose Ray dies with the job (astune/tuning/lifecycle/ray_watch.py),
+without Ray: a real child process stands for the GCS, and the driver is a real process that
+must exit."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ DRIVER = textwrap.dedent(
     """
     import signal, subprocess, sys, threading, time
     from types import SimpleNamespace
-    from astune.tuning.ray_watch import RayWatch
+    from astune.tuning.lifecycle.ray_watch import RayWatch
 
     gcs = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     stop = SimpleNamespace(received=None, exit_code=143)

@@ -1,4 +1,4 @@
-"""``--resume`` against the search it continues (astune/tuning/resume.py): every field of
+"""``--resume`` against the search it continues (astune/tuning/lifecycle/resume.py): every field of
 ``SearchSettings`` is recorded on the parent run and comes back when its flag is left out, or is
 named as one a resume may change or as no setting of the search. No Ray: the params are the
 strings MLflow stores."""
@@ -17,8 +17,8 @@ from astune.space.space import SearchSpace, load_space
 from astune.store.uri import resolve_tracking_uri
 from astune.store.values import flat_params
 from astune.tuning.console import format_summary
-from astune.tuning.ending import SearchEnd
-from astune.tuning.resume import (
+from astune.tuning.lifecycle.ending import SearchEnd
+from astune.tuning.lifecycle.resume import (
     NOT_SEARCH_SETTINGS,
     RESUME_MAY_CHANGE,
     as_before,
@@ -26,9 +26,9 @@ from astune.tuning.resume import (
     resume_command,
     search_params,
 )
+from astune.tuning.lifecycle.stop import stopped_line
 from astune.tuning.runner import _apply_settings
 from astune.tuning.settings import SearchResult, SearchSettings, settings_from_args
-from astune.tuning.stop import stopped_line
 
 SPACE = Path(__file__).with_name("spaces") / "tiny.yaml"
 # One value off its default for each field search_params records: a field recorded without a

@@ -15,6 +15,7 @@ import pytest
 import ray
 import torch
 import yaml
+from aged_pickles import age_experiment, before_issue_60, before_issue_61
 from mlflow import MlflowClient
 from search_processes import (
     SPACES,
@@ -34,7 +35,7 @@ from tiny import TINY, one_ray
 from astune.cli import main
 from astune.cli.parser import build_parser
 from astune.store.conventions import LOST_TAG
-from astune.tuning.resume import experiment_saved
+from astune.tuning.lifecycle.resume import experiment_saved
 from astune.tuning.runner import SearchSettings, run_search
 from astune.tuning.settings import SearchResult, settings_from_args
 
@@ -409,7 +410,7 @@ def test_finished_trials_checkpoints_are_deleted_unless_the_search_keeps_them(tm
 
 
 def test_scratch_of_a_killed_trial_is_cleaned_and_a_live_one_kept(tmp_path):
-    from astune.tuning.scratch import clean_stale_scratch
+    from astune.tuning.lifecycle.scratch import clean_stale_scratch
 
     killed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     killed.send_signal(signal.SIGKILL)
@@ -423,29 +424,31 @@ def test_scratch_of_a_killed_trial_is_cleaned_and_a_live_one_kept(tmp_path):
     assert not dead.exists() and live.exists() and other.exists()
 
 
+# The module paths of a search saved by an older astune: today's path -> the path of the time.
+AGES = {
+    "before-issue-60": before_issue_60(),  # the packages renamed: astune.search.*, flat
+    "before-issue-61": before_issue_61(),  # astune/tuning by job: astune.tuning.*, flat
+}
+
+
 @pytest.mark.ray
 @pytest.mark.slow
-def test_a_search_started_before_the_packages_were_renamed_resumes(searched, tmp_path, monkeypatch):
-    """Ray pickles a search's trainable, searcher and trials by module path: a search started
-    before the fourth layout names ``astune.search.*``. It resumes to the same best config, and
-    ``astune.search`` stays the API's function afterwards."""
+@pytest.mark.parametrize("age", sorted(AGES))
+def test_a_search_saved_by_an_older_layout_resumes(searched, tmp_path, monkeypatch, age):
+    """Ray pickles a search's Tuner, trainable, searcher, callbacks and trials by module path:
+    a search started before the fourth layout names ``astune.search.*``, one started before
+    ``astune/tuning`` went by job names its modules flat (``astune.tuning.searcher``). Each
+    resumes to the same best config, and ``astune.search`` stays the API's function."""
     import astune
 
     root = tmp_path / "old"
     shutil.copytree(searched.workdir, root)
-    # "astune.search" and "astune.tuning" are of one length: the pickles stay whole, raw or hex
-    new, old = b"astune.tuning", b"astune.search"
-    renamed = 0
-    for path in (root / "astune-runs" / "ray" / "tiny").rglob("*"):
-        if path.suffix in (".pkl", ".json"):
-            data = path.read_bytes()
-            aged = data.replace(new, old).replace(new.hex().encode(), old.hex().encode())
-            renamed += aged != data
-            path.write_bytes(aged)
-    assert renamed >= 2  # at least the Tuner and the trials' state named the package
+    named = age_experiment(root / "astune-runs" / "ray" / "tiny", AGES[age])
+    # at least the searcher, by its path of the time (the one module of it that moved twice)
+    assert AGES[age]["astune.tuning.searchers.searcher"] in named, named
     monkeypatch.chdir(root)
     argv = [*searched.argv, "--resume"]
-    with warnings.catch_warnings():  # "astune.search.trainable moved to ...", once a process
+    with warnings.catch_warnings():  # "astune.tuning.searcher moved to ...", once a process
         warnings.simplefilter("ignore", DeprecationWarning)
         resumed = run_search(settings_from_args(build_parser().parse_args(argv)))
     assert resumed.best_config == searched.summary.best_config

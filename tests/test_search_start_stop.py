@@ -1,7 +1,7 @@
-"""A new search stopped before its first trial ran (astune/tuning/stop.py's start-up signals,
-astune/tuning/execution.py's tune_search): it leaves nothing behind, so that the same command
-starts it anew. The signal comes between two start-up steps, as a user's Ctrl-C does; the
-stop's path through Tune's loop is test_search's SIGTERM test."""
+"""A new search stopped before its first trial ran (astune/tuning/lifecycle/stop.py's start-up
+signals, astune/tuning/execution.py's tune_search): it leaves nothing behind, so that the same
+command starts it anew. The signal comes between two start-up steps, as a user's Ctrl-C does;
+the stop's path through Tune's loop is test_search's SIGTERM test."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from mlflow.entities import ViewType
 from tiny import fifo_space, one_ray, tiny_settings
 
 from astune.tuning import execution
-from astune.tuning.resume import experiment_saved, forget_experiment
+from astune.tuning.lifecycle.resume import experiment_saved, forget_experiment
+from astune.tuning.lifecycle.stop import SearchStopped, StopSignals
 from astune.tuning.runner import _check_experiment_path, prepare_search
 from astune.tuning.settings import SearchSettings
-from astune.tuning.stop import SearchStopped, StopSignals
 
 
 class SignalAtCheck(StopSignals):

@@ -1,7 +1,7 @@
-"""A search's driver told to stop (astune/tuning/stop.py), signal by signal, in this process:
-a signal during the start-up is held to the end of the step under way, one during ``fit``
-becomes Tune's graceful stop (or ends ``fit`` before Tune's loop runs), later ones wait. The
-whole path, with Ray, MLflow and a driver process, is test_search's SIGTERM test."""
+"""A search's driver told to stop (astune/tuning/lifecycle/stop.py), signal by signal, in this
+process: a signal during the start-up is held to the end of the step under way, one during
+``fit`` becomes Tune's graceful stop (or ends ``fit`` before Tune's loop runs), later ones wait.
+The whole path, with Ray, MLflow and a driver process, is test_search's SIGTERM test."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from astune.tuning.stop import (
+from astune.tuning.lifecycle.stop import (
     RAY_TUNE_LOGGER,
     TUNE_SIGINT_VARIABLE,
     SearchStopped,

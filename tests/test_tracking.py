@@ -665,7 +665,7 @@ class _Payload:
 
 
 def test_trial_error_is_read_from_text_never_unpickled(tmp_path):
-    from astune.tuning.trial_errors import trial_error_message
+    from astune.tuning.lifecycle.trial_errors import trial_error_message
 
     marker = tmp_path / "marker"
     (tmp_path / "error.pkl").write_bytes(pickle.dumps(_Payload(str(marker))))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from astune.api._options import call_arguments
 
 if TYPE_CHECKING:
-    from astune.tuning.confirm_summary import ConfirmResult
+    from astune.tuning.confirmation.confirm_summary import ConfirmResult
 
 
 def confirm(
@@ -41,14 +41,14 @@ def confirm(
     Ctrl-C (the finished runs are kept; the same call runs the rest).
     """
     from astune.store.reader import existing_store
-    from astune.tuning.confirm import ConfirmSettings
+    from astune.tuning.confirmation.confirm import ConfirmSettings
 
     options = call_arguments(confirm, locals(), skip=("progress",))
     settings = ConfirmSettings(console=progress, **options).validate()
     existing_store(settings.tracking_uri)  # both before MLflow is imported, as in the command
     from mlflow.exceptions import MlflowException
 
-    from astune.tuning.confirm import execute_confirm, prepare_confirm
+    from astune.tuning.confirmation.confirm import execute_confirm, prepare_confirm
 
     try:
         prepared = prepare_confirm(settings)

@@ -12,10 +12,10 @@ from astune.store.reader import existing_store
 
 
 def search(args: argparse.Namespace) -> int:
-    from astune.tuning.ending import TrackingBehind
+    from astune.tuning.lifecycle.ending import TrackingBehind
+    from astune.tuning.lifecycle.stop import SearchStopped
     from astune.tuning.runner import execute_search, prepare_search
     from astune.tuning.settings import SearchError, settings_from_args
-    from astune.tuning.stop import SearchStopped
 
     with refused_as_bad_input():  # bad input found before Ray starts
         prepared = prepare_search(settings_from_args(args))
@@ -40,7 +40,7 @@ def search(args: argparse.Namespace) -> int:
 
 
 def confirm(args: argparse.Namespace) -> int:
-    from astune.tuning.confirm import ConfirmSettings
+    from astune.tuning.confirmation.confirm import ConfirmSettings
 
     names = ("experiment", "top", "seeds", "baseline", "front", "within", "tracking_uri")
     names += ("max_concurrent", "verbose")
@@ -52,8 +52,8 @@ def confirm(args: argparse.Namespace) -> int:
         existing_store(settings.tracking_uri)
     from mlflow.exceptions import MlflowException
 
-    from astune.tuning.confirm import execute_confirm, prepare_confirm
-    from astune.tuning.stop import SearchStopped
+    from astune.tuning.confirmation.confirm import execute_confirm, prepare_confirm
+    from astune.tuning.lifecycle.stop import SearchStopped
 
     with refused_as_bad_input(MlflowException):  # bad input found before Ray starts
         prepared = prepare_confirm(settings)

@@ -12,7 +12,7 @@ of the run that every evaluation and the final report carry:
 A trial is on the front when no other trial is at least as good on every objective and better
 on one (Optuna's ``study.best_trials`` by the same rule: equal trials are both on it). NSGA-II's
 order of points (non-dominated sorting, then crowding distance within a front) ranks the trials
-at a rung of the multi-objective successive halving (``astune/tuning/mo_halving.py``).
+at a rung of the multi-objective successive halving (``astune/tuning/searchers/mo_halving.py``).
 """
 
 from __future__ import annotations

@@ -64,8 +64,8 @@ class SearchTracker:
 
     Created on the driver. Picklable (Ray pickles the callbacks, which hold the tracker, into
     the experiment folder): the client is rebuilt from ``tracking_uri`` after unpickling.
-    Its child runs carry the role ``child_role`` (``trial``; :mod:`astune.tuning.confirm`
-    tracks confirm runs with a subclass).
+    Its child runs carry the role ``child_role`` (``trial``;
+    :mod:`astune.tuning.confirmation.confirm` tracks confirm runs with a subclass).
     """
 
     child_role = "trial"

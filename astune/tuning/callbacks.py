@@ -192,7 +192,7 @@ class MLflowTrialCallback(Callback):
         open and says so (``astune.retries``, ``astune.retry_error``, and
         ``astune.restarted_from_start`` when :class:`CheckpointRecovery` found its checkpoint
         gone)."""
-        from astune.tuning.trial_errors import trial_error_message
+        from astune.tuning.lifecycle.trial_errors import trial_error_message
 
         trial_id, tags = trial.trial_id, {RETRY_ERROR_TAG: trial_error_message(trial)}
         if self.recovery is not None and self.recovery.restarted_from_start(trial_id):
@@ -207,7 +207,7 @@ class MLflowTrialCallback(Callback):
         self._submit(f"the retry of trial {trial_id}", write)
 
     def on_trial_error(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
-        from astune.tuning.trial_errors import trial_error_message
+        from astune.tuning.lifecycle.trial_errors import trial_error_message
 
         trial_id, tags = trial.trial_id, {ERROR_TAG: trial_error_message(trial)}
         self._stopped_early.discard(trial_id)

@@ -72,7 +72,7 @@ class SearchPieces:
         """Ray Tune's ``OptunaSearch`` on :meth:`define_by_run` (the settings' sampler and seed,
         the space's seed points first, trials stopped early told to Optuna as PRUNED), proposing
         for at most ``max_concurrent`` trials at a time (default: the settings', else 1)."""
-        from astune.tuning.algorithms import searcher_for
+        from astune.tuning.searchers.algorithms import searcher_for
 
         limit = max_concurrent or self.prepared.settings.max_concurrent or 1
         return searcher_for(self.space, self.prepared.settings, max_concurrent=limit)

@@ -206,7 +206,7 @@ class ConsoleCallback(Callback):
         self._draw(force=True)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        from astune.tuning.trial_errors import trial_error_message
+        from astune.tuning.lifecycle.trial_errors import trial_error_message
 
         row = self._row(trial)
         row["status"] = "FAILED"

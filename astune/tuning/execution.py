@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from astune.store.backfill import TrialRecord
     from astune.store.driver_lock import DriverLock
     from astune.store.writer import SearchTracker
-    from astune.tuning.stop import StopSignals
+    from astune.tuning.lifecycle.stop import StopSignals
 
 logger = logging.getLogger(__name__)
 
@@ -139,18 +139,19 @@ def fitting_trials(settings: SearchSettings) -> int:
 
 def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> SearchResult:
     """Run the trials under MLflow tracking; the parent run ends with the search's status.
-    :class:`~astune.tuning.ending.TrackingBehind` when the tracking server is unreachable at
-    the end (the trials' writes wait for it meanwhile: HTTP calls give up in seconds);
-    :class:`~astune.tuning.stop.SearchStopped` on a stop signal ``stop`` received."""
+    :class:`~astune.tuning.lifecycle.ending.TrackingBehind` when the tracking server is
+    unreachable at the end (the trials' writes wait for it meanwhile: HTTP calls give up in
+    seconds); :class:`~astune.tuning.lifecycle.stop.SearchStopped` on a stop signal ``stop``
+    received."""
     from astune.store.outbox import fast_failing_http
-    from astune.tuning.ending import SearchEnd, TrackingBehind
-    from astune.tuning.outcome import search_was_stopped, summarize
-    from astune.tuning.resume import (
+    from astune.tuning.lifecycle.ending import SearchEnd, TrackingBehind
+    from astune.tuning.lifecycle.resume import (
         experiment_saved,
         forget_experiment,
         resume_command,
     )
-    from astune.tuning.stop import SearchStopped, fit_or_stop
+    from astune.tuning.lifecycle.stop import SearchStopped, fit_or_stop
+    from astune.tuning.outcome import search_was_stopped, summarize
 
     settings, space, base = prepared.settings, prepared.space, prepared.base
     # a new search stopped before fit has nothing to resume: Ray saves its trials from there
@@ -199,7 +200,7 @@ def tune_search(prepared: PreparedSearch, max_t: int, *, stop: StopSignals) -> S
 def search_tracker(prepared: PreparedSearch) -> SearchTracker:
     """The MLflow writer of the search: its experiment, and the parent run's params."""
     from astune.store.writer import SearchTracker
-    from astune.tuning.resume import search_params
+    from astune.tuning.lifecycle.resume import search_params
 
     settings, data = prepared.settings, prepared.data
     return SearchTracker(
@@ -232,9 +233,9 @@ def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
     """A new Tuner, or with ``--resume`` the restored one, its callbacks pointed at ``tracker``
     and the child runs settled with the trials Ray restored."""
     from astune.store.reconcile import finish_completed_trials, forget_lost_trials
-    from astune.tuning.algorithms import scheduler_for, searcher_for
-    from astune.tuning.backfill import trial_records
     from astune.tuning.callbacks import attach_tracker
+    from astune.tuning.lifecycle.backfill import trial_records
+    from astune.tuning.searchers.algorithms import scheduler_for, searcher_for
     from astune.tuning.trainable import train_trial
     from astune.tuning.tuner import build_tuner, restore_tuner, trainable
 
@@ -280,7 +281,7 @@ def _replay_rungs(tuner: Any, records: list[TrialRecord]) -> None:
     """Give the restored multi-objective scheduler back the rungs the trials reached before
     the search stopped: it is unpickled as it was when the search started."""
     from astune._private import restored_scheduler
-    from astune.tuning.mo_halving import MOHalvingScheduler
+    from astune.tuning.searchers.mo_halving import MOHalvingScheduler
 
     scheduler = restored_scheduler(tuner)
     if isinstance(scheduler, MOHalvingScheduler):

@@ -71,7 +71,7 @@ def summarize(
     over ``base``), the trials' states and, with several objectives, the Pareto front; the
     best config and the trials are logged on the parent run."""
     from astune.store.artifacts import log_search_artifacts
-    from astune.tuning.resume import resume_command
+    from astune.tuning.lifecycle.resume import resume_command
 
     if space.multi_objective:  # each trial's last result: a finished one's is its final report
         frame = results.get_dataframe()

@@ -43,7 +43,12 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     from astune.space.space import load_space
     from astune.store.uri import check_tracking_uri, resolve_tracking_uri
     from astune.tuning.execution import check_local_gpus
-    from astune.tuning.resume import as_before, check_not_running, check_unchanged, parent_params
+    from astune.tuning.lifecycle.resume import (
+        as_before,
+        check_not_running,
+        check_unchanged,
+        parent_params,
+    )
 
     settings.validate()
     ref = resolve_dataset(settings.dataset)  # once: every step below takes it from here
@@ -196,8 +201,8 @@ def max_reports(
 
 def _run(prepared: PreparedSearch) -> SearchResult:
     from astune.tuning import execution
+    from astune.tuning.lifecycle.stop import stop_on_signals
     from astune.tuning.notices import library_notices
-    from astune.tuning.stop import stop_on_signals
 
     settings, data = prepared.settings, prepared.data
     max_t = max_reports(

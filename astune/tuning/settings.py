@@ -198,7 +198,7 @@ class SearchResult:
     experiment_id: str | None = None
     objectives: tuple[str, ...] = ("objective",)
     front: list[FrontPoint] = dataclasses.field(default_factory=list)  # several objectives
-    resume_command: str = ""  # the command that resumes it (astune.tuning.resume; "": none)
+    resume_command: str = ""  # the command that resumes it (tuning.lifecycle.resume; "": none)
 
     @property
     def optuna_storage(self) -> str:

@@ -32,7 +32,7 @@ def train_trial(config: dict[str, Any], *, data: TrainData, base: TrainConfig) -
     from astune.store.storage_retry import waited_seconds
     from astune.training import fit
     from astune.training.state import BestWeights
-    from astune.tuning.scratch import clean_stale_scratch, make_scratch
+    from astune.tuning.lifecycle.scratch import clean_stale_scratch, make_scratch
 
     # The run folder is scratch: Ray persists each reported checkpoint and MLflow every record.
     # Inside the trial folder Ray would copy it again at every experiment snapshot, and a reused

@@ -38,7 +38,7 @@ from benchmarks.multi_objective import RESULTS
 
 if TYPE_CHECKING:
     from astune.confirmation.stats import PairedDifference
-    from astune.tuning.confirm import ConfirmResult, ConfirmSettings
+    from astune.tuning.confirmation.confirm import ConfirmResult, ConfirmSettings
     from astune.tuning.settings import SearchResult, SearchSettings
 
 HERE = Path(__file__).resolve().parent
@@ -83,7 +83,7 @@ def search_settings(args: argparse.Namespace, root: Path) -> SearchSettings:
 
 
 def confirm_settings(args: argparse.Namespace, root: Path, experiment: str) -> ConfirmSettings:
-    from astune.tuning.confirm import ConfirmSettings
+    from astune.tuning.confirmation.confirm import ConfirmSettings
 
     return ConfirmSettings(
         experiment,
@@ -208,7 +208,7 @@ def _diff(values: list[float] | None, digits: int) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
 
-    from astune.tuning.confirm import run_confirm
+    from astune.tuning.confirmation.confirm import run_confirm
     from astune.tuning.runner import run_search
 
     args = parse_args(argv)

@@ -74,7 +74,7 @@ class Arm:
         import optuna
         from ray.tune.search.optuna import OptunaSearch
 
-        from astune.tuning.searcher import PruneAwareOptunaSearch
+        from astune.tuning.searchers.searcher import PruneAwareOptunaSearch
 
         kind = PruneAwareOptunaSearch if self.prune_aware else OptunaSearch
         return kind(

@@ -1,7 +1,8 @@
 """Early stopping with several objectives, measured (issue 44 item 5): the hypervolume of a
 speed/accuracy search's front against trial-seconds, with astune's successive halving by
-non-dominated sorting (:class:`astune.tuning.mo_halving.MOHalvingScheduler`) and without it
-(every trial to its end: what ``auto`` did with several objectives before), in the same replay.
+non-dominated sorting (:class:`astune.tuning.searchers.mo_halving.MOHalvingScheduler`) and
+without it (every trial to its end: what ``auto`` did with several objectives before), in the
+same replay.
 
 The search: the ``astune-fast-cold`` arm's grid (the shipped space, softmax, the epochs, the
 fast levers), its seed points first, objectives (validation metric, max;
@@ -44,7 +45,7 @@ class ParetoArm:
     def searcher(self, seed: int) -> Any:
         import optuna
 
-        from astune.tuning.searcher import PruneAwareOptunaSearch
+        from astune.tuning.searchers.searcher import PruneAwareOptunaSearch
 
         return PruneAwareOptunaSearch(
             space=self.base.define_by_run,
@@ -57,7 +58,7 @@ class ParetoArm:
     def scheduler(self) -> Any:
         from ray.tune.schedulers import FIFOScheduler
 
-        from astune.tuning.mo_halving import MOHalvingScheduler
+        from astune.tuning.searchers.mo_halving import MOHalvingScheduler
 
         if not self.halving:
             return FIFOScheduler()

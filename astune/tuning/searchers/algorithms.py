@@ -16,7 +16,7 @@ def searcher_for(space: SearchSpace, settings: SearchSettings, *, max_concurrent
     import optuna
     from ray.tune.search import ConcurrencyLimiter
 
-    from astune.tuning.searcher import PruneAwareOptunaSearch
+    from astune.tuning.searchers.searcher import PruneAwareOptunaSearch
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     multi = space.multi_objective
@@ -41,10 +41,10 @@ def _sampler(settings: SearchSettings) -> Any:
 
 def scheduler_for(space: SearchSpace, max_t: int) -> Any:
     """ASHA on the metric; with several objectives successive halving by NSGA-II's order of
-    the metric and costs (``search/mo_halving.py``); ``none``: FIFO, no early stopping."""
+    the metric and costs (:mod:`.mo_halving`); ``none``: FIFO, no early stopping."""
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
-    from astune.tuning.mo_halving import MOHalvingScheduler
+    from astune.tuning.searchers.mo_halving import MOHalvingScheduler
 
     options = space.scheduler
     if space.scheduler_type == "none":

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 class StopState(Protocol):
-    """What the watch reads of :class:`astune.tuning.stop.StopSignals` (which imports this)."""
+    """What the watch reads of :class:`.stop.StopSignals` (which imports this)."""
 
     received: int | None
 

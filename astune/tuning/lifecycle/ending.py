@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from astune.store.outbox import fast_failing_http, first_line, unreachable
-from astune.tuning.resume import resume_command
+from astune.tuning.lifecycle.resume import resume_command
 
 if TYPE_CHECKING:
     from astune.space.space import SearchSpace
@@ -77,8 +77,8 @@ class SearchEnd:
         """The parent run ends with ``status`` and the claim is released; the study is written.
         With the server unreachable: :class:`TrackingBehind`, or only a warning when the search
         is ``failing`` already (its own error is the one to report)."""
+        from astune.tuning.lifecycle.scratch import clean_stale_scratch
         from astune.tuning.optuna_storage import write_study
-        from astune.tuning.scratch import clean_stale_scratch
 
         try:
             with fast_failing_http(), self.behind_if_unreachable():
@@ -108,7 +108,7 @@ class SearchEnd:
 
     def give_up(self) -> None:
         """Tracking is behind: stop the claim's heartbeat without writing, leave the rest."""
-        from astune.tuning.scratch import clean_stale_scratch
+        from astune.tuning.lifecycle.scratch import clean_stale_scratch
 
         self.lock.stop()
         clean_stale_scratch()

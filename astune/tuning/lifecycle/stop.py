@@ -184,9 +184,9 @@ def fit_unless_stopped(
     stop; ``stop.received`` tells whether one came. None when one came during the start-up
     (``fit`` is not called) or ended ``fit`` before Tune's loop ran. When the Ray this driver
     started dies meanwhile (a job-wide SIGTERM), ``end_without_ray`` closes the runs and gives
-    the one line, and the process exits (:mod:`astune.tuning.ray_watch`, ``command`` names it).
+    the one line, and the process exits (:mod:`.ray_watch`, ``command`` names it).
     """
-    from astune.tuning.ray_watch import watching_ray
+    from astune.tuning.lifecycle.ray_watch import watching_ray
 
     results = None
     try:

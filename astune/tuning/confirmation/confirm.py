@@ -26,7 +26,7 @@ from astune.store.conventions import (
 )
 from astune.store.reader import param
 from astune.store.writer import SearchTracker
-from astune.tuning.confirm_summary import ConfirmResult, summarize_confirm
+from astune.tuning.confirmation.confirm_summary import ConfirmResult, summarize_confirm
 from astune.tuning.settings import SearchSettings
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from astune.config import TrainConfig
     from astune.data.encoding import EncodedData
     from astune.store.driver_lock import DriverLock
-    from astune.tuning.stop import StopSignals
+    from astune.tuning.lifecycle.stop import StopSignals
 
 FRONT_WITHIN = 0.5  # percentage points: the default tolerance of "faster at equal accuracy"
 CONFIRM_AGAIN = "run the same confirm again: it keeps the finished runs and runs the others anew"
@@ -200,7 +200,7 @@ def hold_for_confirm(plan: ConfirmPlan) -> DriverLock:
 def search_settings(settings: ConfirmSettings, params: Mapping[str, str]) -> SearchSettings:
     """The search's settings from its parent run's params, with the resources and places this
     confirm was given."""
-    from astune.tuning.resume import as_before
+    from astune.tuning.lifecycle.resume import as_before
 
     given = {
         k: v
@@ -234,10 +234,10 @@ def finished_pairs(plan: ConfirmPlan) -> set[tuple[str, int]]:
 
 def execute_confirm(prepared: PreparedConfirm) -> ConfirmResult:
     """Run the missing (config, seed) pairs, then log and return the table; SearchStopped (its
-    one line) when SIGTERM or SIGINT stopped the runs (:mod:`astune.tuning.stop`)."""
+    one line) when SIGTERM or SIGINT stopped the runs (:mod:`astune.tuning.lifecycle.stop`)."""
     from astune.tuning import execution
+    from astune.tuning.lifecycle.stop import stop_on_signals
     from astune.tuning.notices import library_notices
-    from astune.tuning.stop import stop_on_signals
 
     points = prepared.plan.points(prepared.done)
     try:
@@ -264,8 +264,8 @@ def _fit(prepared: PreparedConfirm, points: list[dict[str, Any]], stop: StopSign
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
     from astune.tuning.execution import fitting_trials
-    from astune.tuning.scratch import clean_stale_scratch
-    from astune.tuning.stop import SearchStopped, finished_trials, fit_unless_stopped
+    from astune.tuning.lifecycle.scratch import clean_stale_scratch
+    from astune.tuning.lifecycle.stop import SearchStopped, finished_trials, fit_unless_stopped
     from astune.tuning.tuner import build_tuner, trainable
 
     search, parent = prepared.search, prepared.plan.parent
