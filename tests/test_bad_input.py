@@ -45,7 +45,7 @@ CASES: list[tuple[str, str]] = [
     ("confirm --experiment x --storage-timeout -5", "storage_timeout must be in [0.0, inf), but got -5.0"),
     ("search --dataset sst5 --max-failures 1", "unrecognized arguments: --max-failures 1"),
     ("search --dataset sst5 --resume --name never", "--resume: no search 'never' at"),
-    ("search --dataset sst5 --reference ref.json", "--reference is read by --warm-start only; add --warm-start"),
+    ("search --dataset sst5 --no-portfolio --reference ref.json", "--reference is read by --warm-start and the portfolio; add --warm-start or leave out --no-portfolio"),
     ("search --dataset sst5 --warm-start --reference nope.json", "--reference nope.json: no such file"),
     ("search --dataset sst5 --probe-backbone minilm", "--probe-backbone is read by --warm-start only; add --warm-start"),
     ("search --dataset sst5 --backbone minilm --loss-kernel triton", "kernel='triton' needs CUDA tensors"),

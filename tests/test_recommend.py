@@ -15,6 +15,8 @@ from stores import new_store
 from astune.cli import main
 from astune.recommendation import fit_line, prior_delta, prior_warmup, recommend
 from astune.recommendation.difficulty import DIFFICULTY_TAG, PROBE_TAG
+from astune.recommendation.portfolio import PORTFOLIO_SIZE
+from astune.recommendation.report import format_recommendation
 from astune.space.space import load_space
 
 
@@ -82,6 +84,11 @@ def test_recommend_fits_the_history_of_two_datasets(searches, data_dir):
     }
     assert conll[0].profile.difficulty == pytest.approx(by_dataset["conll2003"])
     assert conll[0].rank == 0.0 and conll[0].config["loss"] in ("as_softmax", "softmax")
+    # The portfolio a search would run first (the tiny searches' trials tie: they rank nothing,
+    # so it is the prior's; tests/test_portfolio.py reads a store's search into one).
+    assert rec.backbone == "minilm" and len(rec.portfolio) == PORTFOLIO_SIZE
+    report = format_recommendation(rec)
+    assert "portfolio:   the first 4 trials a search runs (minilm):" in report
 
 
 @pytest.mark.ray

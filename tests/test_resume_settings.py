@@ -37,6 +37,7 @@ OFF_DEFAULT: dict[str, Any] = {
     "dataset": "sst5",
     "space": str(SPACE),
     "warm_start": True,
+    "portfolio": False,
     "num_samples": 3,
     "max_concurrent": 2,
     "cpus_per_trial": 2.0,

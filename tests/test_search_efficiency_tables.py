@@ -9,7 +9,7 @@ import json
 import pytest
 from synthetic_tables import synthetic_rows
 
-from astune.recommendation.reference import PRIOR_FILE
+from astune.recommendation.reference import PRIOR_FILE, write_reference
 from benchmarks.search_efficiency import arms, lineup, prior, settings, tables
 from benchmarks.search_efficiency import record as recorder
 
@@ -144,7 +144,9 @@ def test_the_fast_levers_are_grouped_by_length_and_keyed_apart():
 
 def test_the_packaged_prior_is_the_one_its_pinned_tables_build(tmp_path):
     """The tables hash to their pins, the packaged prior names those pins, and building it again
-    from them (the probes measured anew) gives the packaged file, its date apart."""
+    from them gives the packaged file, its date apart: every config, score and rank comes from
+    the pinned tables. The probe's difficulty is taken as recorded (each probe is a few seconds
+    of training; tests/test_recommend.py measures it)."""
     pins = prior.read_pins()
     assert set(pins) == set(settings.DATASETS)
     for name, digest in pins.items():
@@ -153,9 +155,9 @@ def test_the_packaged_prior_is_the_one_its_pinned_tables_build(tmp_path):
         assert json.loads((folder / tables.DIGEST_FILE).read_text())["sha256"] == digest
     packaged = json.loads(PRIOR_FILE.read_text())
     assert packaged["tables"] == pins
-    out = tmp_path / "prior.json"
-    prior.main(["--out", str(out)])
-    rebuilt = json.loads(out.read_text())
+    recorded = {e["dataset"]: (e["difficulty"], e["task"]) for e in packaged["searches"]}
+    entries, about = prior.build_prior(list(pins), pins, difficulty=recorded.__getitem__)
+    rebuilt = json.loads(write_reference(tmp_path / "prior.json", entries, **about).read_text())
     assert {**rebuilt, "made_on": None} == {**packaged, "made_on": None}
 
 

@@ -88,8 +88,9 @@ def test_a_reference_too_unlike_to_weigh_is_not_worth_a_probe(tmp_path, data_dir
 
 
 def test_reference_without_warm_start_or_missing_is_refused(tmp_path):
-    with pytest.raises(SearchError, match="--reference is read by --warm-start only"):
-        tiny_settings(reference=str(reference(tmp_path))).validate()
+    with pytest.raises(SearchError, match="--reference is read by --warm-start and the portf"):
+        tiny_settings(reference=str(reference(tmp_path)), portfolio=False).validate()
+    tiny_settings(reference=str(reference(tmp_path)), portfolio=True).validate()  # it reads it
     with pytest.raises(SearchError, match="--reference .*nope.json: no such file"):
         tiny_settings(warm_start=True, reference=str(tmp_path / "nope.json")).validate()
     tiny_settings(warm_start=True, reference="none").validate()

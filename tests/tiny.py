@@ -1,5 +1,6 @@
 """The tiny search the Ray tests share, written once: MiniLM cut to one layer on a slice of the
-data (``../shared/data``), no console table. Tests lay their own changes over it."""
+data (``../shared/data``), no console table, and the space as given (no portfolio in front:
+tests/test_portfolio_search.py tests that). Tests lay their own changes over it."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def tiny_settings(
 ) -> SearchSettings:
     """A tiny search of ``dataset``; with ``root`` its MLflow store (``root/mlflow.db``) and Ray
     storage (``root/ray``) are there, with ``data_dir`` its data is read from that folder."""
-    values: dict[str, Any] = {**TINY, "dataset": dataset, "console": False}
+    values: dict[str, Any] = {**TINY, "dataset": dataset, "console": False, "portfolio": False}
     if root is not None:
         values.update(tracking_uri=new_store(root), storage_path=str(root / "ray"))
     if data_dir is not None:
@@ -52,12 +53,14 @@ def fifo_space(*, trials: int, epochs: int) -> dict[str, Any]:
     }
 
 
-def tiny_flags(**changes: Any) -> list[str]:
-    """The tiny search as ``astune search`` flags (``changes`` as fields: ``max_train_samples``)."""
+def tiny_flags(*, portfolio: bool = False, **changes: Any) -> list[str]:
+    """The tiny search as ``astune search`` flags (``changes`` as fields: ``max_train_samples``),
+    without the portfolio unless asked for."""
     values = {**TINY, **changes}
-    return [
+    flags = [
         item for key, value in values.items() for item in (f"--{key.replace('_', '-')}", str(value))
     ]
+    return flags if portfolio else [*flags, "--no-portfolio"]
 
 
 @contextmanager

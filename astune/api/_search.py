@@ -50,6 +50,7 @@ def search(
     sampler: str = "tpe",
     loss_kernel: str = "auto",
     warm_start: bool = False,
+    portfolio: bool = True,
     reference: str | PathLike[str] | None = None,
     probe_backbone: str | None = None,
     verbose: bool = False,

@@ -73,11 +73,19 @@ def _add_search_parser(sub: argparse._SubParsersAction) -> None:
         help="search the space warmed by `astune recommend` (its ranges and seed points)",
     )
     search.add_argument(
+        "--no-portfolio",
+        dest="portfolio",
+        action="store_false",
+        default=None,
+        help="do not run first the configs that won on past tasks of the backbone (the "
+        "packaged prior's and the store's searches); search the space as given",
+    )
+    search.add_argument(
         "--reference",
         default=None,
         metavar="FILE",
-        help="--warm-start's reference trials beside the store's (default: the prior packaged "
-        "with astune; 'none': the store's alone)",
+        help="the reference trials of --warm-start and the portfolio beside the store's "
+        "(default: the prior packaged with astune; 'none': the store's alone)",
     )
     search.add_argument(
         "--probe-backbone",

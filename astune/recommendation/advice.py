@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from astune.recommendation.difficulty import Difficulty, dataset_name, measure_difficulty
 from astune.recommendation.history import HistoryPoint, fit_line, history_points
+from astune.recommendation.portfolio_sources import portfolio_for
 from astune.recommendation.prior import (
     HISTORY_SHRINK,
     PRIOR_HALF_WIDTH,
@@ -78,11 +79,13 @@ def recommend(
     profile = TaskProfile(
         difficulty=target.value,
         task=target.task,
-        train_size=train_size or _train_rows(dataset, data_dir, rec.notes),
+        train_size=train_size or train_rows(dataset, data_dir, rec.notes),
         backbone=backbone or _default_backbone(dataset),
         num_layers=num_layers,
     )
     rec.transfer = advise(profile, [*store_trials(store, difficulty_of), *prior])
+    rec.portfolio = portfolio_for(profile, store=store, reference=reference)
+    rec.backbone = profile.backbone
     return rec
 
 
@@ -124,8 +127,8 @@ def nothing_to_learn(
     notes: list[str] = []
     profile = TaskProfile(
         difficulty=None,
-        task=_task(dataset, data_dir),
-        train_size=train_size or _train_rows(dataset, data_dir, notes),
+        task=dataset_task(dataset, data_dir),
+        train_size=train_size or train_rows(dataset, data_dir, notes),
         backbone=backbone or _default_backbone(dataset),
         num_layers=num_layers,
     )
@@ -141,7 +144,7 @@ def nothing_to_learn(
     )
 
 
-def _task(dataset: str, data_dir: str | None) -> str | None:
+def dataset_task(dataset: str, data_dir: str | None) -> str | None:
     """The dataset's task family before any probe: the registry's, or a folder's spec."""
     from astune.data import load_dataset_splits
     from astune.data.resolve import resolve_dataset
@@ -165,7 +168,7 @@ def _default_backbone(dataset: str) -> str:
     return default_backbone(DEFAULT_BACKBONE, resolve_dataset(dataset).spec)
 
 
-def _train_rows(dataset: str, data_dir: str | None, notes: list[str]) -> int | None:
+def train_rows(dataset: str, data_dir: str | None, notes: list[str]) -> int | None:
     """The dataset's training rows (None, with a note, where it cannot be read)."""
     from astune.data import load_dataset_splits
 

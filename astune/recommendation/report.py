@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+from astune.recommendation.portfolio import describe_portfolio
 from astune.recommendation.prior import UNKNOWN_DIFFICULTY
 from astune.recommendation.result import Recommendation
 from astune.recommendation.schedules import (
@@ -129,6 +130,8 @@ def format_recommendation(rec: Recommendation) -> str:
     lines += schedule_lines(rec.schedule)
     if rec.transfer is not None:
         lines += describe_transfer(rec.transfer)
+    if rec.backbone is not None:
+        lines += describe_portfolio(rec.portfolio, rec.backbone)
     lines.append("rationale:")
     lines.append(textwrap.fill(rec.rationale, 99, initial_indent="  ", subsequent_indent="  "))
     return "\n".join(lines)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from astune.recommendation.difficulty import Difficulty
 from astune.recommendation.history import HistoryPoint
+from astune.recommendation.portfolio import PortfolioEntry
 from astune.recommendation.schedules import ScheduleAdvice
 from astune.recommendation.transfer import TransferAdvice
 
@@ -14,7 +15,8 @@ from astune.recommendation.transfer import TransferAdvice
 @dataclass
 class Recommendation:
     """delta with its range, r, the delta schedule, the difficulty they rest on, and why; what
-    history transfers of the other keys (:mod:`astune.recommendation.transfer`)."""
+    history transfers of the other keys (:mod:`astune.recommendation.transfer`); the configs a
+    search runs first (:mod:`astune.recommendation.portfolio`)."""
 
     dataset: str
     delta: float
@@ -32,3 +34,5 @@ class Recommendation:
     transfer: TransferAdvice | None = None
     fit_warmup_ratio: float | None = None  # history's fit of r at this difficulty (None: none)
     space_file: Path | None = None  # the warmed space, when one was written (--write-space)
+    portfolio: list[PortfolioEntry] = field(default_factory=list)  # what a search runs first
+    backbone: str | None = None  # the search to come's, which the portfolio is for

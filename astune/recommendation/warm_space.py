@@ -54,7 +54,7 @@ def warm_space(rec: Recommendation, space: SearchSpace) -> SearchSpace:
     if point_loss == loss:
         first |= _recommended_point(space, loss, rec, start)
     points = [first, *_trial_points(space, loss, rec.transfer)]
-    return _with_points(space, points)
+    return with_points(space, points)
 
 
 def _first_seed(shipped: Sequence[dict[str, Any]], loss: str) -> dict[str, Any]:
@@ -68,7 +68,7 @@ def _held(space: SearchSpace, loss: str, seed: dict[str, Any]) -> dict[str, Any]
     are the shipped ones, in their order)."""
     kept = {"loss": loss}
     for key, value in seed.items():
-        param = _param(space, key, loss) if key != "loss" else None
+        param = space_param(space, key, loss) if key != "loss" else None
         if param is not None and param.contains(value):
             kept[key] = value
     return kept
@@ -93,7 +93,7 @@ def _delta_and_r(
     }  # fmt: skip
     h, start = rec.history_weight, {}
     for key, (value, low, high, fit) in wanted.items():
-        param = _param(space, key, loss)
+        param = space_param(space, key, loss)
         if param is None or param.kind not in ("float", "int"):
             continue
         if seed.get(key) is None:
@@ -108,7 +108,7 @@ def _delta_and_r(
         low, high = _on_grid(param, low, high, key)
         if low < high:
             space = space.narrowed(key, low, high, loss=loss)
-        start[key] = snapped(_param(space, key, loss), value)
+        start[key] = snapped(space_param(space, key, loss), value)
     return space, start
 
 
@@ -137,7 +137,7 @@ def _recommended_point(
     return {k: v for k, v in wanted.items() if k in params and params[k].contains(v)}
 
 
-def _param(space: SearchSpace, key: str, loss: str) -> Param | None:
+def space_param(space: SearchSpace, key: str, loss: str) -> Param | None:
     """``key``'s spec for ``loss`` in the space, or None where the space does not have it."""
     try:
         return space.param(key, loss)
@@ -175,7 +175,7 @@ def _moved_ranges(
         return space, values
     h = advice.weight
     for key in TRANSFER_KEYS:
-        param = _param(space, key, loss)
+        param = space_param(space, key, loss)
         if key not in advice.centre or param is None:
             continue
         shipped = _shipped_value(shipped_points, key, loss, param)
@@ -240,7 +240,7 @@ def _ranged(
     if not low < high:
         return space, snapped(param, value)
     space = space.narrowed(key, low, high, loss=loss)
-    return space, snapped(_param(space, key, loss), value)
+    return space, snapped(space_param(space, key, loss), value)
 
 
 def _on_grid(param: Param, low: float, high: float, key: str) -> tuple[float, float]:
@@ -310,7 +310,7 @@ def _trial_points(space: SearchSpace, loss: str, advice: TransferAdvice | None) 
         return []
     points: list[dict[str, Any]] = []
     for trial in advice.trials:
-        point = _as_point(space, loss, trial.config)
+        point = as_point(space, loss, trial.config)
         if point is not None and point not in points:
             points.append(point)
         if len(points) == TRANSFER_POINTS - 1:
@@ -318,7 +318,7 @@ def _trial_points(space: SearchSpace, loss: str, advice: TransferAdvice | None) 
     return points
 
 
-def _as_point(space: SearchSpace, loss: str, config: dict[str, Any]) -> dict[str, Any] | None:
+def as_point(space: SearchSpace, loss: str, config: dict[str, Any]) -> dict[str, Any] | None:
     """A reference trial's config as a seed point of the space: its loss if searched (its
     family's AS loss otherwise), each of its values the space can hold, snapped."""
     name = config.get("loss")
@@ -328,7 +328,7 @@ def _as_point(space: SearchSpace, loss: str, config: dict[str, Any]) -> dict[str
         return None
     point: dict[str, Any] = {"loss": name}
     for key in (*TRANSFER_KEYS, "delta", "warmup_ratio"):
-        if config.get(key) is None or (param := _param(space, key, name)) is None:
+        if config.get(key) is None or (param := space_param(space, key, name)) is None:
             continue
         value = snapped(param, config[key])
         if value is not None:
@@ -336,7 +336,7 @@ def _as_point(space: SearchSpace, loss: str, config: dict[str, Any]) -> dict[str
     return _consistent(point, name)
 
 
-def _with_points(space: SearchSpace, first: list[dict[str, Any]]) -> SearchSpace:
+def with_points(space: SearchSpace, first: list[dict[str, Any]]) -> SearchSpace:
     """``first`` (those with a loss) ahead of the space's own points that are not among them."""
     new = [p for p in first if p.get("loss")]
     rest = [p for p in space.points if p not in new]

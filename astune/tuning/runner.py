@@ -89,6 +89,11 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     if ref.spec is None:  # a user folder: its own metric and task, known once it is read
         check_metric_computed(data.spec.name, data.spec.metric)
         space = _apply_settings(space, settings, data.spec.task)
+    if settings.portfolio and not settings.resume:  # a resume reads the space it recorded
+        from astune.tuning.portfolio_start import portfolio_start
+
+        settings, space, lines = portfolio_start(settings, space, data, tracking_uri=tracking_uri)
+        notes += lines
     check_unchanged(settings, space, before)
     return PreparedSearch(
         settings=settings,

@@ -43,6 +43,7 @@ class SearchSettings:
     _: KW_ONLY
     space: str | None = None
     warm_start: bool = False  # search the space `recommend` warms (search/warm_start.py)
+    portfolio: bool = True  # run what won on past tasks first (tuning/portfolio_start.py)
     reference: str | None = None  # --warm-start's reference trials (None: the packaged prior)
     probe_backbone: str | None = None  # --warm-start's probe (None: recommend's default)
     num_samples: int | None = None
@@ -132,8 +133,11 @@ class SearchSettings:
             raise SearchError("--probe-backbone is read by --warm-start only; add --warm-start")
         if self.reference is None or self.reference.strip().lower() == "none":
             return
-        if not self.warm_start:
-            raise SearchError("--reference is read by --warm-start only; add --warm-start")
+        if not (self.warm_start or self.portfolio):
+            raise SearchError(
+                "--reference is read by --warm-start and the portfolio; add --warm-start or "
+                "leave out --no-portfolio"
+            )
         if not Path(self.reference).is_file():
             raise SearchError(
                 f"--reference {self.reference}: no such file; give a reference file "

@@ -148,16 +148,29 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--min-seeds must be in [1, {len(settings.SEEDS)}], got {args.min_seeds}")
     names = [settings.check_dataset(n) for n in args.datasets.split(",")]
     pins = pin(names) if args.pin else read_pins()
+    entries, about = build_prior(names, pins, min_seeds=args.min_seeds)
+    print(f"wrote {write_reference(args.out, entries, **about)} ({len(entries)} searches)")
+
+
+def build_prior(
+    names: list[str],
+    pins: dict[str, str],
+    *,
+    min_seeds: int = len(settings.SEEDS),
+    difficulty: Callable[[str], tuple[float | None, str | None]] = difficulty_of,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The prior's entries of ``names``' tables, checked against their ``pins`` first, and the
+    file's provenance keys; ``difficulty`` as :func:`reference_entries` takes it."""
     check_pins(names, pins)
-    entries = reference_entries(names, min_seeds=args.min_seeds)
+    entries = reference_entries(names, min_seeds=min_seeds, difficulty=difficulty)
     about = {
         "made_by": "python -m benchmarks.search_efficiency.prior",
         "made_on": time.strftime("%Y-%m-%d", time.gmtime()),
         "tables": {e["dataset"]: pins[e["dataset"]] for e in entries},
         "score": "seed-mean validation score of the final evaluation over at least "
-        f"{args.min_seeds} of seeds " + ", ".join(map(str, settings.SEEDS)),
+        f"{min_seeds} of seeds " + ", ".join(map(str, settings.SEEDS)),
     }
-    print(f"wrote {write_reference(args.out, entries, **about)} ({len(entries)} searches)")
+    return entries, about
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ NOT_SEARCH_SETTINGS = {
     "given": "which flags this command gave",
     "console": "how this driver shows progress, not what the trials do",
     "verbose": "whether this driver shows the libraries' own output, not what the trials do",
-    "reference": "read by --warm-start at the start: the warmed space is recorded",
+    "reference": "read at the start by --warm-start and the portfolio: their space is recorded",
     "probe_backbone": "read by --warm-start at the start: the warmed space is recorded",
 }
 
@@ -46,6 +46,7 @@ def search_params(settings: SearchSettings, space: SearchSpace) -> dict[str, Any
         "dataset": settings.dataset,
         "space": space.source,
         "warm_start": settings.warm_start,
+        "portfolio": settings.portfolio,
         "num_samples": space.num_samples,
         "metric": space.metric,
         "mode": space.mode,

@@ -1,0 +1,206 @@
+"""The portfolio from history (issue 62, items 1 and 2): greedy over tasks as a reference
+written here computes it, per backbone, weighted by similarity but never silenced by it; the
+packaged prior's tasks give a leave-one-dataset-out portfolio of the other datasets only; and
+a space grows to hold the portfolio, which it runs first."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+from hand_store import SINGLE_SEARCH, write_search
+from mlflow import MlflowClient
+from stores import new_store
+
+from astune.recommendation.portfolio import (
+    MATCH_RADIUS,
+    PORTFOLIO_SIZE,
+    SIMILARITY_FLOOR,
+    PortfolioEntry,
+    SourceTask,
+    build_portfolio,
+    distance,
+    task_weights,
+)
+from astune.recommendation.portfolio_sources import portfolio_for, prior_tasks, store_tasks
+from astune.recommendation.portfolio_space import with_portfolio
+from astune.recommendation.reference import PRIOR_FILE
+from astune.recommendation.transfer import TaskProfile
+from astune.space.space import load_space
+from astune.store.reader import Store
+
+MINILM = TaskProfile(None, "single_label", 1000, "minilm", 2)
+CONFIGS = [{"loss": "as_softmax", "lr": lr, "batch_size": 16} for lr in (1e-4, 3e-4, 1e-3)]
+CONFIGS += [{"loss": "softmax", "lr": lr, "batch_size": 32} for lr in (1e-4, 1e-3)]
+
+
+def reference_greedy(scores: list[list[float]], weights: list[float], size: int) -> list[int]:
+    """The greedy portfolio by its definition: ``scores[task][config]``, higher better; each
+    step adds the config that most lowers the weighted mean over tasks of the best normalised
+    regret so far (ties: the config with the lower weighted mean regret alone, then the lowest
+    index)."""
+    regret = [[(max(row) - s) / (max(row) - min(row)) for s in row] for row in scores]
+    chosen: list[int] = []
+    for _ in range(size):
+        options = [c for c in range(len(scores[0])) if c not in chosen]
+
+        def mean_after(c: int) -> float:
+            best = [min(row[i] for i in (*chosen, c)) for row in regret]
+            return sum(w * b for w, b in zip(weights, best, strict=True)) / sum(weights)
+
+        def alone(c: int) -> float:
+            return sum(w * row[c] for w, row in zip(weights, regret, strict=True)) / sum(weights)
+
+        chosen.append(min(options, key=lambda c: (mean_after(c), alone(c), c)))
+    return chosen
+
+
+def tasks_of(scores: list[list[float]], profiles: list[TaskProfile]) -> list[SourceTask]:
+    out = []
+    for i, (row, profile) in enumerate(zip(scores, profiles, strict=True)):
+        task = SourceTask.from_scores(f"t{i}", f"d{i}", profile, list(zip(CONFIGS, row)))
+        assert task is not None
+        out.append(task)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_portfolio_is_the_greedy_one_of_its_definition(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    scores = [[rng.random() for _ in CONFIGS] for _ in range(4)]
+    profiles = [
+        MINILM,
+        TaskProfile(None, "single_label", 10_000, "minilm", 2),  # another size
+        TaskProfile(None, "token", 1000, "minilm", 2),  # another family
+        TaskProfile(None, "single_label", 1000, "minilm", 6),  # other layers
+    ]
+    tasks = tasks_of(scores, profiles)
+    weights = task_weights(MINILM, tasks)
+    got = build_portfolio(MINILM, tasks, size=4)
+    expected = reference_greedy(scores, weights, 4)
+    assert [e.config for e in got] == [CONFIGS[i] for i in expected]
+    means = [e.mean_regret for e in got]
+    assert means == sorted(means, reverse=True) and means[-1] >= 0.0
+
+
+def test_similarity_weights_a_task_but_never_silences_it() -> None:
+    """Two configs tie on the near task; only a task of another family, size and depth tells
+    them apart, and the portfolio follows it: its weight is at least the floor, not ~0."""
+    near = [0.5, 0.5, 0.1, 0.1, 0.1]
+    far = [0.2, 0.9, 0.1, 0.1, 0.1]
+    far_profile = TaskProfile(None, "token", 100_000, "minilm", 6)
+    tasks = tasks_of([near, far], [MINILM, far_profile])
+    weights = task_weights(MINILM, tasks)
+    assert weights[0] == 1.0 and weights[1] == SIMILARITY_FLOOR
+    assert build_portfolio(MINILM, tasks, size=1)[0].config == CONFIGS[1]
+
+
+def test_tasks_of_another_backbone_are_left_out() -> None:
+    bert = TaskProfile(None, "single_label", 1000, "bert-base-uncased", None)
+    tasks = tasks_of([[0.1, 0.2, 0.9, 0.1, 0.1]], [bert])
+    assert build_portfolio(MINILM, tasks) == []
+    assert build_portfolio(bert, tasks, size=1)[0].config == CONFIGS[2]
+
+
+def test_a_config_a_task_did_not_run_takes_its_nearest_config_or_the_worst() -> None:
+    task = SourceTask.from_scores("t", "d", MINILM, list(zip(CONFIGS, [0.1, 0.5, 0.9, 0.2, 0.3])))
+    assert task is not None
+    assert task.regret_of(CONFIGS[2]) == 0.0 and task.regret_of(CONFIGS[0]) == 1.0
+    near = {**CONFIGS[2], "lr": 1.2e-3}  # a twelfth of a decade away
+    assert distance(near, CONFIGS[2]) < MATCH_RADIUS
+    assert task.regret_of(near) == 0.0
+    far = {**CONFIGS[2], "lr": 1e-2}  # a decade away
+    assert task.regret_of(far) == 1.0
+    other_batch = {**CONFIGS[2], "batch_size": 64}  # a switch differs: never matched
+    assert task.regret_of(other_batch) == 1.0
+    multi = {**CONFIGS[2], "loss": "multilabel_as_softmax"}  # named for the task's family
+    assert task.regret_of(multi) == 0.0
+
+
+def test_a_task_is_made_from_its_scores_in_its_mode() -> None:
+    pairs = list(zip(CONFIGS, [3.0, 1.0, 2.0, float("nan"), 1.0]))
+    low = SourceTask.from_scores("t", "d", MINILM, pairs, mode="min")
+    assert low is not None and low.regrets == (1.0, 0.0, 0.5, 0.0)  # the NaN left out
+    assert SourceTask.from_scores("t", "d", MINILM, [(CONFIGS[0], 1.0), (CONFIGS[1], 1.0)]) is None
+    with pytest.raises(ValueError, match="mode 'best': use one of min, max"):
+        SourceTask.from_scores("t", "d", MINILM, pairs, mode="best")
+
+
+def test_the_packaged_prior_gives_a_leave_one_out_portfolio_of_the_others() -> None:
+    entries = json.loads(PRIOR_FILE.read_text())["searches"]
+    assert len(prior_tasks(PRIOR_FILE)) == len(entries) == 4
+    for entry in entries:
+        held = entry["dataset"]
+        tasks = prior_tasks(PRIOR_FILE, exclude=[held])
+        assert {t.dataset for t in tasks} == {e["dataset"] for e in entries} - {held}
+        target = TaskProfile(None, entry["task"], entry["train_size"], "minilm", 2)
+        portfolio = build_portfolio(target, tasks)
+        assert len(portfolio) == PORTFOLIO_SIZE
+        assert all(e.source != f"prior {held}" for e in portfolio)
+        losses = {e.config["loss"] for e in portfolio}
+        family = ("multilabel_softmax", "multilabel_as_softmax")
+        assert (losses <= set(family)) == (entry["task"] == "multi_label")
+        keys = [tuple(sorted(e.config.items())) for e in portfolio]
+        assert len(set(keys)) == len(keys)  # no config twice
+        for a, b in itertools.pairwise(portfolio):
+            assert a.mean_regret >= b.mean_regret
+
+
+def test_a_portfolio_keeps_to_the_losses_asked_for() -> None:
+    tasks = prior_tasks(PRIOR_FILE, exclude=["sst5"])
+    only_as = build_portfolio(MINILM, tasks, losses=["as_softmax"])
+    assert only_as and {e.config["loss"] for e in only_as} == {"as_softmax"}
+
+
+def test_the_space_grows_to_hold_the_portfolio_and_runs_it_first() -> None:
+    """SST-5's shipped space (lr 1e-5..5e-5, 7 epochs fixed) holds the portfolio's configs
+    exactly once widened, runs them first in order, and keeps its own points (now naming the
+    epochs they were fixed at)."""
+    space = load_space(None, dataset="sst5")
+    entries = build_portfolio(
+        MINILM, prior_tasks(PRIOR_FILE, exclude=["sst5"]), losses=space.losses
+    )
+    widened = with_portfolio(space, entries)
+    keys = ("loss", "lr", "epochs", "batch_size", "delta", "warmup_ratio")
+    first = widened.seed_points[: len(entries)]
+    assert [{k: p[k] for k in keys} for p in first] == [
+        {k: e.config[k] for k in keys} for e in entries
+    ]
+    for entry in entries:
+        for key in ("lr", "epochs"):
+            assert widened.params[key].contains(entry.config[key]), (key, entry.config[key])
+        assert widened.loss_params["as_softmax"]["delta"].contains(entry.config["delta"])
+    assert widened.params["lr"].low == space.params["lr"].low and widened.params["lr"].log
+    shipped = widened.seed_points[len(entries) :]
+    assert [{k: v for k, v in p.items() if k != "epochs"} for p in shipped] == space.seed_points
+    assert {p["epochs"] for p in shipped} == {space.params["epochs"].value}
+
+
+def test_a_value_off_the_grid_or_the_choices_is_held_as_it_can_be() -> None:
+    space = load_space(None, dataset="sst5")  # delta 0.1..0.5 step 0.05; batch one of 16, 32
+    odd = {"loss": "as_softmax", "lr": 2e-5, "batch_size": 64, "delta": 0.525, "warmup_ratio": 0.0}
+    widened = with_portfolio(space, [PortfolioEntry(odd, "t", 0.0)])
+    delta = widened.loss_params["as_softmax"]["delta"]
+    assert delta.high == 0.525 and delta.step == 0.025 and delta.contains(0.525)
+    assert widened.params["batch_size"].choices == space.params["batch_size"].choices
+    assert widened.seed_points[0]["batch_size"] == 32 and widened.seed_points[0]["delta"] == 0.525
+
+
+def test_a_stores_search_is_a_task_of_the_portfolio(tmp_path) -> None:
+    """A search in the store (written by hand: real MLflow, no Ray) ranks its finished trials
+    in its mode; a portfolio from the store alone starts with its best trial's config."""
+    uri = new_store(tmp_path)
+    write_search(MlflowClient(uri), SINGLE_SEARCH, None)
+    tasks = store_tasks(Store(uri))
+    assert [(t.name, t.dataset, t.profile.backbone) for t in tasks] == [
+        (f"search {SINGLE_SEARCH!r}", "sst5", "minilm")
+    ]
+    best = dict(zip(tasks[0].regrets, tasks[0].configs))[0.0]
+    assert best["lr"] == 0.001  # the trial "best" (0.800): the first logged, lr 0.001
+    target = TaskProfile(None, "single_label", 64, "minilm", 1)
+    portfolio = portfolio_for(target, store=Store(uri), reference=None)
+    assert portfolio[0].config == best and portfolio[0].source == f"search {SINGLE_SEARCH!r}"
+    assert store_tasks(Store(uri), exclude=["sst5"]) == []
