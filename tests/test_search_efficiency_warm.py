@@ -16,7 +16,7 @@ from astune.recommendation.difficulty import Difficulty
 from astune.recommendation.result import Recommendation
 from astune.recommendation.schedules import ScheduleAdvice
 from astune.recommendation.transfer import TaskProfile, advise, ranked
-from benchmarks.search_efficiency import arms, lineup, replay, settings, tables, warm
+from benchmarks.search_efficiency import arms, lineup, portfolio_arm, replay, settings, tables, warm
 from benchmarks.search_efficiency import prior as refresh_reference
 
 
@@ -127,6 +127,24 @@ def test_the_held_out_reference_holds_the_other_datasets_only(tmp_path):
     )
     assert scores[0] == pytest.approx(max(s for _, s in best))
     assert entry["trials"][0]["config"]["lr"] == settings.LRS[1]  # the synthetic optimum
+
+
+def test_the_portfolio_arm_runs_first_what_won_on_the_other_tables(tmp_path):
+    """Issue 62, mode a: synthetic tables for SST-5 and CoNLL-2003; held-out SST-5's portfolio
+    is learnt from CoNLL-2003's table alone, through astune's own portfolio code, and its arm
+    runs the table's optimum (lr 2e-4, batch 16, an AS loss, the most epochs) first."""
+    for name in ("sst5", "conll2003"):
+        tables.write_shard(tables.table_dir(name, tmp_path), synthetic_rows(settings.grid(name)))
+    start = portfolio_arm.portfolio_start("sst5", root=tmp_path)
+    assert start.reference_datasets == ("conll2003",) and 0.0 < start.seconds < 5.0
+    best = start.entries[0]
+    assert best.source == "prior conll2003" and best.mean_regret == 0.0
+    expected = {"loss": "as_softmax", "lr": settings.LRS[1], "batch_size": 16, "epochs": 4}
+    assert {k: best.config[k] for k in expected} == expected
+    arm = lineup.build_arm(portfolio_arm.PORTFOLIO_ARM, "sst5", portfolio=start)
+    assert {k: arm.seed_points[0][k] for k in expected} == expected
+    with pytest.raises(ValueError, match="needs its portfolio"):
+        lineup.build_arm(portfolio_arm.PORTFOLIO_ARM, "sst5")
 
 
 def test_hypervolume_is_the_area_the_front_dominates():

@@ -50,6 +50,7 @@ from benchmarks.search_efficiency import (
     verdicts,
 )
 from benchmarks.search_efficiency import record as recorder
+from benchmarks.search_efficiency.portfolio_arm import PORTFOLIO_ARM, portfolio_start
 
 OUTPUT = RESULTS / "search_efficiency.json"
 PARETO_OUTPUT = RESULTS / "search_efficiency_pareto.json"
@@ -143,12 +144,19 @@ def replay_dataset(
     length = table.trial_length()
     budget = budget_lengths * length
     data = settings.DATASETS[dataset]
-    warm = None
+    warm = portfolio = None
     if any(name in arms.WARM_ARMS for name in names):
         from benchmarks.search_efficiency.warm import warm_start
 
         warm = warm_start(dataset, root=root)
-    built = {name: lineup.build_arm(name, dataset, warm=warm) for name in names}
+    if PORTFOLIO_ARM in names:
+        portfolio = portfolio_start(dataset, root=root)
+    built = {
+        name: lineup.build_arm(name, dataset, warm=warm, portfolio=portfolio) for name in names
+    }
+    overheads = {name: warm.seconds for name in arms.WARM_ARMS if warm is not None}
+    if portfolio is not None:
+        overheads[PORTFOLIO_ARM] = portfolio.seconds
     results = {
         name: replay_arm(
             table,
@@ -156,7 +164,7 @@ def replay_dataset(
             goal=goal,
             budget=budget,
             repetitions=repetitions,
-            overhead=warm.seconds if warm is not None and name in arms.WARM_ARMS else 0.0,
+            overhead=overheads.get(name, 0.0),
         )
         for name, arm in built.items()
     }
@@ -168,6 +176,7 @@ def replay_dataset(
         "trial_length_seconds": length,
         "table": tables.table_digest(folder)["sha256"],
         "warm_start": None if warm is None else warm_summary(warm),
+        "portfolio": None if portfolio is None else portfolio_summary(portfolio),
         "arms": results,
         "warm_minus_cold": {
             warm_name: verdicts.paired_difference(results[warm_name], results[cold_name])
@@ -175,6 +184,18 @@ def replay_dataset(
             if warm_name in results and cold_name in results
         },
         "target_check": verdicts.target_check(results, budget=budget, trial_length=length),
+    }
+
+
+def portfolio_summary(start: Any) -> dict[str, Any]:
+    """What the portfolio arm ran first: its configs in order, each with its source."""
+    return {
+        "learnt_from": list(start.reference_datasets),
+        "seconds": start.seconds,
+        "configs": [
+            {"config": e.config, "source": e.source, "mean_regret": e.mean_regret}
+            for e in start.entries
+        ],
     }
 
 
@@ -262,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_datasets(rep, "sst5")
     rep.add_argument(
         "--arms",
-        default=",".join((*arms.ARMS, *arms.WARM_ARMS)),
+        default=",".join(lineup.NAMES),
         help="comma-separated arms (default: %(default)s)",
     )
     _add_repetitions(rep)
@@ -277,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_tables(rep)
     one = sub.add_parser("real", help="one real search of an arm (the replay's check)")
     one.add_argument("--dataset", default="sst5", help="the dataset (default: %(default)s)")
-    one.add_argument("--arm", required=True, help=", ".join((*arms.ARMS, *arms.WARM_ARMS)))
+    one.add_argument("--arm", required=True, help=", ".join(lineup.NAMES))
     one.add_argument("--seed", type=int, default=0, help="the search's seed (default: %(default)s)")
     one.add_argument(
         "--full-budget",

@@ -32,6 +32,7 @@ from benchmarks.common import provenance
 from benchmarks.common.harness import commit, machine_line
 from benchmarks.search_efficiency import RESULTS, arms, lineup, replay, settings, tables
 from benchmarks.search_efficiency import record as recorder
+from benchmarks.search_efficiency.portfolio_arm import PORTFOLIO_ARM, portfolio_start
 
 if TYPE_CHECKING:
     from astune.data.media_encoding import TrainData
@@ -247,12 +248,15 @@ def run_search(args: Any) -> None:
     table = replay.Table(tables.complete_table(dataset, args.tables))
     goal = arms.targets(table, dataset)
     budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
-    warm = None
+    warm = portfolio = None
     if args.arm in arms.WARM_ARMS:
         from benchmarks.search_efficiency.warm import warm_start
 
         warm = warm_start(dataset, root=args.tables)
-    arm = lineup.build_arm(args.arm, dataset, warm=warm)
+    if args.arm == PORTFOLIO_ARM:
+        portfolio = portfolio_start(dataset, root=args.tables)
+    arm = lineup.build_arm(args.arm, dataset, warm=warm, portfolio=portfolio)
+    start = warm or portfolio
     code = commit()  # the code that runs the search, not the one at its end
     with tempfile.TemporaryDirectory() as storage:
         folder_path = Path(storage)
@@ -261,7 +265,7 @@ def run_search(args: Any) -> None:
             until=None if args.full_budget else (
                 lambda so_far: seconds_to_target(
                     so_far, table, goal["T_common"], budget=budget)[1]),
-            overhead=warm.seconds if warm is not None else 0.0,
+            overhead=start.seconds if start is not None else 0.0,
         )  # fmt: skip
     if not seen.complete:  # a search cut short would read as one that missed its target
         raise SystemExit(f"{args.arm} seed {args.seed}: stopped before its end; not saved")

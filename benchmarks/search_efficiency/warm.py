@@ -126,6 +126,12 @@ def warm_arm(dataset: str, start: WarmStart, *, fast: bool) -> arms.Arm:
     space = base_space(dataset, fast=fast)
     if start.recommendation is not None:
         space = warm_space(start.recommendation, space)
+    return grid_arm("astune-fast" if fast else "astune-warm", dataset, space, fast=fast)
+
+
+def grid_arm(name: str, dataset: str, space: Any, *, fast: bool) -> arms.Arm:
+    """An arm of astune's searcher and scheduler over ``space`` laid on ``dataset``'s grid: each
+    key the grid values inside its range (the nearest where none is), the seed points snapped."""
     as_loss = settings.DATASETS[dataset].loss_name("as_softmax")
 
     def keep(name: str, grid: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -148,7 +154,6 @@ def warm_arm(dataset: str, start: WarmStart, *, fast: bool) -> arms.Arm:
         for point in space.points
         if (loss := arms.grid_loss(point, as_loss, plain)) in values["loss"]
     )
-    name = "astune-fast" if fast else "astune-warm"
     return arms.Arm(
         name,
         values,
