@@ -107,3 +107,28 @@ def test_the_tables_readme_loads_a_table_with_pandas_alone(monkeypatch: pytest.M
     exec(code.group(1), scope)  # noqa: S102 - the README's own three lines
     final = scope["final"]
     assert len(final) == 288 and 0.3 < final.iloc[-1] <= 1.0  # SST-5's complete grid configs
+
+
+def test_a_studys_own_outputs_leave_the_checkout_clean(tmp_path: Path) -> None:
+    """``harness.commit`` calls a checkout dirty for changes outside the studies' results and
+    the tables only (a file a run writes there is its output, not a change of the code)."""
+    import subprocess
+
+    from benchmarks.common.harness import OUTPUTS
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True)
+        return done.stdout
+
+    git("init", "-q")
+    written = [
+        "benchmarks/trial_speed/results/new.json",
+        "benchmarks/search_efficiency/results/real/new.json",
+        "benchmarks/search_efficiency/tables/sst5/part-new.parquet",
+    ]
+    for name in written:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("{}")
+    assert git("status", "--porcelain", "--", ".", *OUTPUTS) == ""
+    (tmp_path / "benchmarks" / "trial_speed" / "as_speed.py").write_text("")
+    assert git("status", "--porcelain", "--", ".", *OUTPUTS) != ""  # a code change is seen

@@ -106,7 +106,10 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-OUTPUTS = (":!benchmarks/*/results", ":!benchmarks/search_efficiency/tables")
+OUTPUTS = (
+    ":(exclude,glob)benchmarks/*/results/**",
+    ":(exclude)benchmarks/search_efficiency/tables",
+)
 """Git pathspecs of what benchmarks write: changes there do not make a checkout dirty."""
 
 
