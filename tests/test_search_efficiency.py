@@ -194,11 +194,21 @@ def test_the_json_of_item_7(tmp_path):
     sst5 = result["datasets"]["sst5"]
     assert sst5["table"] == tables.table_digest(folder)["sha256"]
     assert sst5["metric"] == "accuracy" and sst5["workers"] == 2
-    assert set(sst5["targets"]) == {"T_common", "T_all", "best"}
+    goal = sst5["targets"]
+    assert set(goal) == {"T_common", "T_all", "T_se", "best", "best_common_se"}
+    # T_se: by-hand's best cell less the larger of the margin and its seed mean's standard error
+    common = goal["T_common"] + settings.TARGET_MARGIN
+    assert goal["T_se"] == pytest.approx(
+        common - max(settings.TARGET_MARGIN, goal["best_common_se"])
+    )
+    assert goal["best_common_se"] > 0 and goal["T_se"] <= goal["T_common"]
+    noise = sst5["noise"]
+    assert noise["validation_rows"] == settings.DATASETS["sst5"].eval
+    assert len(noise["best_cells_seed_sd_points"]) == 5 and noise["binomial_se_points"] > 0
     hand = sst5["arms"]["by-hand"]
     assert hand["budget_seconds"] == 12 * sst5["trial_length_seconds"]
     assert sst5["target_check"]["budget_trial_lengths"] == pytest.approx(12)
-    for name in ("seconds_to_target", "seconds_to_target_all"):
+    for name in ("seconds_to_target", "seconds_to_target_all", "seconds_to_target_se"):
         stats = hand[name]
         assert set(stats) == {"median", "low", "high", "per_repetition", "reached"}
         assert len(stats["per_repetition"]) == len(stats["reached"]) == 2

@@ -256,12 +256,18 @@ def _snapped_point(point: dict[str, Any], values: dict[str, tuple], loss: str) -
 
 
 def targets(table: Any, dataset: str) -> dict[str, float]:
-    """``T_common`` (by-hand's space), ``T_all`` (the grid) and the best seed-mean score on
-    a recorded table (an :class:`efficiency_replay.Table`)."""
+    """``T_common`` (by-hand's space), ``T_all`` (the grid), ``T_se`` (issue 62 item 4: by-hand's
+    best cell minus the larger of the margin and the standard error of that cell's seed mean,
+    a target the seeds' noise cannot decide) and the best seed-mean score on a recorded table
+    (a :class:`replay.Table`)."""
     hand = by_hand(dataset)
     best = table.best_mean()
+    common = table.best_cell(hand.contains)
+    se = table.seed_se[common]
     return {
-        "T_common": table.best_mean(hand.contains) - settings.TARGET_MARGIN,
+        "T_common": table.seed_mean[common] - settings.TARGET_MARGIN,
         "T_all": best - settings.TARGET_MARGIN,
+        "T_se": table.seed_mean[common] - max(settings.TARGET_MARGIN, se),
         "best": best,
+        "best_common_se": se,
     }

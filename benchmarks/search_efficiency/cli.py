@@ -15,11 +15,12 @@ curves as ``search_efficiency_<dataset>.png`` (``pareto``: ``search_efficiency_p
 ``search_efficiency_pareto_<dataset>.png``; ``transfer``: ``search_efficiency_transfer.json``,
 how each dataset's best configs score on the others', see benchmarks/search_efficiency/transfer.py);
 per held-out dataset and arm,
-``seconds_to_target`` (``T_common``) and ``seconds_to_target_all`` (``T_all``) as
-``{median, low, high, per_repetition, reached}``, ``final_regret`` as ``{median, low, high}``
-(percentage points), ``repetitions``, ``budget_seconds`` and the anytime curves (medians over
-repetitions of the incumbent's seed-mean validation and test scores at 50 budget fractions,
-and after each number of trials started);
+``seconds_to_target`` (``T_common``), ``seconds_to_target_all`` (``T_all``) and
+``seconds_to_target_se`` (``T_se``, issue 62) as ``{median, low, high, per_repetition,
+reached}``, ``final_regret`` as ``{median, low, high}`` (percentage points), ``repetitions``,
+``budget_seconds`` and the anytime curves (medians over repetitions of the incumbent's
+seed-mean validation and test scores at 50 budget fractions, and after each number of trials
+started);
 per dataset the targets, the metric, the workers and the slice; and the machine, the commit,
 the tables' digests, how intervals are computed and the replay-against-real check. The
 settings are fixed in :mod:`benchmarks.search_efficiency.settings`.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +107,9 @@ def replay_arm(
         "seconds_to_target_all": time_stats(
             [replay.seconds_to_target(r.curve, goal["T_all"], budget=budget) for r in runs]
         ),
+        "seconds_to_target_se": time_stats(
+            [replay.seconds_to_target(r.curve, goal["T_se"], budget=budget) for r in runs]
+        ),
         "final_regret": replay.median_interval(regret),
         "repetitions": repetitions,
         "budget_seconds": budget,
@@ -173,6 +178,7 @@ def replay_dataset(
         "metric": table.metric,
         "workers": settings.WORKERS,
         "slices": {"train": data.train, "validation": data.eval, "test": data.eval},
+        "noise": noise(table, goal, data.eval),
         "trial_length_seconds": length,
         "table": tables.table_digest(folder)["sha256"],
         "warm_start": None if warm is None else warm_summary(warm),
@@ -184,6 +190,26 @@ def replay_dataset(
             if warm_name in results and cold_name in results
         },
         "target_check": verdicts.target_check(results, budget=budget, trial_length=length),
+    }
+
+
+NOISE_CELLS = 5
+"""How many of the best cells the noise of a table is read on."""
+
+
+def noise(table: Any, goal: dict[str, float], rows: int) -> dict[str, Any]:
+    """How noisy the targets are, in points: a binomial standard error of the best score on
+    ``rows`` validation rows, and the seed standard deviation of the best cells (the best
+    :data:`NOISE_CELLS` by seed mean)."""
+    best = goal["best"]
+    cells = sorted(table.seed_mean, key=table.seed_mean.__getitem__, reverse=True)
+    finite = [c for c in cells if math.isfinite(table.seed_se[c])][:NOISE_CELLS]
+    sds = [100 * table.seed_se[c] * math.sqrt(len(table.seeds[c[0]])) for c in finite]
+    return {
+        "validation_rows": rows,
+        "binomial_se_points": 100 * math.sqrt(best * (1 - best) / rows),
+        "best_cells_seed_sd_points": [round(s, 2) for s in sds],
+        "best_common_se_points": 100 * goal["best_common_se"],
     }
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import math
 from typing import Any
 
 import numpy as np
@@ -68,8 +69,13 @@ class Table:
             self.trial_seconds[key, int(seed)] = startup + float(runs["trial_seconds"].iloc[-1])
             first = runs.iloc[0]
             self.configs[key] = settings.normalized({k: first.get(k) for k in settings.CONFIG_KEYS})
-        means = frame.groupby(["key", "evaluation"])["val"].mean()
-        self.seed_mean = {(k, int(e)): float(v) for (k, e), v in means.items()}
+        cells = frame.groupby(["key", "evaluation"])["val"].agg(["mean", "std", "count"])
+        self.seed_mean = {(k, int(e)): float(r["mean"]) for (k, e), r in cells.iterrows()}
+        # the standard error of a cell's seed mean (fewer than two finite seeds: unknown, NaN)
+        self.seed_se = {
+            (k, int(e)): float(r["std"]) / math.sqrt(r["count"]) if r["count"] > 1 else math.nan
+            for (k, e), r in cells.iterrows()
+        }
         self.seeds = {key: sorted(s for k, s in self.curves if k == key) for key in self.configs}
 
     def trial_length(self) -> float:
@@ -85,11 +91,16 @@ class Table:
         """The best seed-mean validation score over every (config, evaluation) cell whose
         config ``keep`` accepts (a predicate on the config; None: all); cells where every
         seed diverged (NaN) are left out."""
-        return max(
-            v
-            for (k, _), v in self.seed_mean.items()
-            if not np.isnan(v) and (keep is None or keep(self.configs[k]))
-        )
+        return self.seed_mean[self.best_cell(keep)]
+
+    def best_cell(self, keep: Any = None) -> tuple[str, int]:
+        """The (config key, evaluation) cell of :meth:`best_mean`."""
+        cells = [
+            cell
+            for cell, v in self.seed_mean.items()
+            if not np.isnan(v) and (keep is None or keep(self.configs[cell[0]]))
+        ]
+        return max(cells, key=self.seed_mean.__getitem__)
 
 
 @dataclasses.dataclass(frozen=True)
