@@ -24,7 +24,7 @@ from typing import Any
 
 from astune.losses.catalogue import family_loss
 from astune.metrics.objectives import MODES
-from astune.recommendation.transfer import TaskProfile, similarity
+from astune.recommendation.transfer import LOG_KEYS, TaskProfile, similarity
 
 PORTFOLIO_SIZE = 4
 """Configs a portfolio holds by default: the first trials of a search."""
@@ -45,7 +45,6 @@ SCALES = {
 }
 """Distance per unit of each numeric key (log10 for lr and epochs): a decade of lr is 1, a
 doubling of epochs 0.6, 0.2 of delta 0.5."""
-LOG_KEYS = ("lr", "epochs")
 SAME = ("loss", "batch_size", "as_speed", "as_skip", "infobatch", "length_window", "skip_policy")
 """Keys two configs must share for one to score the other."""
 

@@ -12,13 +12,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from astune.recommendation.portfolio import PortfolioEntry
-from astune.recommendation.warm_space import as_point, space_param, with_points
+from astune.recommendation.warm_space import as_point, is_number, space_param, with_points
 from astune.space.params import Param
 from astune.space.space import SearchSpace
 
 WIDENED_KEYS = ("lr", "epochs", "delta", "warmup_ratio", "lr_warmup_ratio", "lam")
 """The numeric keys whose ranges grow to hold a portfolio's values."""
-LOG_KEYS = ("lr",)
+LOG_RANGES = ("lr",)
+"""The keys whose range a fixed value turns into is searched on a log scale."""
 LOSS_KEYS = ("delta", "warmup_ratio")
 SPEED_KEYS = ("lam",)
 
@@ -36,7 +37,7 @@ def with_portfolio(
         for key in (k for k in WIDENED_KEYS if k not in keep):
             value = entry.config.get(key)
             param = space_param(space, key, loss)
-            if value is not None and param is not None and _is_number(value):
+            if value is not None and param is not None and is_number(value):
                 space = _holding(space, key, loss, param, float(value))
     points = []
     for entry in entries:
@@ -54,12 +55,12 @@ def _holding(space: SearchSpace, key: str, loss: str, param: Param, value: float
     if param.kind == "categorical":
         return space  # a choice is the space's to offer, not history's
     if param.kind == "fixed":
-        if not _is_number(param.value):
+        if not is_number(param.value):
             return space
         low, high = sorted((float(param.value), value))
         whole = float(param.value).is_integer() and value.is_integer()
         step = 1 if whole else None
-        widened = space.narrowed(key, low, high, loss=loss, log=key in LOG_KEYS, step=step)
+        widened = space.narrowed(key, low, high, loss=loss, log=key in LOG_RANGES, step=step)
         return _filled(widened, key, loss, param.value)
     low, high = min(param.low, value), max(param.high, value)
     if param.step is None:
@@ -97,7 +98,3 @@ def _common_step(step: float, offset: float) -> float | None:
         if math.isclose(offset / finer, round(offset / finer), abs_tol=1e-9):
             return finer
     return None
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)

@@ -182,7 +182,7 @@ def _moved_ranges(
         if key in SWITCHES:
             value = advice.centre[key] if h >= MODE_WEIGHT else shipped
             value = None if value is None else snapped(param, value)
-        elif not _is_number(shipped):
+        elif not is_number(shipped):
             continue
         else:
             value = blend(key, float(advice.centre[key]), float(shipped), h)
@@ -223,7 +223,7 @@ def _ranged(
     """The space with ``key``'s range moved toward history's by its weight and holding
     ``value`` (a fixed value becomes the range from it to ``value``), and ``value`` on it."""
     if param.kind == "fixed":
-        if not _is_number(param.value):
+        if not is_number(param.value):
             return space, None
         whole = float(param.value).is_integer()
         value = float(round(value)) if whole else _three_digits(value)
@@ -285,8 +285,8 @@ def snapped(param: Param | None, value: Any) -> Any:
     if param.kind == "categorical":
         if param.contains(value):
             return value
-        numbers = [c for c in param.choices if _is_number(c) and c > 0]
-        if numbers and _is_number(value) and value > 0:  # batch sizes: the nearest by ratio
+        numbers = [c for c in param.choices if is_number(c) and c > 0]
+        if numbers and is_number(value) and value > 0:  # batch sizes: the nearest by ratio
             return min(numbers, key=lambda c: abs(math.log(c / value)))
         return None
     x = min(max(float(value), param.low), param.high)
@@ -298,7 +298,7 @@ def snapped(param: Param | None, value: Any) -> Any:
     return x if param.contains(x) else None
 
 
-def _is_number(x: Any) -> bool:
+def is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from astune.tuning.settings import SearchSettings
-from astune.tuning.warm_start import WARM_FOLDER
+from astune.tuning.warm_start import space_beside
 
 if TYPE_CHECKING:
     from astune.data.media_encoding import TrainData
@@ -23,10 +23,7 @@ if TYPE_CHECKING:
 def portfolio_space_path(settings: SearchSettings) -> Path:
     """``<storage>/<name>.portfolio.yaml`` beside a local search's Ray folder, else under the
     warm start's folder (remote storage)."""
-    path = settings.experiment_path()
-    if "://" in path:
-        return (WARM_FOLDER / f"{settings.experiment_name}.portfolio.yaml").resolve()
-    return Path(path).parent / f"{settings.experiment_name}.portfolio.yaml"
+    return space_beside(settings, "portfolio")
 
 
 def portfolio_start(

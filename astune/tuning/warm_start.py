@@ -21,10 +21,18 @@ WARM_FOLDER = Path("astune-runs") / "warm-start"
 def warm_space_path(settings: SearchSettings) -> Path:
     """``<storage>/<name>.warm-start.yaml`` beside a local search's Ray folder, else under
     :data:`WARM_FOLDER` (a YAML the search's params name, read on ``--resume``)."""
+    return space_beside(settings, "warm-start", remote_name=f"{settings.experiment_name}.yaml")
+
+
+def space_beside(settings: SearchSettings, kind: str, *, remote_name: str | None = None) -> Path:
+    """``<storage>/<name>.<kind>.yaml`` beside a local search's Ray folder, else (remote
+    storage) ``remote_name`` (default ``<name>.<kind>.yaml``) under :data:`WARM_FOLDER`: the
+    space a search chose at its start, which its params name and ``--resume`` reads."""
+    name = f"{settings.experiment_name}.{kind}.yaml"
     path = settings.experiment_path()
     if "://" in path:
-        return (WARM_FOLDER / f"{settings.experiment_name}.yaml").resolve()
-    return Path(path).parent / f"{settings.experiment_name}.warm-start.yaml"
+        return (WARM_FOLDER / (remote_name or name)).resolve()
+    return Path(path).parent / name
 
 
 def warm_start(settings: SearchSettings, ref: "DatasetRef") -> tuple[SearchSettings, list[str]]:
