@@ -197,10 +197,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--limit", type=float, default=420.0, help="seconds before runs are stopped")
     p.add_argument("--work", default=None, help="checkpoint folders (default: a temporary one)")
     args = p.parse_args(own)
-    args.work = args.work or tempfile.mkdtemp(prefix="sst5_side_by_side_")
-    if args.action == "run":
-        launch(args, extra)
-    summarize(Path(args.out_dir))
+    scratch = None if args.work else tempfile.mkdtemp(prefix="sst5_side_by_side_")
+    args.work = args.work or scratch
+    try:
+        if args.action == "run":
+            launch(args, extra)
+        summarize(Path(args.out_dir))
+    finally:  # the runs' checkpoints: what a stopped run kept is copied out by launch
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":
