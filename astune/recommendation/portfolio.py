@@ -24,7 +24,7 @@ from typing import Any
 
 from astune.losses.catalogue import family_loss
 from astune.metrics.objectives import MODES
-from astune.recommendation.transfer import LOG_KEYS, TaskProfile, similarity
+from astune.recommendation.transfer import LOG_KEYS, TaskProfile, similarity, value_text
 
 PORTFOLIO_SIZE = 4
 """Configs a portfolio holds by default: the first trials of a search."""
@@ -235,7 +235,7 @@ def config_text(config: Mapping[str, Any]) -> str:
     for key, value in config.items():
         if key == "loss" or value is None or value is False or (key in QUIET_ZEROS and not value):
             continue
-        words.append(key if value is True else f"{SHORT.get(key, key)} {_text(value)}")
+        words.append(key if value is True else f"{SHORT.get(key, key)} {value_text(value)}")
     return " ".join(words)
 
 
@@ -243,7 +243,3 @@ SHORT = {"batch_size": "batch", "warmup_ratio": "r", "lr_warmup_ratio": "lr warm
 """Shorter names in :func:`config_text`."""
 QUIET_ZEROS = ("lr_warmup_ratio", "length_window")
 """Keys left out of :func:`config_text` at 0 (their default, off)."""
-
-
-def _text(value: Any) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)

@@ -5,7 +5,6 @@ difficulty of each left unknown (so alike for all)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -17,22 +16,18 @@ from astune.recommendation.portfolio import (
     build_portfolio,
 )
 from astune.recommendation.transfer import TaskProfile
-from astune.recommendation.trial_history import config_of, profile_of
-from astune.store.conventions import PARENT_TAG, TASK_TAG
-from astune.store.reader import Store, dataset_of, finished_trials, objective, search_mode
+from astune.recommendation.trial_history import config_of, finished_searches, profile_of
+from astune.store.conventions import TASK_TAG
+from astune.store.reader import Store, dataset_of, objective, search_mode
 
 
 def prior_tasks(path: str | Path, *, exclude: Iterable[str] = ()) -> list[SourceTask]:
     """The tasks of a reference file (the packaged prior: one per recorded table), leaving out
     the datasets named in ``exclude``; ValueError (one line) for a file that cannot be read."""
-    from astune.recommendation.reference import load_reference
+    from astune.recommendation.reference import reference_searches
 
-    load_reference(path)  # the file's format checked, one line for a bad one
-    skip = set(exclude)
     out = []
-    for entry in json.loads(Path(path).read_text())["searches"]:
-        if entry["dataset"] in skip:
-            continue
+    for entry in reference_searches(path, exclude=exclude):
         profile = TaskProfile(
             difficulty=None,  # weighed without a probe, as the store's searches are
             task=entry["task"],
@@ -53,19 +48,14 @@ def store_tasks(store: Store, *, exclude: Iterable[str] = ()) -> list[SourceTask
     """Every search of ``store`` with finished trials as a task (its datasets in ``exclude``
     left out): its trials' configs and objectives, in its mode."""
     skip = set(exclude)
-    by_parent: dict[str, list] = {}
-    for run in finished_trials(store.trials()):
-        by_parent.setdefault(run.data.tags.get(PARENT_TAG, ""), []).append(run)
     out = []
-    for parent in store.searches():
-        trials = by_parent.get(parent.info.run_id, [])
+    for parent, trials, name in finished_searches(store):
         dataset = dataset_of(parent) or ""
-        if not trials or dataset in skip:
+        if dataset in skip:
             continue
         task_tag = parent.data.tags.get(TASK_TAG) or None
         unknown = Difficulty(dataset, None, task_tag, 0.0)
         profile = profile_of(trials[0], parent, unknown)
-        name = store.client.get_experiment(parent.info.experiment_id).name
         scored = [(config_of(t), s) for t in trials if (s := objective(t)) is not None]
         task = SourceTask.from_scores(
             f"search {name!r}", dataset, profile, scored, mode=search_mode(parent)

@@ -28,6 +28,15 @@ def load_reference(
     """The reference trials of ``path`` (the packaged prior by default), leaving out the
     searches of the datasets named in ``exclude``; ValueError (one line) for a file that is
     not a reference file of this format."""
+    return [t for entry in reference_searches(path, exclude=exclude) for t in _trials(entry)]
+
+
+def reference_searches(
+    path: str | Path = PRIOR_FILE, *, exclude: Iterable[str] = ()
+) -> list[dict[str, Any]]:
+    """The searches of a reference file as it holds them (each with :data:`ENTRY_KEYS`),
+    those of the datasets in ``exclude`` left out; ValueError (one line) for a file that is
+    not a reference file of this format."""
     path = Path(path)
     try:
         raw = json.loads(path.read_text())
@@ -37,13 +46,13 @@ def load_reference(
     if found != FORMAT:
         raise ValueError(f"reference file {path}: expected format {FORMAT}, got {found!r}")
     skip = set(exclude)
-    out: list[ReferenceTrial] = []
+    out: list[dict[str, Any]] = []
     for i, entry in enumerate(raw.get("searches", [])):
         missing = [k for k in ENTRY_KEYS if k not in entry]
         if missing:
             raise ValueError(f"reference file {path}: searches[{i}] lacks {', '.join(missing)}")
         if entry["dataset"] not in skip:
-            out += _trials(entry)
+            out.append(entry)
     return out
 
 

@@ -262,7 +262,7 @@ def describe(advice: TransferAdvice) -> list[str]:
     """The report's lines on what was transferred."""
     if not advice.trials:
         return [f"transfer:    none ({'; '.join(advice.notes)})"]
-    values = ", ".join(f"{k} {_text(v)}" for k, v in advice.centre.items())
+    values = ", ".join(f"{k} {value_text(v)}" for k, v in advice.centre.items())
     lines = [
         f"transfer:    weight {advice.weight:.2f} from {len(advice.sources)} search(es): {values}"
     ]
@@ -270,5 +270,6 @@ def describe(advice: TransferAdvice) -> list[str]:
     return lines + [f"  note: {n}" for n in advice.notes]
 
 
-def _text(value: Any) -> str:
+def value_text(value: Any) -> str:
+    """A value as the reports print it: a float to 3 significant digits."""
     return f"{value:.3g}" if isinstance(value, float) else str(value)

@@ -5,7 +5,7 @@ backbone."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from astune.recommendation.difficulty import Difficulty
@@ -24,22 +24,27 @@ def store_trials(
     store: Store, difficulty_of: Callable[[str, "Run"], Difficulty]
 ) -> list[ReferenceTrial]:
     """The best quarter of every search of the store with finished trials."""
-    by_parent: dict[str, list[Run]] = {}
-    for run in finished_trials(store.trials()):
-        by_parent.setdefault(run.data.tags.get(PARENT_TAG, ""), []).append(run)
     out: list[ReferenceTrial] = []
-    for parent in store.searches():
-        trials = by_parent.get(parent.info.run_id, [])
-        if not trials:
-            continue
+    for parent, trials, name in finished_searches(store):
         dataset = dataset_of(parent) or ""
         difficulty = difficulty_of(dataset, parent)
-        name = store.client.get_experiment(parent.info.experiment_id).name
         mode = search_mode(parent)
         scored = [(config_of(t), objective(t)) for t in trials]
         profile = profile_of(trials[0], parent, difficulty)
         out += ranked(f"search {name!r}", dataset, profile, scored, mode=mode)
     return out
+
+
+def finished_searches(store: Store) -> Iterator[tuple["Run", list["Run"], str]]:
+    """Every search of ``store`` with finished trials: its parent run, those trials and its
+    experiment's name."""
+    by_parent: dict[str, list[Run]] = {}
+    for run in finished_trials(store.trials()):
+        by_parent.setdefault(run.data.tags.get(PARENT_TAG, ""), []).append(run)
+    for parent in store.searches():
+        trials = by_parent.get(parent.info.run_id, [])
+        if trials:
+            yield parent, trials, store.client.get_experiment(parent.info.experiment_id).name
 
 
 def config_of(trial: "Run") -> dict[str, Any]:

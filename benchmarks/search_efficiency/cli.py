@@ -260,14 +260,7 @@ def pareto(args: Any) -> None:
         entry = replay_pareto(table, dataset, budget=budget, repetitions=args.repetitions)
         entry["table"] = tables.table_digest(folder)["sha256"]
         result["datasets"][dataset] = entry
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.output}")
-    pngs = [
-        plots.plot_pareto(entry, dataset, plot_path(args.output, dataset))
-        for dataset, entry in result["datasets"].items()
-    ]
-    print("\n".join(f"wrote {png}" for png in pngs))
-    record_outputs([args.output, *pngs], result, args.tables)
+    save(args, result, plots.plot_pareto)
 
 
 def transfer(args: Any) -> None:
@@ -289,10 +282,8 @@ def transfer(args: Any) -> None:
             for held in names
         },
     }
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(markdown(result["datasets"]))
-    print(f"wrote {args.output}")
-    record_outputs([args.output], result, args.tables)
+    save(args, result)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -404,14 +395,7 @@ def replay_all(args: Any) -> None:
         },
     }
     result["replay_check"] = check.replay_checks(result)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.output}")
-    pngs = [
-        plots.plot_replay(entry, dataset, plot_path(args.output, dataset))
-        for dataset, entry in result["datasets"].items()
-    ]
-    print("\n".join(f"wrote {png}" for png in pngs))
-    record_outputs([args.output, *pngs], result, args.tables)
+    save(args, result, plots.plot_replay)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -431,6 +415,18 @@ def main(argv: list[str] | None = None) -> None:
         "replay": replay_all,
     }
     commands[args.command](args)
+
+
+def save(args: Any, result: dict[str, Any], plot: Any = None) -> None:
+    """``result`` written to ``--output`` with, given ``plot``, one PNG a dataset beside it,
+    each entered in its folder's manifest."""
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.output}")
+    pngs = []
+    for dataset, entry in result["datasets"].items() if plot is not None else ():
+        pngs.append(plot(entry, dataset, plot_path(args.output, dataset)))
+        print(f"wrote {pngs[-1]}")
+    record_outputs([args.output, *pngs], result, args.tables)
 
 
 def record_outputs(paths: list[Path], result: dict[str, Any], root: Path | None) -> None:

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 from benchmarks.search_efficiency import arms, settings
-from benchmarks.search_efficiency.warm import base_space, grid_arm
+from benchmarks.search_efficiency.prior import recorded_difficulty
+from benchmarks.search_efficiency.warm import base_space, grid_arm, held_out_reference
 
 PORTFOLIO_ARM = "astune-portfolio"
 
@@ -50,7 +51,10 @@ def portfolio_start(dataset: str, *, root: Path | None = None) -> PortfolioStart
     )
     space = base_space(dataset, fast=False)
     with tempfile.TemporaryDirectory() as folder:
-        reference = held_out_reference(dataset, Path(folder), root=root)
+        # a portfolio weighs no difficulty: the prior's recorded ones, no probe
+        reference = held_out_reference(
+            dataset, Path(folder), root=root, difficulty=recorded_difficulty()
+        )
         learnt = tuple(e["dataset"] for e in json.loads(reference.read_text())["searches"])
         start = time.perf_counter()
         entries = portfolio_for(
@@ -61,24 +65,6 @@ def portfolio_start(dataset: str, *, root: Path | None = None) -> PortfolioStart
         )
         seconds = time.perf_counter() - start
     return PortfolioStart(tuple(entries), seconds, learnt)
-
-
-def held_out_reference(dataset: str, folder: Path, *, root: Path | None = None) -> Path:
-    """A reference file in ``folder`` made from every other dataset's table (under ``root``),
-    each task at the difficulty the packaged prior recorded (a portfolio weighs no difficulty,
-    so no probe runs)."""
-    from astune.recommendation.reference import PRIOR_FILE, write_reference
-    from benchmarks.search_efficiency.prior import reference_entries
-
-    recorded = {
-        e["dataset"]: (e["difficulty"], e["task"])
-        for e in json.loads(PRIOR_FILE.read_text())["searches"]
-    }
-    others = [name for name in settings.DATASETS if name != dataset]
-    entries = reference_entries(
-        others, root=root, difficulty=recorded.__getitem__, log=lambda line: None
-    )
-    return write_reference(folder / f"reference-without-{dataset}.json", entries, held_out=dataset)
 
 
 def portfolio_arm(dataset: str, start: PortfolioStart) -> arms.Arm:

@@ -27,6 +27,8 @@ from astune.recommendation.reference import PRIOR_FILE, reference_entry, write_r
 from astune.recommendation.transfer import TaskProfile, ranked
 from benchmarks.search_efficiency import settings, tables
 
+DifficultyOf = Callable[[str], tuple[float | None, str | None]]
+"""A dataset's name -> its probe difficulty and task family."""
 PINS = tables.TABLES / "PINNED.json"
 """Dataset -> the SHA-256 of the table the packaged prior is built from (tables.table_digest)."""
 
@@ -69,12 +71,23 @@ def difficulty_of(dataset: str) -> tuple[float | None, str | None]:
     return d.value, d.task
 
 
+def recorded_difficulty(
+    path: Path = PRIOR_FILE,
+) -> DifficultyOf:
+    """A dataset's difficulty and task family as the packaged prior recorded them (what
+    :func:`reference_entries` takes in place of a probe where none is wanted)."""
+    recorded = {
+        e["dataset"]: (e["difficulty"], e["task"]) for e in json.loads(path.read_text())["searches"]
+    }
+    return recorded.__getitem__
+
+
 def reference_entries(
     datasets: list[str],
     *,
     root: Path | None = None,
     min_seeds: int = len(settings.SEEDS),
-    difficulty: Callable[[str], tuple[float | None, str | None]] = difficulty_of,
+    difficulty: DifficultyOf = difficulty_of,
     log: Callable[[str], None] = print,
 ) -> list[dict[str, Any]]:
     """The reference file's entries of ``datasets``' tables (under ``root``), each config
@@ -157,7 +170,7 @@ def build_prior(
     pins: dict[str, str],
     *,
     min_seeds: int = len(settings.SEEDS),
-    difficulty: Callable[[str], tuple[float | None, str | None]] = difficulty_of,
+    difficulty: DifficultyOf = difficulty_of,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The prior's entries of ``names``' tables, checked against their ``pins`` first, and the
     file's provenance keys; ``difficulty`` as :func:`reference_entries` takes it."""

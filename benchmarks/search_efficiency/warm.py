@@ -33,13 +33,21 @@ class WarmStart:
     reference_datasets: tuple[str, ...]
 
 
-def held_out_reference(dataset: str, folder: Path, *, root: Path | None = None) -> Path:
-    """A reference file in ``folder`` made from every other dataset's table (under ``root``)."""
+def held_out_reference(
+    dataset: str, folder: Path, *, root: Path | None = None, difficulty: Any = None
+) -> Path:
+    """A reference file in ``folder`` made from every other dataset's table (under ``root``);
+    ``difficulty`` as :func:`.prior.reference_entries` takes it (None: probed now)."""
     from astune.recommendation.reference import write_reference
-    from benchmarks.search_efficiency.prior import reference_entries
+    from benchmarks.search_efficiency.prior import difficulty_of, reference_entries
 
     others = [name for name in settings.DATASETS if name != dataset]
-    entries = reference_entries(others, root=root, log=lambda line: print(f"  reference {line}"))
+    entries = reference_entries(
+        others,
+        root=root,
+        difficulty=difficulty or difficulty_of,
+        log=lambda line: print(f"  reference {line}"),
+    )
     return write_reference(folder / f"reference-without-{dataset}.json", entries, held_out=dataset)
 
 
