@@ -14,12 +14,14 @@ from mlflow import MlflowClient
 from stores import new_store
 
 from astune.recommendation.portfolio import (
+    FLOORS,
     MATCH_RADIUS,
     PORTFOLIO_SIZE,
-    SIMILARITY_FLOOR,
+    UNIFORM,
     PortfolioEntry,
     SourceTask,
     build_portfolio,
+    chosen_floor,
     distance,
     task_weights,
 )
@@ -65,21 +67,24 @@ def tasks_of(scores: list[list[float]], profiles: list[TaskProfile]) -> list[Sou
     return out
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_the_portfolio_is_the_greedy_one_of_its_definition(seed: int) -> None:
+PROFILES = [
+    MINILM,
+    TaskProfile(None, "single_label", 10_000, "minilm", 2),  # another size
+    TaskProfile(None, "token", 1000, "minilm", 2),  # another family
+    TaskProfile(None, "single_label", 1000, "minilm", 6),  # other layers
+]
+
+
+@pytest.mark.parametrize(("seed", "floor"), list(itertools.product(range(4), FLOORS)))
+def test_the_portfolio_is_the_greedy_one_of_its_definition(seed: int, floor: float) -> None:
     import random
 
     rng = random.Random(seed)
-    scores = [[rng.random() for _ in CONFIGS] for _ in range(4)]
-    profiles = [
-        MINILM,
-        TaskProfile(None, "single_label", 10_000, "minilm", 2),  # another size
-        TaskProfile(None, "token", 1000, "minilm", 2),  # another family
-        TaskProfile(None, "single_label", 1000, "minilm", 6),  # other layers
-    ]
-    tasks = tasks_of(scores, profiles)
-    weights = task_weights(MINILM, tasks)
-    got = build_portfolio(MINILM, tasks, size=4)
+    scores = [[rng.random() for _ in CONFIGS] for _ in PROFILES]
+    tasks = tasks_of(scores, PROFILES)
+    weights = task_weights(MINILM, tasks, floor)
+    assert min(weights) >= floor and max(weights) == 1.0
+    got = build_portfolio(MINILM, tasks, size=4, floor=floor)
     expected = reference_greedy(scores, weights, 4)
     assert [e.config for e in got] == [CONFIGS[i] for i in expected]
     means = [e.mean_regret for e in got]
@@ -93,9 +98,48 @@ def test_similarity_weights_a_task_but_never_silences_it() -> None:
     far = [0.2, 0.9, 0.1, 0.1, 0.1]
     far_profile = TaskProfile(None, "token", 100_000, "minilm", 6)
     tasks = tasks_of([near, far], [MINILM, far_profile])
-    weights = task_weights(MINILM, tasks)
-    assert weights[0] == 1.0 and weights[1] == SIMILARITY_FLOOR
-    assert build_portfolio(MINILM, tasks, size=1)[0].config == CONFIGS[1]
+    weights = task_weights(MINILM, tasks, min(FLOORS))
+    assert weights[0] == 1.0 and weights[1] == min(FLOORS)
+    assert build_portfolio(MINILM, tasks, size=1, floor=min(FLOORS))[0].config == CONFIGS[1]
+
+
+def reference_floor(scores: list[list[float]], profiles: list[TaskProfile], size: int) -> float:
+    """The floor by its definition: leave each task out, build the others' portfolio for it
+    under each floor, charge the mean over the first ``size`` steps of its best regret; the
+    cheapest floor, the uniform one on ties."""
+    regret = [[(max(row) - s) / (max(row) - min(row)) for s in row] for row in scores]
+    cost = dict.fromkeys(FLOORS, 0.0)
+    for held in range(len(scores)):
+        rest = [i for i in range(len(scores)) if i != held]
+        for floor in FLOORS:
+            weights = task_weights(
+                profiles[held],
+                tasks_of([scores[i] for i in rest], [profiles[i] for i in rest]),
+                floor,
+            )
+            picks = reference_greedy([scores[i] for i in rest], weights, size)
+            cost[floor] += sum(min(regret[held][c] for c in picks[: k + 1]) for k in range(size))
+    low = min(cost.values())
+    return UNIFORM if cost[UNIFORM] == low else min(f for f in FLOORS if cost[f] == low)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_floor_is_the_one_that_serves_left_out_tasks_best(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    scores = [[rng.random() for _ in CONFIGS] for _ in PROFILES]
+    tasks = tasks_of(scores, PROFILES)
+    assert chosen_floor(tasks, size=2, losses=None) == reference_floor(scores, PROFILES, 2)
+
+
+def test_too_few_tasks_to_leave_one_out_weigh_alike() -> None:
+    near = [0.5, 0.5, 0.1, 0.1, 0.1]
+    far = [0.2, 0.9, 0.1, 0.1, 0.1]
+    tasks = tasks_of([near, far], [MINILM, TaskProfile(None, "token", 100_000, "minilm", 6)])
+    assert chosen_floor(tasks, losses=None) == UNIFORM == 1.0
+    portfolio = build_portfolio(MINILM, tasks, size=1)  # alike: the far task's pick wins
+    assert portfolio[0].config == CONFIGS[1]
 
 
 def test_tasks_of_another_backbone_are_left_out() -> None:
@@ -193,11 +237,16 @@ def test_a_stores_search_is_a_task_of_the_portfolio(tmp_path) -> None:
     """A search in the store (written by hand: real MLflow, no Ray) ranks its finished trials
     in its mode; a portfolio from the store alone starts with its best trial's config."""
     uri = new_store(tmp_path)
-    write_search(MlflowClient(uri), SINGLE_SEARCH, None)
+    client = MlflowClient(uri)
+    write_search(client, SINGLE_SEARCH, None)
+    (parent,) = Store(uri).searches()
+    client.set_tag(parent.info.run_id, "astune.task", "single_label")
     tasks = store_tasks(Store(uri))
     assert [(t.name, t.dataset, t.profile.backbone) for t in tasks] == [
         (f"search {SINGLE_SEARCH!r}", "sst5", "minilm")
     ]
+    # its family from its tag; no probe ran, so no difficulty
+    assert (tasks[0].profile.task, tasks[0].profile.difficulty) == ("single_label", None)
     best = dict(zip(tasks[0].regrets, tasks[0].configs))[0.0]
     assert best["lr"] == 0.001  # the trial "best" (0.800): the first logged, lr 0.001
     target = TaskProfile(None, "single_label", 64, "minilm", 1)

@@ -15,7 +15,7 @@ import pytest
 from synthetic_tables import STARTUP, TAIL, epoch_seconds, quality, synthetic_rows
 
 from benchmarks.common import provenance
-from benchmarks.search_efficiency import arms, lineup, replay, settings, tables
+from benchmarks.search_efficiency import arms, lineup, replay, replay_runs, settings, tables
 from benchmarks.search_efficiency import cli as search_efficiency
 
 
@@ -120,7 +120,7 @@ def test_a_reused_actor_starts_its_next_trial_without_the_imports():
 def test_never_reached_counts_as_the_budget_flagged(table):
     run = replay.Replay(table, one_config_arm(1), seed=0, budget=50.0).run()
     assert replay.seconds_to_target(run.curve, 2.0, budget=50.0) == (50.0, False)
-    stats = search_efficiency.time_stats([(50.0, False), (20.0, True), (30.0, True)])
+    stats = replay_runs.time_stats([(50.0, False), (20.0, True), (30.0, True)])
     assert stats["median"] == 30.0 and stats["reached"] == [False, True, True]
     assert stats["per_repetition"] == [50.0, 20.0, 30.0]
     assert stats["low"] <= 30.0 <= stats["high"]

@@ -13,6 +13,7 @@ import pytest
 from synthetic_tables import STARTUP, synthetic_rows
 
 from astune.recommendation.difficulty import Difficulty
+from astune.recommendation.reference import load_reference
 from astune.recommendation.result import Recommendation
 from astune.recommendation.schedules import ScheduleAdvice
 from astune.recommendation.transfer import TaskProfile, advise, ranked
@@ -121,7 +122,12 @@ def test_the_held_out_reference_holds_the_other_datasets_only(tmp_path):
     assert 0.0 <= entry["difficulty"] <= 1.0 and entry["task"] == "token"
     scores = [t["score"] for t in entry["trials"]]
     assert scores == sorted(scores, reverse=True)
-    assert len(scores) == -(-entry["ranked"] // 4)
+    assert len(scores) == entry["ranked"] == len(settings.grid("conll2003"))  # every config
+    warm_share = load_reference(path)  # the warm start reads the best quarter of them
+    assert len(warm_share) == -(-entry["ranked"] // 4)
+    assert [t.config for t in warm_share] == [t["config"] for t in entry["trials"]][
+        : len(warm_share)
+    ]
     best = refresh_reference.config_scores(
         tables.read_table(tables.table_dir("conll2003", tmp_path))
     )
@@ -141,7 +147,7 @@ def test_the_portfolio_arm_runs_first_what_won_on_the_other_tables(tmp_path):
     assert best.source == "prior conll2003" and best.mean_regret == 0.0
     expected = {"loss": "as_softmax", "lr": settings.LRS[1], "batch_size": 16, "epochs": 4}
     assert {k: best.config[k] for k in expected} == expected
-    arm = lineup.build_arm(portfolio_arm.PORTFOLIO_ARM, "sst5", portfolio=start)
+    arm = lineup.build_arm(portfolio_arm.PORTFOLIO_ARM, "sst5", portfolios={"prior": start})
     assert {k: arm.seed_points[0][k] for k in expected} == expected
     with pytest.raises(ValueError, match="needs its portfolio"):
         lineup.build_arm(portfolio_arm.PORTFOLIO_ARM, "sst5")

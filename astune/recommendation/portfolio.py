@@ -8,10 +8,15 @@ first config is the one that is good on most tasks, and each next one covers the
 earlier ones left worst served.
 
 The tasks are the packaged prior's recorded tables and the store's searches (issue 62). A
-task's weight is its :func:`~astune.recommendation.transfer.similarity` to the target raised to
-at least :data:`SIMILARITY_FLOOR`: similarity weights a task, it never silences one. A task
-records its own configs; a candidate it did not run takes the regret of its nearest config of
-the same loss and switches within :data:`MATCH_RADIUS`, else 1 (as bad as that task's worst).
+task's weight is its :func:`~astune.recommendation.transfer.similarity` to the target as a share
+of the nearest task's, raised to at least a floor: similarity weights a task, it never silences
+one. How much similarity counts is learnt from the tasks themselves (:func:`chosen_floor`):
+each floor of :data:`FLOORS` builds, for each task left out in turn, the portfolio of the others
+for it, and the floor whose portfolios served the left-out tasks best is kept; 1 (every task
+alike, as the papers above weigh them) wins ties and stands when there are too few tasks to
+leave one out. A task records its own configs; a candidate it did not run takes the regret of
+its nearest config of the same loss and switches within :data:`MATCH_RADIUS`, else 1 (as bad as
+that task's worst).
 """
 
 from __future__ import annotations
@@ -28,8 +33,15 @@ from astune.recommendation.transfer import LOG_KEYS, TaskProfile, similarity, va
 
 PORTFOLIO_SIZE = 4
 """Configs a portfolio holds by default: the first trials of a search."""
-SIMILARITY_FLOOR = 0.25
-"""The least weight a task of the target's backbone has, as a share of the nearest's."""
+FLOORS = (0.25, 0.5, 1.0)
+"""The least weights a task of the target's backbone may have, as a share of the nearest's,
+that :func:`chosen_floor` tries; 1 weighs every task alike."""
+UNIFORM = 1.0
+"""The floor that weighs every task alike: the one kept on ties and with fewer than
+:data:`MIN_TASKS_TO_CHOOSE` tasks."""
+MIN_TASKS_TO_CHOOSE = 3
+"""Tasks needed to choose a floor: each left out in turn leaves two to weigh against each
+other."""
 MATCH_RADIUS = 0.5
 """How near (:func:`distance`, strictly) a task's nearest config must lie to score a candidate
 it did not run: closer than half a decade of learning rate or 0.2 of delta; never another
@@ -143,12 +155,12 @@ def for_task(config: Mapping[str, Any], task: str | None) -> dict[str, Any]:
     return out
 
 
-def task_weights(target: TaskProfile, tasks: Sequence[SourceTask]) -> list[float]:
-    """Each task's weight for ``target``: its similarity, at least :data:`SIMILARITY_FLOOR`
-    of the largest."""
+def task_weights(target: TaskProfile, tasks: Sequence[SourceTask], floor: float) -> list[float]:
+    """Each task's weight for ``target``: its similarity as a share of the largest, at least
+    ``floor``."""
     sims = [similarity(target, t.profile) for t in tasks]
     top = max(sims, default=1.0) or 1.0
-    return [max(s / top, SIMILARITY_FLOOR) for s in sims]
+    return [max(s / top, floor) for s in sims]
 
 
 def build_portfolio(
@@ -157,29 +169,80 @@ def build_portfolio(
     *,
     size: int = PORTFOLIO_SIZE,
     losses: Sequence[str] | None = None,
+    floor: float | None = None,
 ) -> list[PortfolioEntry]:
     """The greedy portfolio of at most ``size`` configs for ``target`` from the ``tasks`` of its
     backbone (the others are left out: a learning rate does not carry across backbones);
-    ``losses``: the losses a candidate may have (named for the target's family; None: any).
-    Empty when no task of the backbone is given."""
+    ``losses``: the losses a candidate may have (named for the target's family; None: any);
+    ``floor``: the tasks' least weight (None: :func:`chosen_floor`). Empty when no task of the
+    backbone is given."""
     tasks = [t for t in tasks if t.profile.backbone == target.backbone]
-    weights = task_weights(target, tasks)
+    if floor is None:
+        floor = chosen_floor(tasks, size=size, losses=losses)
+    return _greedy(target, tasks, size, losses, [task_weights(target, tasks, floor)])[0]
+
+
+def chosen_floor(
+    tasks: Sequence[SourceTask], *, size: int = PORTFOLIO_SIZE, losses: Sequence[str] | None
+) -> float:
+    """The floor of :data:`FLOORS` whose leave-one-task-out portfolios have the lowest mean
+    over the left-out tasks of their anytime regret there (the best regret after each of
+    ``size`` configs, averaged); :data:`UNIFORM` on ties and with fewer than
+    :data:`MIN_TASKS_TO_CHOOSE` tasks. ``tasks``: one backbone's."""
+    if len(tasks) < MIN_TASKS_TO_CHOOSE:
+        return UNIFORM
+    cost = {floor: 0.0 for floor in FLOORS}
+    for i, held in enumerate(tasks):
+        others = [*tasks[:i], *tasks[i + 1 :]]
+        named = losses
+        if losses is not None and held.profile.task is not None:
+            named = [family_loss(x, held.profile.task) for x in losses]
+        weightings = [task_weights(held.profile, others, floor) for floor in FLOORS]
+        portfolios = _greedy(held.profile, others, size, named, weightings)
+        for floor, entries in zip(FLOORS, portfolios, strict=True):
+            cost[floor] += anytime_regret(held, entries, size)
+    return min(sorted(FLOORS, key=lambda f: f != UNIFORM), key=cost.__getitem__)
+
+
+def anytime_regret(task: SourceTask, entries: Sequence[PortfolioEntry], size: int) -> float:
+    """The mean over ``size`` steps of ``task``'s best regret after the first entries (a
+    shorter portfolio keeps its last best; none: 1)."""
+    best, total = 1.0, 0.0
+    for step in range(size):
+        if step < len(entries):
+            best = min(best, task.regret_of(entries[step].config))
+        total += best
+    return total / size
+
+
+def _greedy(
+    target: TaskProfile,
+    tasks: Sequence[SourceTask],
+    size: int,
+    losses: Sequence[str] | None,
+    weightings: Sequence[Sequence[float]],
+) -> list[list[PortfolioEntry]]:
+    """The greedy portfolio over ``tasks`` (module docstring) under each of ``weightings`` (a
+    weight a task), the candidates scored once for all."""
     candidates = _candidates(tasks, target.task, losses)
     table = [[t.regret_of(config) for t in tasks] for config, _ in candidates]
-    chosen: list[PortfolioEntry] = []
-    best_so_far = [1.0] * len(tasks)
-    alone = [_weighted(weights, row) for row in table]
-    for _ in range(min(size, len(candidates))):
-        scored = [
-            (_weighted(weights, [min(b, r) for b, r in zip(best_so_far, row, strict=True)]), i)
-            for i, row in enumerate(table)
-            if not any(e.config == candidates[i][0] for e in chosen)
-        ]
-        # ties: the candidate better on its own, then the one seen first
-        mean, _, pick = min((mean, alone[i], i) for mean, i in scored)
-        chosen.append(PortfolioEntry(candidates[pick][0], candidates[pick][1], mean))
-        best_so_far = [min(b, r) for b, r in zip(best_so_far, table[pick], strict=True)]
-    return chosen
+    out = []
+    for weights in weightings:
+        chosen: list[PortfolioEntry] = []
+        best_so_far = [1.0] * len(tasks)
+        alone = [_weighted(weights, row) for row in table]
+        for _ in range(min(size, len(candidates))):
+            scored = [
+                (_weighted(weights, [min(b, r) for b, r in zip(best_so_far, row, strict=True)]), i)
+                for i, row in enumerate(table)
+                if not any(e.config == candidates[i][0] for e in chosen)
+            ]
+            # ties: the candidate better on its own, then the one seen first
+            mean, _, pick = min((mean, alone[i], i) for mean, i in scored)
+            chosen.append(PortfolioEntry(candidates[pick][0], candidates[pick][1], mean))
+            best_so_far = [min(b, r) for b, r in zip(best_so_far, table[pick], strict=True)]
+        out.append(chosen)
+    return out
 
 
 def _candidates(

@@ -54,7 +54,7 @@ def store_tasks(store: Store, *, exclude: Iterable[str] = ()) -> list[SourceTask
         if dataset in skip:
             continue
         task_tag = parent.data.tags.get(TASK_TAG) or None
-        unknown = Difficulty(dataset, None, task_tag, 0.0)
+        unknown = Difficulty(dataset, task=task_tag, value=None, sd=0.0)
         profile = profile_of(trials[0], parent, unknown)
         scored = [(config_of(t), s) for t in trials if (s := objective(t)) is not None]
         task = SourceTask.from_scores(

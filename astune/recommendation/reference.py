@@ -2,8 +2,11 @@
 that a fresh install's first `recommend` (and `search --warm-start`) already transfers.
 
 The file (:data:`PRIOR_FILE`, JSON) holds one entry per reference search, keyed by backbone
-(and the layers kept) and training rows, with the task's family and probe difficulty and the
-best quarter of its configs ranked by seed-mean validation score. ``python -m
+(and the layers kept) and training rows, with the task's family and probe difficulty and its
+configs ranked by seed-mean validation score, best first, each with its score. The warm start
+learns from the best quarter of each (:data:`~astune.recommendation.transfer.BEST_SHARE`); the
+portfolio scores every config (:mod:`astune.recommendation.portfolio_sources`). A file that
+holds only a search's best trials reads the same for the warm start. ``python -m
 benchmarks.search_efficiency.prior`` builds it from the search-efficiency tables at their pinned
 digests (benchmarks/search_efficiency/tables/PINNED.json), which the file names.
 """
@@ -15,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from astune.recommendation.transfer import ReferenceTrial, TaskProfile
+from astune.recommendation.transfer import ReferenceTrial, TaskProfile, best_count
 
 PRIOR_FILE = Path(__file__).with_name("reference_trials.json")
 FORMAT = 1
@@ -66,9 +69,10 @@ def _trials(entry: dict[str, Any]) -> list[ReferenceTrial]:
     )
     source = f"prior {entry['dataset']} ({entry['backbone']}, {entry['train_size']} rows)"
     size = int(entry.get("ranked", len(entry["trials"])))
+    best = entry["trials"][: best_count(size)]  # the warm start's share, however many are held
     return [
         ReferenceTrial(source, entry["dataset"], profile, t["config"], float(t["rank"]), size)
-        for t in entry["trials"]
+        for t in best
     ]
 
 

@@ -44,6 +44,7 @@ MIN_SPREAD = {"lr": math.log(10) / 4, "epochs": math.log(1.5), "lam": 0.25, "max
 SWITCHES = ("batch_size", "as_speed", "as_skip", "skip_policy", "infobatch", "length_window")
 """Keys transferred as a weighted mode, not a range."""
 BEST_SHARE = 0.25
+"""The share of a search's trials, best first, that the warm start learns from."""
 SCALES = {"difficulty": 0.15, "size_decades": 0.5}
 """Gaussian widths of similarity: difficulty points; training rows in decades."""
 OTHER_TASK, OTHER_BACKBONE, OTHER_LAYERS, UNKNOWN = 0.25, 0.3, 0.6, 0.5
@@ -136,17 +137,23 @@ def ranked(
     scored: Sequence[tuple[Mapping[str, Any], float]],
     *,
     mode: str = "max",
+    share: float = BEST_SHARE,
 ) -> list[ReferenceTrial]:
-    """The best :data:`BEST_SHARE` (at least one) of a search's ``(config, score)`` pairs as
-    reference trials; scores that are not finite are left out."""
+    """The best ``share`` (at least one) of a search's ``(config, score)`` pairs as reference
+    trials, best first; scores that are not finite are left out."""
     finite = [(c, s) for c, s in scored if math.isfinite(s)]
     order = sorted(finite, key=lambda cs: cs[1], reverse=mode == "max")
     n = len(order)
-    keep = max(1, math.ceil(BEST_SHARE * n)) if n else 0
+    keep = best_count(n, share)
     return [
         ReferenceTrial(source, dataset, profile, dict(c), i / max(1, n - 1), n)
         for i, (c, _) in enumerate(order[:keep])
     ]
+
+
+def best_count(n: int, share: float = BEST_SHARE) -> int:
+    """How many of a search's ``n`` ranked trials its best ``share`` holds (at least one)."""
+    return max(1, math.ceil(share * n)) if n else 0
 
 
 def advise(target: TaskProfile, trials: Iterable[ReferenceTrial]) -> TransferAdvice:

@@ -23,6 +23,10 @@ from typing import Any
 from benchmarks.search_efficiency import settings
 
 ARMS = ("by-hand", "astune", "astune-fast-cold")
+SCHEDULES = ("asha", "hyperband", "fifo")
+"""The schedulers an arm may stop trials with (issue 62 item 3): ASHA (Ray Tune's
+``ASHAScheduler``: asynchronous successive halving, one bracket), asynchronous Hyperband (its
+``AsyncHyperBandScheduler`` with every bracket) and FIFO (none stopped)."""
 WARM_ARMS = ("astune-warm", "astune-fast")
 """Arms that start from ``recommend`` on the held-out dataset
 (benchmarks/search_efficiency/warm.py)."""
@@ -44,6 +48,8 @@ class Arm:
     reuse_actors: bool
     """Whether Ray Tune starts a trial on the actor of one that ended (astune's search does;
     Ray Tune's default, and so by-hand's, does not)."""
+    schedule: str = "asha"
+    """Which of :data:`SCHEDULES` stops trials early."""
 
     def define_by_run(self, trial: Any) -> dict[str, Any]:
         """Ray's define-by-run space over this arm's grid cells (conditional on the loss); the
@@ -86,17 +92,29 @@ class Arm:
         )
 
     def scheduler(self) -> Any:
-        """A fresh ``ASHAScheduler`` over evaluations (``training_iteration``)."""
-        from ray.tune.schedulers import ASHAScheduler
+        """A fresh scheduler of :attr:`schedule` over evaluations (``training_iteration``)."""
+        from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler
 
-        return ASHAScheduler(
+        if self.schedule == "fifo":
+            return FIFOScheduler()
+        return AsyncHyperBandScheduler(
             time_attr="training_iteration",
             metric="objective",
             mode="max",
             max_t=self.max_epochs,
             grace_period=self.grace_period,
             reduction_factor=self.reduction_factor,
+            brackets=self.brackets(),
         )
+
+    def brackets(self) -> int:
+        """ASHA's one bracket, or asynchronous Hyperband's every bracket: one a rung from the
+        grace period to ``max_t`` (``log_rf(max_t / grace) + 1``; 3 for 4 epochs, grace 1,
+        factor 2)."""
+        if self.schedule == "asha":
+            return 1
+        rungs = math.log(self.max_epochs / self.grace_period, self.reduction_factor)
+        return max(1, int(math.floor(rungs + 1e-9)) + 1)
 
 
 def in_param(param: Any, value: Any) -> bool:

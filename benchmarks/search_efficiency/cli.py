@@ -30,17 +30,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+import tempfile
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from benchmarks.common import provenance
 from benchmarks.common.harness import commit, machine_line
 from benchmarks.search_efficiency import (
     RESULTS,
-    arms,
     budget,
     check,
     lineup,
@@ -49,198 +46,15 @@ from benchmarks.search_efficiency import (
     replay,
     settings,
     tables,
-    verdicts,
 )
 from benchmarks.search_efficiency import record as recorder
-from benchmarks.search_efficiency.portfolio_arm import PORTFOLIO_ARM, portfolio_start
+from benchmarks.search_efficiency.history_store import write_history
+from benchmarks.search_efficiency.portfolio_arm import STORE_ARM
+from benchmarks.search_efficiency.replay_runs import replay_dataset
 
 OUTPUT = RESULTS / "search_efficiency.json"
 PARETO_OUTPUT = RESULTS / "search_efficiency_pareto.json"
 TRANSFER_OUTPUT = RESULTS / "search_efficiency_transfer.json"
-CURVE_POINTS = 50
-
-
-def time_stats(per_rep: list[tuple[float, bool]]) -> dict[str, Any]:
-    """The ``seconds_to_target`` shape of item 7 from (seconds, reached) per repetition."""
-    seconds = [s for s, _ in per_rep]
-    return {
-        **replay.median_interval(seconds),
-        "per_repetition": seconds,
-        "reached": [r for _, r in per_rep],
-    }
-
-
-def column_medians(rows: list[np.ndarray]) -> list[float | None]:
-    """The median of each column over ``rows``, NaN left out; None where a column is all NaN
-    (no report yet: JSON has no NaN)."""
-    table = np.asarray(rows, dtype=float)
-    return [None if np.isnan(col).all() else float(np.nanmedian(col)) for col in table.T]
-
-
-def replay_arm(
-    table: replay.Table,
-    arm: Any,
-    *,
-    goal: dict[str, float],
-    budget: float,
-    repetitions: int,
-    overhead: float = 0.0,
-) -> dict[str, Any]:
-    """Replay ``arm`` ``repetitions`` times (repetition i seeded i) and summarise it;
-    ``overhead``: the seconds before its first trial (a warm arm's probe and recommend)."""
-    runs = [
-        replay.Replay(table, arm, seed=i, budget=budget, overhead=overhead).run()
-        for i in range(repetitions)
-    ]
-    at = np.linspace(0, budget, CURVE_POINTS + 1)[1:]
-    counts = np.arange(1, int(np.median([len(r.trials) for r in runs])) + 1)
-    curves = {
-        (f, axis): column_medians([replay.anytime(r.curve, grid, f, axis=axis) for r in runs])
-        for f in ("mean", "test")
-        for axis, grid in (("seconds", at), ("trials", counts))
-    }
-    regret = [100 * (goal["best"] - r.curve[-1].mean) for r in runs]
-    return {
-        "seconds_to_target": time_stats(
-            [replay.seconds_to_target(r.curve, goal["T_common"], budget=budget) for r in runs]
-        ),
-        "seconds_to_target_all": time_stats(
-            [replay.seconds_to_target(r.curve, goal["T_all"], budget=budget) for r in runs]
-        ),
-        "seconds_to_target_se": time_stats(
-            [replay.seconds_to_target(r.curve, goal["T_se"], budget=budget) for r in runs]
-        ),
-        "final_regret": replay.median_interval(regret),
-        "repetitions": repetitions,
-        "budget_seconds": budget,
-        "overhead_seconds": overhead,
-        "seed_points": [dict(p) for p in arm.seed_points],
-        "values": {k: list(v) for k, v in arm.values.items()},
-        "trials": {
-            "median": float(np.median([len(r.trials) for r in runs])),
-            "stopped_share": float(np.mean([np.mean([t.stopped for t in r.trials]) for r in runs])),
-        },
-        "curve": {
-            "trial_seconds": at.tolist(),
-            "val_seed_mean": curves["mean", "seconds"],
-            "test": curves["test", "seconds"],
-        },
-        "curve_by_trials": {
-            "trials": counts.tolist(),
-            "val_seed_mean": curves["mean", "trials"],
-            "test": curves["test", "trials"],
-        },
-    }
-
-
-def replay_dataset(
-    dataset: str,
-    names: list[str],
-    *,
-    repetitions: int,
-    root: Path | None = None,
-    budget_lengths: float = settings.BUDGET_TRIAL_LENGTHS,
-) -> dict[str, Any]:
-    """Every arm of ``names`` on ``dataset``'s recorded table (under ``root``, default
-    benchmarks/search_efficiency/tables), each with a budget of ``budget_lengths`` trial-lengths."""
-    folder = tables.table_dir(dataset, root)
-    table = replay.Table(tables.complete_table(dataset, root))
-    goal = arms.targets(table, dataset)
-    length = table.trial_length()
-    budget = budget_lengths * length
-    data = settings.DATASETS[dataset]
-    warm = portfolio = None
-    if any(name in arms.WARM_ARMS for name in names):
-        from benchmarks.search_efficiency.warm import warm_start
-
-        warm = warm_start(dataset, root=root)
-    if PORTFOLIO_ARM in names:
-        portfolio = portfolio_start(dataset, root=root)
-    built = {
-        name: lineup.build_arm(name, dataset, warm=warm, portfolio=portfolio) for name in names
-    }
-    overheads = {name: warm.seconds for name in arms.WARM_ARMS if warm is not None}
-    if portfolio is not None:
-        overheads[PORTFOLIO_ARM] = portfolio.seconds
-    results = {
-        name: replay_arm(
-            table,
-            arm,
-            goal=goal,
-            budget=budget,
-            repetitions=repetitions,
-            overhead=overheads.get(name, 0.0),
-        )
-        for name, arm in built.items()
-    }
-    return {
-        "targets": goal,
-        "metric": table.metric,
-        "workers": settings.WORKERS,
-        "slices": {"train": data.train, "validation": data.eval, "test": data.eval},
-        "noise": noise(table, goal, data.eval),
-        "trial_length_seconds": length,
-        "table": tables.table_digest(folder)["sha256"],
-        "warm_start": None if warm is None else warm_summary(warm),
-        "portfolio": None if portfolio is None else portfolio_summary(portfolio),
-        "arms": results,
-        "warm_minus_cold": {
-            warm_name: verdicts.paired_difference(results[warm_name], results[cold_name])
-            for warm_name, cold_name in verdicts.WARM_PAIRS
-            if warm_name in results and cold_name in results
-        },
-        "target_check": verdicts.target_check(results, budget=budget, trial_length=length),
-    }
-
-
-NOISE_CELLS = 5
-"""How many of the best cells the noise of a table is read on."""
-
-
-def noise(table: Any, goal: dict[str, float], rows: int) -> dict[str, Any]:
-    """How noisy the targets are, in points: a binomial standard error of the best score on
-    ``rows`` validation rows, and the seed standard deviation of the best cells (the best
-    :data:`NOISE_CELLS` by seed mean)."""
-    best = goal["best"]
-    cells = sorted(table.seed_mean, key=table.seed_mean.__getitem__, reverse=True)
-    finite = [c for c in cells if math.isfinite(table.seed_se[c])][:NOISE_CELLS]
-    sds = [100 * table.seed_se[c] * math.sqrt(len(table.seeds[c[0]])) for c in finite]
-    return {
-        "validation_rows": rows,
-        "binomial_se_points": 100 * math.sqrt(best * (1 - best) / rows),
-        "best_cells_seed_sd_points": [round(s, 2) for s in sds],
-        "best_common_se_points": 100 * goal["best_common_se"],
-    }
-
-
-def portfolio_summary(start: Any) -> dict[str, Any]:
-    """What the portfolio arm ran first: its configs in order, each with its source."""
-    return {
-        "learnt_from": list(start.reference_datasets),
-        "seconds": start.seconds,
-        "configs": [
-            {"config": e.config, "source": e.source, "mean_regret": e.mean_regret}
-            for e in start.entries
-        ],
-    }
-
-
-def warm_summary(warm: Any) -> dict[str, Any]:
-    """What the warm arms started from: the datasets learnt from, the probe's seconds, the
-    recommendation's delta and r and what it transferred."""
-    rec = warm.recommendation
-    if rec is None:
-        return {"learnt_from": [], "seconds": warm.seconds, "recommendation": None}
-    transfer = rec.transfer
-    return {
-        "learnt_from": list(warm.reference_datasets),
-        "seconds": warm.seconds,
-        "difficulty": rec.difficulty.value,
-        "delta": [rec.low, rec.delta, rec.high],
-        "warmup_ratio": rec.warmup_ratio,
-        "transfer_weight": None if transfer is None else transfer.weight,
-        "transferred": {} if transfer is None else dict(transfer.centre),
-    }
 
 
 def pareto(args: Any) -> None:
@@ -377,9 +191,26 @@ def _add_tables(parser: argparse.ArgumentParser) -> None:
 def replay_all(args: Any) -> None:
     """``replay``: every arm on each dataset's table, into the JSON and a PNG a dataset."""
     names = [n for n in args.arms.split(",") if n]
+    for name in names:
+        lineup.check_arm(name)
     for dataset in (datasets := args.datasets.split(",")):
         settings.check_dataset(dataset)
-    result = {
+    with tempfile.TemporaryDirectory() as folder:
+        history = None
+        if STORE_ARM in names:  # mode b: every dataset's replayed search; each excludes its own
+            history = f"sqlite:///{folder}/history.db"
+            written = write_history(history, list(settings.DATASETS), root=args.tables)
+            print(f"history store: {written} trial runs (dataset: runs)")
+        result = replay_datasets(args, names, datasets, history)
+    result["replay_check"] = check.replay_checks(result)
+    save(args, result, plots.plot_replay)
+
+
+def replay_datasets(
+    args: Any, names: list[str], datasets: list[str], history: str | None
+) -> dict[str, Any]:
+    """The replay's JSON of ``names`` on ``datasets`` (``history``: mode b's store)."""
+    return {
         "machine": machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna")),
         "commit": commit(),
         "intervals": settings.INTERVAL,
@@ -390,12 +221,11 @@ def replay_all(args: Any) -> None:
                 repetitions=args.repetitions,
                 root=args.tables,
                 budget_lengths=args.budget_trial_lengths,
+                history=history,
             )
             for d in datasets
         },
     }
-    result["replay_check"] = check.replay_checks(result)
-    save(args, result, plots.plot_replay)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -420,6 +250,7 @@ def main(argv: list[str] | None = None) -> None:
 def save(args: Any, result: dict[str, Any], plot: Any = None) -> None:
     """``result`` written to ``--output`` with, given ``plot``, one PNG a dataset beside it,
     each entered in its folder's manifest."""
+    args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.output}")
     pngs = []

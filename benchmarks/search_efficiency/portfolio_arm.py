@@ -1,12 +1,15 @@
-"""The portfolio arm of the search-efficiency benchmark (issue 62, items 1 and 5):
+"""The portfolio arms of the search-efficiency benchmark (issue 62, items 1, 3 and 5):
 ``astune-portfolio`` is astune's default search since issue 62, held out.
 
-What it learns from is a reference file made from the other datasets' tables only, as the
-packaged prior would hold them (issue 62 item 5, mode a), read through an empty MLflow store
-by the same ``portfolio_for`` and ``with_portfolio`` a search runs: the portfolio is built for
-the held-out dataset's slice (its task family, training rows, backbone and layers; no probe)
-and run first, in the cold astune arm's space widened to hold it, laid on the grid. Its own
-seconds (building the portfolio, on one thread) open the replay, paid by every worker.
+What it learns from is, in mode a, a reference file made from the other datasets' tables only,
+as the packaged prior would hold them, read through an empty MLflow store; in mode b
+(``astune-portfolio-store``), an MLflow store of replayed astune searches of the other datasets
+(:mod:`.history_store`) and no reference file. Both go through the same ``portfolio_for`` and
+``with_portfolio`` a search runs: the portfolio is built for the held-out dataset's slice (its
+task family, training rows, backbone and layers; no probe) and run first, in the cold astune
+arm's space widened to hold it, laid on the grid. Its own seconds (building the portfolio, on
+one thread) open the replay, paid by every worker. The ``-hyperband`` and ``-fifo`` arms are
+mode a under another scheduler (item 3).
 """
 
 from __future__ import annotations
@@ -16,40 +19,58 @@ import json
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchmarks.search_efficiency import arms, settings
 from benchmarks.search_efficiency.prior import recorded_difficulty
 from benchmarks.search_efficiency.warm import base_space, grid_arm, held_out_reference
 
+if TYPE_CHECKING:
+    from astune.recommendation.transfer import TaskProfile
+
 PORTFOLIO_ARM = "astune-portfolio"
+STORE_ARM = "astune-portfolio-store"
+SOURCES = ("prior", "store")
+"""Where a portfolio arm learns from: item 5's mode a (the tables as the packaged prior holds
+them) and mode b (an MLflow store of replayed searches)."""
+PORTFOLIO_ARMS = {
+    PORTFOLIO_ARM: ("prior", "asha"),
+    "astune-portfolio-hyperband": ("prior", "hyperband"),
+    "astune-portfolio-fifo": ("prior", "fifo"),
+    STORE_ARM: ("store", "asha"),
+}
+"""Each portfolio arm's source (of :data:`SOURCES`) and scheduler (of :data:`arms.SCHEDULES`)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class PortfolioStart:
-    """What the portfolio arm of one held-out dataset starts from."""
+    """What a portfolio arm of one held-out dataset starts from."""
 
     entries: tuple  # astune.recommendation.portfolio.PortfolioEntry, run first in this order
     seconds: float  # building it, on one thread
-    reference_datasets: tuple[str, ...]
+    reference_datasets: tuple[str, ...]  # the datasets it learnt from
+    source: str = "prior"  # of SOURCES
 
 
-def portfolio_start(dataset: str, *, root: Path | None = None) -> PortfolioStart:
-    """The portfolio ``dataset``'s search would run first, learnt from the other datasets'
-    tables (under ``root``) alone (timed)."""
-    from astune.data.resolve import resolve_dataset
-    from astune.recommendation.portfolio_sources import portfolio_for
-    from astune.recommendation.transfer import TaskProfile
+def portfolio_start(
+    dataset: str, *, root: Path | None = None, store_uri: str | None = None
+) -> PortfolioStart:
+    """The portfolio ``dataset``'s search would run first (timed), learnt from the other
+    datasets alone: their tables (under ``root``) as the prior holds them, or, given
+    ``store_uri``, the searches of the MLflow store there (:mod:`.history_store`)."""
+    from astune.recommendation.portfolio_sources import portfolio_for, store_tasks
     from astune.store.reader import Store
 
-    data = settings.DATASETS[dataset]
-    target = TaskProfile(
-        difficulty=None,
-        task=resolve_dataset(dataset).spec.task,
-        train_size=data.train,
-        backbone=settings.BACKBONE,
-        num_layers=data.num_layers,
-    )
-    space = base_space(dataset, fast=False)
+    losses = list(base_space(dataset, fast=False).losses)
+    if store_uri is not None:
+        store = Store(store_uri)
+        start = time.perf_counter()
+        entries = portfolio_for(
+            target_profile(dataset), store=store, reference=None, exclude=[dataset], losses=losses
+        )
+        seconds = time.perf_counter() - start
+        learnt = tuple(sorted({t.dataset for t in store_tasks(store, exclude=[dataset])}))
+        return PortfolioStart(tuple(entries), seconds, learnt, "store")
     with tempfile.TemporaryDirectory() as folder:
         # a portfolio weighs no difficulty: the prior's recorded ones, no probe
         reference = held_out_reference(
@@ -58,18 +79,37 @@ def portfolio_start(dataset: str, *, root: Path | None = None) -> PortfolioStart
         learnt = tuple(e["dataset"] for e in json.loads(reference.read_text())["searches"])
         start = time.perf_counter()
         entries = portfolio_for(
-            target,
+            target_profile(dataset),
             store=Store(f"sqlite:///{folder}/empty.db"),
             reference=reference,
-            losses=list(space.losses),
+            losses=losses,
         )
         seconds = time.perf_counter() - start
     return PortfolioStart(tuple(entries), seconds, learnt)
 
 
-def portfolio_arm(dataset: str, start: PortfolioStart) -> arms.Arm:
-    """The ``astune-portfolio`` arm of ``dataset`` on the grid."""
+def target_profile(dataset: str) -> TaskProfile:
+    """The held-out dataset's slice as a portfolio sees it: no probe, so no difficulty."""
+    from astune.data.resolve import resolve_dataset
+    from astune.recommendation.transfer import TaskProfile
+
+    data = settings.DATASETS[dataset]
+    return TaskProfile(
+        difficulty=None,
+        task=resolve_dataset(dataset).spec.task,
+        train_size=data.train,
+        backbone=settings.BACKBONE,
+        num_layers=data.num_layers,
+    )
+
+
+def portfolio_arm(dataset: str, start: PortfolioStart, *, name: str = PORTFOLIO_ARM) -> arms.Arm:
+    """The portfolio arm ``name`` (of :data:`PORTFOLIO_ARMS`) of ``dataset`` on the grid."""
     from astune.recommendation.portfolio_space import with_portfolio
 
+    source, schedule = PORTFOLIO_ARMS[name]
+    if start.source != source:
+        raise ValueError(f"arm {name!r} learns from the {source}, not the {start.source}")
     space = with_portfolio(base_space(dataset, fast=False), list(start.entries))
-    return grid_arm(PORTFOLIO_ARM, dataset, space, fast=False)
+    arm = grid_arm(name, dataset, space, fast=False)
+    return dataclasses.replace(arm, schedule=schedule)

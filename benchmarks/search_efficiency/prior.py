@@ -1,7 +1,7 @@
 """Build the prior packaged with astune (astune/recommendation/reference_trials.json) from the
 recorded tables at their pinned digests (tables/PINNED.json): per dataset, its probe difficulty
-and the best quarter of its complete grid configs, ranked by the seed-mean validation score of
-their final evaluation.
+and every complete grid config, ranked by the seed-mean validation score of its final
+evaluation (the warm start reads the best quarter, the portfolio all).
 
     python -m benchmarks.search_efficiency.prior           # check the pins, then build
     python -m benchmarks.search_efficiency.prior --pin     # pin the tables as they are, then build
@@ -105,7 +105,7 @@ def reference_entries(
         data = settings.DATASETS[name]
         profile = TaskProfile(value, task, data.train, settings.BACKBONE, data.num_layers)
         configs = [(trial_config(name, c), s) for c, s in scored]
-        trials = ranked(f"prior {name}", name, profile, configs)
+        trials = ranked(f"prior {name}", name, profile, configs, share=1.0)
         by_key = {str(sorted(c.items())): s for c, s in configs}
         scores = [by_key[str(sorted(t.config.items()))] for t in trials]
         metric = str(frame["metric"].iloc[0])

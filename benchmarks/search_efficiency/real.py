@@ -32,7 +32,7 @@ from benchmarks.common import provenance
 from benchmarks.common.harness import commit, machine_line
 from benchmarks.search_efficiency import RESULTS, arms, lineup, replay, settings, tables
 from benchmarks.search_efficiency import record as recorder
-from benchmarks.search_efficiency.portfolio_arm import PORTFOLIO_ARM, portfolio_start
+from benchmarks.search_efficiency.portfolio_arm import PORTFOLIO_ARMS, portfolio_start
 
 if TYPE_CHECKING:
     from astune.data.media_encoding import TrainData
@@ -253,9 +253,12 @@ def run_search(args: Any) -> None:
         from benchmarks.search_efficiency.warm import warm_start
 
         warm = warm_start(dataset, root=args.tables)
-    if args.arm == PORTFOLIO_ARM:
+    if args.arm in PORTFOLIO_ARMS:
+        if PORTFOLIO_ARMS[args.arm][0] != "prior":
+            raise SystemExit(f"arm {args.arm!r}: a real search runs the prior's portfolio arms")
         portfolio = portfolio_start(dataset, root=args.tables)
-    arm = lineup.build_arm(args.arm, dataset, warm=warm, portfolio=portfolio)
+    starts = {} if portfolio is None else {"prior": portfolio}
+    arm = lineup.build_arm(args.arm, dataset, warm=warm, portfolios=starts)
     start = warm or portfolio
     code = commit()  # the code that runs the search, not the one at its end
     with tempfile.TemporaryDirectory() as storage:

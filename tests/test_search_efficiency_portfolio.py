@@ -1,0 +1,103 @@
+"""The search-efficiency benchmark's portfolio arms (issue 62, items 3, 5 and 6): each arm stops
+trials with its scheduler, mode b learns from a store of replayed astune searches written by
+astune's own MLflow writer (the held-out dataset's left out), and the verdict pairs each
+repetition with by-hand's."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+from synthetic_tables import synthetic_rows
+
+from astune.recommendation.portfolio_sources import store_tasks
+from astune.store.reader import Store, finished_trials
+from benchmarks.search_efficiency import (
+    arms,
+    history_store,
+    lineup,
+    portfolio_arm,
+    replay,
+    settings,
+    tables,
+    verdicts,
+)
+
+
+@pytest.fixture(scope="module")
+def table() -> replay.Table:
+    return replay.Table(pd.DataFrame(synthetic_rows(settings.grid("sst5"))))
+
+
+def test_each_schedule_is_its_ray_scheduler_with_its_brackets(table):
+    from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler
+
+    base = arms.astune_arm("sst5")  # 4 epochs, grace 1
+    shaped = {s: dataclasses.replace(base, schedule=s, reduction_factor=2) for s in arms.SCHEDULES}
+    assert [shaped[s].brackets() for s in ("asha", "hyperband")] == [1, 3]  # rungs 1, 2, 4
+    assert isinstance(shaped["fifo"].scheduler(), FIFOScheduler)
+    hyperband = shaped["hyperband"].scheduler()
+    assert isinstance(hyperband, AsyncHyperBandScheduler) and len(hyperband._brackets) == 3
+    budget = 40 * table.trial_length()
+    stopped = {
+        s: sum(t.stopped for t in replay.Replay(table, arm, seed=0, budget=budget).run().trials)
+        for s, arm in shaped.items()
+    }
+    assert stopped["fifo"] == 0 and stopped["asha"] > 0 and stopped["hyperband"] > 0
+
+
+def test_mode_b_learns_from_replayed_searches_of_the_other_datasets(tmp_path):
+    """Each dataset's replayed astune search lands in the store as a search whose finished
+    trials are the replay's ended ones; held-out SST-5's portfolio reads CoNLL-2003's alone."""
+    for name in ("sst5", "conll2003"):
+        tables.write_shard(tables.table_dir(name, tmp_path), synthetic_rows(settings.grid(name)))
+    uri = f"sqlite:///{tmp_path}/history.db"
+    written = history_store.write_history(uri, ["sst5", "conll2003"], root=tmp_path)
+    table = replay.Table(tables.complete_table("conll2003", tmp_path))
+    budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
+    again = replay.Replay(table, arms.astune_arm("conll2003"), seed=0, budget=budget).run()
+    ended = [t for t in again.trials if t.end is not None]
+    assert written["conll2003"] == len(ended) > 0
+    store = Store(uri)
+    assert len(finished_trials(store.trials())) == sum(written.values())
+    tasks = {t.dataset: t for t in store_tasks(store)}
+    assert set(tasks) == {"sst5", "conll2003"}
+    assert tasks["conll2003"].profile.task == "token"  # the writer's task tag
+    assert tasks["conll2003"].profile.train_size == settings.DATASETS["conll2003"].train
+    start = portfolio_arm.portfolio_start("sst5", store_uri=uri)
+    assert start.source == "store" and start.reference_datasets == ("conll2003",)
+    assert {e.source for e in start.entries} == {"search 'astune-conll2003'"}
+    arm = lineup.build_arm(portfolio_arm.STORE_ARM, "sst5", portfolios={"store": start})
+    assert arm.seed_points and arm.schedule == "asha"
+    with pytest.raises(ValueError, match="needs its portfolio"):
+        lineup.build_arm(portfolio_arm.STORE_ARM, "sst5", portfolios={"prior": start})
+
+
+def _result(seconds: list[float], regret: float) -> dict:
+    times = {"median": float(np.median(seconds)), "per_repetition": seconds}
+    return {
+        "seconds_to_target": times,
+        "seconds_to_target_se": times,
+        "final_regret": {"median": regret},
+    }
+
+
+def test_the_portfolio_verdict_pairs_repetitions_and_asks_for_no_worse_regret():
+    hand = _result([1000.0, 800.0, 1200.0, 900.0, 1100.0], regret=0.5)
+    fast = _result([300.0, 240.0, 360.0, 270.0, 330.0], regret=0.5)  # 0.3x each
+    worse = _result([300.0, 240.0, 360.0, 270.0, 330.0], regret=0.6)
+    slow = _result([2000.0, 1700.0, 2500.0, 1900.0, 2300.0], regret=0.1)
+    results = {"by-hand": hand, "astune-portfolio": fast, "astune-portfolio-fifo": worse}
+    check = verdicts.portfolio_check({**results, "astune-portfolio-store": slow}, counts=True)
+    ours = check["astune-portfolio"]["T_common"]
+    assert ours["ratio_of_medians"] == pytest.approx(0.3)
+    assert ours["paired_ratio"]["median"] == pytest.approx(0.3) and ours["met"]
+    assert not ours["stretch_met"]  # 0.3 > 0.25
+    assert not check["astune-portfolio-fifo"]["T_se"]["met"]  # a worse final regret
+    assert check["astune-portfolio-store"]["T_common"]["paired_ratio"]["wholly_above_one"]
+    assert not check["astune-portfolio-store"]["T_common"]["met"]
+    uncounted = verdicts.portfolio_check(results, counts=False)
+    assert not uncounted["astune-portfolio"]["T_common"]["met"]
+    assert verdicts.portfolio_check({"astune-portfolio": fast}, counts=True) == {}
