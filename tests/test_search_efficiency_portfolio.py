@@ -101,3 +101,53 @@ def test_the_portfolio_verdict_pairs_repetitions_and_asks_for_no_worse_regret():
     uncounted = verdicts.portfolio_check(results, counts=False)
     assert not uncounted["astune-portfolio"]["T_common"]["met"]
     assert verdicts.portfolio_check({"astune-portfolio": fast}, counts=True) == {}
+
+
+def _areas(mo_halving: float, fifo: float) -> dict:
+    return {
+        "portfolio": {
+            "mo-halving": {"hypervolume_area": {"median": mo_halving}},
+            "fifo": {"hypervolume_area": {"median": fifo}},
+        }
+    }
+
+
+def test_the_several_objectives_default_is_the_larger_area_on_most_datasets():
+    from benchmarks.search_efficiency.pareto import mo_default
+
+    fifo_wins = {"a": _areas(0.5, 0.6), "b": _areas(0.7, 0.8), "c": _areas(0.9, 0.4)}
+    assert mo_default(fifo_wins) == {
+        "by_dataset": {"a": "fifo", "b": "fifo", "c": "mo-halving"},
+        "wins": {"mo-halving": 1, "fifo": 2},
+        "default": "fifo",
+    }
+    tie = {"a": _areas(0.5, 0.6), "b": _areas(0.7, 0.7)}  # b: equal areas keep MO-halving
+    assert mo_default(tie)["by_dataset"]["b"] == "mo-halving"
+    assert mo_default(tie)["default"] == "mo-halving"  # 1 win each: the default before stays
+
+
+def test_the_unseen_task_is_77_intents_drawn_evenly_and_its_first_configs(tmp_path, data_dir):
+    """The unseen task's folder: CLINC150's first 77 in-scope intents renumbered 0-76, its rows
+    spread evenly, read by astune as any dataset folder; history's first config comes from the
+    packaged prior through ``portfolio_for`` in default.yaml's space (AS-Softmax)."""
+    import collections
+    import json
+
+    from astune.data.resolve import resolve_dataset
+    from benchmarks.search_efficiency import unseen
+
+    task = unseen.write_task(data_dir, tmp_path)
+    meta = json.loads((task / "dataset.json").read_text())
+    source = json.loads((data_dir / "clinc_oos" / "dataset.json").read_text())
+    assert meta["label_names"] == source["label_names"][: unseen.INTENTS]
+    assert unseen.OUT_OF_SCOPE >= unseen.INTENTS  # so the first 77 ids hold no out-of-scope row
+    sizes = {"train": unseen.TRAIN_ROWS, "validation": unseen.EVAL_ROWS, "test": unseen.EVAL_ROWS}
+    for split, size in sizes.items():
+        rows = [json.loads(line) for line in (task / f"{split}.jsonl").read_text().splitlines()]
+        counts = collections.Counter(r["intent"] for r in rows)
+        assert len(rows) == size and set(counts) == set(range(unseen.INTENTS))
+        assert max(counts.values()) - min(counts.values()) <= 1
+    assert resolve_dataset(str(task)).folder == task.resolve()
+    first = unseen.history_first()
+    assert first["loss"] == "as_softmax" and first["source"].startswith("prior ")
+    assert unseen.BY_HAND == {"loss": "softmax", "lr": 2e-4, "batch_size": 32, "epochs": 4}

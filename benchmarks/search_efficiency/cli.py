@@ -49,7 +49,7 @@ from benchmarks.search_efficiency import (
 )
 from benchmarks.search_efficiency import record as recorder
 from benchmarks.search_efficiency.history_store import write_history
-from benchmarks.search_efficiency.portfolio_arm import STORE_ARM
+from benchmarks.search_efficiency.portfolio_arm import STORE_ARM, portfolio_start
 from benchmarks.search_efficiency.replay_runs import replay_dataset
 
 OUTPUT = RESULTS / "search_efficiency.json"
@@ -59,7 +59,7 @@ TRANSFER_OUTPUT = RESULTS / "search_efficiency_transfer.json"
 
 def pareto(args: Any) -> None:
     """``pareto``: issue 44 item 5's hypervolume replay on each dataset's table."""
-    from benchmarks.search_efficiency.pareto import replay_pareto
+    from benchmarks.search_efficiency.pareto import mo_default, replay_pareto
 
     result: dict[str, Any] = {
         "machine": machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna")),
@@ -71,9 +71,14 @@ def pareto(args: Any) -> None:
         folder = tables.table_dir(settings.check_dataset(dataset), args.tables)
         table = replay.Table(tables.complete_table(dataset, args.tables))
         budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
-        entry = replay_pareto(table, dataset, budget=budget, repetitions=args.repetitions)
+        start = portfolio_start(dataset, root=args.tables)
+        entry = replay_pareto(
+            table, dataset, budget=budget, repetitions=args.repetitions, portfolio=start
+        )
         entry["table"] = tables.table_digest(folder)["sha256"]
         result["datasets"][dataset] = entry
+    result["mo_default"] = mo_default(result["datasets"])
+    print(f"several objectives, behind the portfolio: {result['mo_default']}")
     save(args, result, plots.plot_pareto)
 
 

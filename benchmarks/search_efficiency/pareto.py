@@ -9,6 +9,12 @@ fast levers), its seed points first, objectives (validation metric, max;
 ``train_seconds``, min) proposed by astune's prune-aware ``OptunaSearch`` over Optuna's
 multi-objective TPE; a stopped trial is told PRUNED and never enters the front.
 
+Each scheduler runs twice: from the fast arm's own seed points (issue 44) and with the
+portfolio in front (issue 62 item 3: the fast arm's space widened to hold the held-out dataset's
+portfolio from the other tables, which runs first). The multi-objective default is the
+scheduler with the larger median hypervolume area (its curve's mean over the budget) behind the
+portfolio on most datasets (:func:`mo_default`); the current default, MO-halving, keeps a tie.
+
 Hypervolume: of the front of the trials that ran to their end, each at its final report
 (metric, train seconds), against :data:`efficiency_settings.HV_REFERENCE` (a metric of 0 and two
 trial-lengths of seconds), the area the front dominates, in metric x trial-lengths.
@@ -116,10 +122,19 @@ def hv_at(curve: list[tuple[float, float]], at: np.ndarray) -> np.ndarray:
 
 
 def replay_pareto(
-    table: replay.Table, dataset: str, *, budget: float, repetitions: int, points: int = 50
+    table: replay.Table,
+    dataset: str,
+    *,
+    budget: float,
+    repetitions: int,
+    points: int = 50,
+    portfolio: Any = None,
 ) -> dict[str, Any]:
-    """Both schedulers on ``table``, ``repetitions`` times each (repetition i seeded i)."""
-    base = lineup.build_arm("astune-fast-cold", dataset)
+    """Both schedulers on ``table``, ``repetitions`` times each (repetition i seeded i), from
+    the fast arm's seed points and, given ``portfolio`` (a
+    :class:`~benchmarks.search_efficiency.portfolio_arm.PortfolioStart`), behind it."""
+    from benchmarks.search_efficiency.portfolio_arm import portfolio_arm
+
     at = np.linspace(0, budget, points + 1)[1:]
     out: dict[str, Any] = {
         "objectives": list(OBJECTIVES),
@@ -128,15 +143,44 @@ def replay_pareto(
         "trial_length_seconds": table.trial_length(),
         "trial_seconds": at.tolist(),
     }
+    out.update(_schedulers(table, lineup.build_arm("astune-fast-cold", dataset), at, repetitions))
+    if portfolio is not None:
+        base = portfolio_arm(dataset, portfolio, fast=True)
+        out["portfolio"] = _schedulers(table, base, at, repetitions)
+    return out
+
+
+def _schedulers(
+    table: replay.Table, base: arms.Arm, at: np.ndarray, repetitions: int
+) -> dict[str, Any]:
+    """Each of :data:`SCHEDULERS` over ``base``'s grid and seed points: its hypervolume curve
+    (median at ``at``), area, final value and trials."""
+    out = {}
     for name in SCHEDULERS:
         arm = ParetoArm(base, halving=name == "mo-halving")
+        budget = float(at[-1])
         runs = [ParetoReplay(table, arm, seed=i, budget=budget).run() for i in range(repetitions)]
         curves = np.array([hv_at(r.hv_curve, at) for r in runs])
         final = [float(c[-1]) for c in curves]
         out[name] = {
             "hypervolume_median": np.median(curves, axis=0).tolist(),
+            "hypervolume_area": replay.median_interval([float(c.mean()) for c in curves]),
             "final_hypervolume": replay.median_interval(final),
             "trials_median": float(np.median([len(r.trials) for r in runs])),
             "stopped_share": float(np.mean([np.mean([t.stopped for t in r.trials]) for r in runs])),
         }
     return out
+
+
+def mo_default(datasets: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Issue 62 item 3's rule for several objectives: behind the portfolio, the scheduler whose
+    median hypervolume area is larger on more datasets; MO-halving (the default before) on a
+    tie. Each dataset's winner is listed."""
+    winners = {}
+    for name, entry in datasets.items():
+        if "portfolio" in entry:
+            areas = {s: entry["portfolio"][s]["hypervolume_area"]["median"] for s in SCHEDULERS}
+            winners[name] = max(SCHEDULERS, key=lambda s: (areas[s], s == "mo-halving"))
+    wins = {s: sum(w == s for w in winners.values()) for s in SCHEDULERS}
+    default = "fifo" if wins["fifo"] > wins["mo-halving"] else "mo-halving"
+    return {"by_dataset": winners, "wins": wins, "default": default}

@@ -19,7 +19,14 @@ ARM_STYLES = {
     "astune-warm": ("C2", "-"),
     "astune-fast": ("C3", "-"),
     "astune-fast-cold": ("C3", ":"),
+    "astune-portfolio": ("C4", "-"),
+    "astune-portfolio-hyperband": ("C4", "-."),
+    "astune-portfolio-fifo": ("C4", ":"),
+    "astune-portfolio-store": ("C5", "-"),
 }
+
+SHOWN_BELOW_TARGET = 0.15
+"""How far below ``T_common`` the anytime plots' score axis reaches (0.15: 15 points)."""
 
 
 def _pyplot() -> Any:
@@ -48,6 +55,8 @@ def plot_replay(entry: dict[str, Any], dataset: str, path: Path) -> Path:
         trials = arm["curve_by_trials"]
         by_trials.plot(trials["trials"], _values(trials["val_seed_mean"]), style, color=colour,
                        label=name, drawstyle="steps-post")  # fmt: skip
+    # the first trials' low scores would squeeze the approach to the targets into a line
+    by_time.set_ylim(bottom=entry["targets"]["T_common"] - SHOWN_BELOW_TARGET)
     for axis in (by_time, by_trials):
         for key, shade in (("T_common", "k"), ("T_all", "0.5")):
             axis.axhline(entry["targets"][key], color=shade, lw=0.8, ls="--")
@@ -72,11 +81,15 @@ def plot_pareto(entry: dict[str, Any], dataset: str, path: Path) -> Path:
     length = entry["trial_length_seconds"]
     seconds = [s / length for s in entry["trial_seconds"]]
     fig, axis = plt.subplots(figsize=(6.5, 4.2))
-    for name, colour in (("mo-halving", "C3"), ("fifo", "C0")):
-        final = entry[name]["final_hypervolume"]
-        interval = f"{final['median']:.3f} [{final['low']:.3f}, {final['high']:.3f}]"
-        label = f"{name} (at the budget {interval})"
-        axis.plot(seconds, _values(entry[name]["hypervolume_median"]), color=colour, label=label)
+    starts = [("", entry, "-")]
+    starts += [(", portfolio first", entry["portfolio"], "--")] if "portfolio" in entry else []
+    for suffix, results, style in starts:
+        for name, colour in (("mo-halving", "C3"), ("fifo", "C0")):
+            final = results[name]["final_hypervolume"]
+            interval = f"{final['median']:.3f} [{final['low']:.3f}, {final['high']:.3f}]"
+            label = f"{name}{suffix} (at the budget {interval})"
+            curve = _values(results[name]["hypervolume_median"])
+            axis.plot(seconds, curve, style, color=colour, label=label)
     axis.set_xlabel("trial-seconds, in trial-lengths")
     axis.set_ylabel("hypervolume of the front (validation metric, train seconds)")
     axis.set_title(f"{dataset}: the front with and without MO-halving")

@@ -103,13 +103,16 @@ def target_profile(dataset: str) -> TaskProfile:
     )
 
 
-def portfolio_arm(dataset: str, start: PortfolioStart, *, name: str = PORTFOLIO_ARM) -> arms.Arm:
-    """The portfolio arm ``name`` (of :data:`PORTFOLIO_ARMS`) of ``dataset`` on the grid."""
+def portfolio_arm(
+    dataset: str, start: PortfolioStart, *, name: str = PORTFOLIO_ARM, fast: bool = False
+) -> arms.Arm:
+    """The portfolio arm ``name`` (of :data:`PORTFOLIO_ARMS`) of ``dataset`` on the grid
+    (``fast``: its space holds the fast levers too, as the speed/accuracy search's does)."""
     from astune.recommendation.portfolio_space import with_portfolio
 
     source, schedule = PORTFOLIO_ARMS[name]
     if start.source != source:
         raise ValueError(f"arm {name!r} learns from the {source}, not the {start.source}")
-    space = with_portfolio(base_space(dataset, fast=False), list(start.entries))
-    arm = grid_arm(name, dataset, space, fast=False)
+    space = with_portfolio(base_space(dataset, fast=fast), list(start.entries))
+    arm = grid_arm(name, dataset, space, fast=fast)
     return dataclasses.replace(arm, schedule=schedule)
