@@ -20,6 +20,7 @@ from benchmarks.search_efficiency import (
     lineup,
     portfolio_arm,
     replay,
+    replay_runs,
     settings,
     tables,
     verdicts,
@@ -73,6 +74,18 @@ def test_mode_b_learns_from_replayed_searches_of_the_other_datasets(tmp_path):
     assert arm.seed_points and arm.schedule == "asha"
     with pytest.raises(ValueError, match="needs its portfolio"):
         lineup.build_arm(portfolio_arm.STORE_ARM, "sst5", portfolios={"prior": start})
+    # the replay gives each repetition its own store: store i holds the searches seeded i
+    second = f"sqlite:///{tmp_path}/history-1.db"
+    history_store.write_history(second, ["sst5", "conll2003"], root=tmp_path, seed=1)
+    names = ["by-hand", portfolio_arm.STORE_ARM]
+    entry = replay_runs.replay_dataset(
+        "sst5", names, repetitions=3, root=tmp_path, budget_lengths=6, histories=[uri, second]
+    )
+    learnt = entry["portfolio"]["store"]
+    assert [p["learnt_from"] for p in learnt] == [["conll2003"]] * 2  # one a store
+    assert entry["arms"][portfolio_arm.STORE_ARM]["repetitions"] == 3  # stores 0, 1, 0
+    with pytest.raises(ValueError, match="needs its history stores"):
+        replay_runs.replay_dataset("sst5", names, repetitions=1, root=tmp_path)
 
 
 def _result(seconds: list[float], regret: float) -> dict:

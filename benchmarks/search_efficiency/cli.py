@@ -201,20 +201,22 @@ def replay_all(args: Any) -> None:
     for dataset in (datasets := args.datasets.split(",")):
         settings.check_dataset(dataset)
     with tempfile.TemporaryDirectory() as folder:
-        history = None
-        if STORE_ARM in names:  # mode b: every dataset's replayed search; each excludes its own
-            history = f"sqlite:///{folder}/history.db"
-            written = write_history(history, list(settings.DATASETS), root=args.tables)
-            print(f"history store: {written} trial runs (dataset: runs)")
-        result = replay_datasets(args, names, datasets, history)
+        histories = []
+        if STORE_ARM in names:  # mode b: a store a repetition; each held-out excludes its own
+            for i in range(args.repetitions):
+                histories.append(f"sqlite:///{folder}/history-{i}.db")
+                written = write_history(histories[-1], list(settings.DATASETS), root=args.tables,
+                                        seed=i)  # fmt: skip
+                print(f"history store {i + 1}/{args.repetitions}: {written} trial runs", flush=True)
+        result = replay_datasets(args, names, datasets, histories)
     result["replay_check"] = check.replay_checks(result)
     save(args, result, plots.plot_replay)
 
 
 def replay_datasets(
-    args: Any, names: list[str], datasets: list[str], history: str | None
+    args: Any, names: list[str], datasets: list[str], histories: list[str]
 ) -> dict[str, Any]:
-    """The replay's JSON of ``names`` on ``datasets`` (``history``: mode b's store)."""
+    """The replay's JSON of ``names`` on ``datasets`` (``histories``: mode b's stores)."""
     return {
         "machine": machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna")),
         "commit": commit(),
@@ -226,7 +228,7 @@ def replay_datasets(
                 repetitions=args.repetitions,
                 root=args.tables,
                 budget_lengths=args.budget_trial_lengths,
-                history=history,
+                histories=histories,
             )
             for d in datasets
         },

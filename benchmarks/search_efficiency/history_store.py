@@ -1,8 +1,10 @@
 """What a user has after a few searches (issue 62 item 5, mode b): an MLflow store holding one
 astune search of each dataset, replayed on its table and written by astune's own writer.
 
-Each search is the cold ``astune`` arm's first repetition under the benchmark's budget (the
-search a user ran before astune had a portfolio), replayed as the replay runs every arm. Every
+Each search is a repetition of the cold ``astune`` arm under the benchmark's budget (the search
+a user ran before astune had a portfolio), replayed as the replay runs every arm; the replay
+gives each of its repetitions its own store, store i holding the searches seeded i, so that
+mode b's figures are over as many users' histories as repetitions. Every
 trial it ended becomes a child run through :class:`astune.store.writer.SearchTracker`, as a
 real search's MLflow callback writes it: its flat config (as the prior's ``trial_config``),
 one ``objective`` a recorded evaluation, and, when it ran to its end, its best objective; a
@@ -19,19 +21,20 @@ from benchmarks.search_efficiency import arms, replay, settings, tables
 from benchmarks.search_efficiency.prior import trial_config
 
 SOURCE_ARM = "astune"
-SOURCE_REPETITION = 0
-"""The repetition (its seed) of :data:`SOURCE_ARM` each dataset's search is."""
 
 
-def write_history(uri: str, datasets: list[str], *, root: Path | None = None) -> dict[str, int]:
-    """One replayed astune search of each of ``datasets`` (tables under ``root``) written to
-    the MLflow store at ``uri``; dataset -> the trial runs written."""
+def write_history(
+    uri: str, datasets: list[str], *, root: Path | None = None, seed: int = 0
+) -> dict[str, int]:
+    """One replayed :data:`SOURCE_ARM` search (seeded ``seed``) of each of ``datasets`` (tables
+    under ``root``) written to the MLflow store at ``uri``; dataset -> the trial runs
+    written."""
     written = {}
     for dataset in datasets:
         table = replay.Table(tables.complete_table(dataset, root))
         budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
         arm = arms.astune_arm(dataset)
-        search = replay.Replay(table, arm, seed=SOURCE_REPETITION, budget=budget).run()
+        search = replay.Replay(table, arm, seed=seed, budget=budget).run()
         written[dataset] = log_search(uri, dataset, table, search.trials)
     return written
 

@@ -6,6 +6,7 @@ and the verdicts."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,19 +42,21 @@ def column_medians(rows: list[np.ndarray]) -> list[float | None]:
 
 def replay_arm(
     table: replay.Table,
-    arm: Any,
+    plan: Sequence[tuple[arms.Arm, float]],
     *,
     goal: dict[str, float],
     budget: float,
-    repetitions: int,
-    overhead: float = 0.0,
 ) -> dict[str, Any]:
-    """Replay ``arm`` ``repetitions`` times (repetition i seeded i) and summarise it;
-    ``overhead``: the seconds before its first trial (a warm arm's probe and recommend)."""
+    """Replay one arm once per entry of ``plan`` (repetition i seeded i) and summarise it; each
+    entry is the arm of that repetition and the seconds before its first trial (a warm arm's
+    probe and recommend, a portfolio's build): one arm for all, but mode b's, whose store
+    differs by repetition."""
     runs = [
         replay.Replay(table, arm, seed=i, budget=budget, overhead=overhead).run()
-        for i in range(repetitions)
+        for i, (arm, overhead) in enumerate(plan)
     ]
+    repetitions, arm = len(plan), plan[0][0]
+    overhead = float(np.median([o for _, o in plan]))
     at = np.linspace(0, budget, CURVE_POINTS + 1)[1:]
     counts = np.arange(1, int(np.median([len(r.trials) for r in runs])) + 1)
     curves = {
@@ -102,11 +105,11 @@ def replay_dataset(
     repetitions: int,
     root: Path | None = None,
     budget_lengths: float = settings.BUDGET_TRIAL_LENGTHS,
-    history: str | None = None,
+    histories: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Every arm of ``names`` on ``dataset``'s recorded table (under ``root``, default
     benchmarks/search_efficiency/tables), each with a budget of ``budget_lengths`` trial-lengths;
-    ``history``: the URI of mode b's store (:mod:`.history_store`), for its arm."""
+    ``histories``: the URIs of mode b's stores (:mod:`.history_store`), one a repetition."""
     folder = tables.table_dir(dataset, root)
     table = replay.Table(tables.complete_table(dataset, root))
     goal = arms.targets(table, dataset)
@@ -118,22 +121,22 @@ def replay_dataset(
         from benchmarks.search_efficiency.warm import warm_start
 
         warm = warm_start(dataset, root=root)
-    starts = portfolio_starts(dataset, names, root=root, history=history)
-    built = {name: lineup.build_arm(name, dataset, warm=warm, portfolios=starts) for name in names}
-    overheads = {name: warm.seconds for name in arms.WARM_ARMS if warm is not None}
-    overheads.update(
-        {n: starts[source].seconds for n, (source, _) in PORTFOLIO_ARMS.items() if source in starts}
-    )
+    starts = portfolio_starts(dataset, names, root=root, histories=histories)
+    plans = {}
+    for name in names:
+        source = PORTFOLIO_ARMS[name][0] if name in PORTFOLIO_ARMS else None
+        if source is not None:
+            own = starts[source]
+            plans[name] = [
+                (lineup.build_arm(name, dataset, portfolios={source: start}), start.seconds)
+                for start in (own[i % len(own)] for i in range(repetitions))
+            ]
+            continue
+        arm = lineup.build_arm(name, dataset, warm=warm)
+        overhead = warm.seconds if warm is not None and name in arms.WARM_ARMS else 0.0
+        plans[name] = [(arm, overhead)] * repetitions
     results = {
-        name: replay_arm(
-            table,
-            arm,
-            goal=goal,
-            budget=budget,
-            repetitions=repetitions,
-            overhead=overheads.get(name, 0.0),
-        )
-        for name, arm in built.items()
+        name: replay_arm(table, plan, goal=goal, budget=budget) for name, plan in plans.items()
     }
     check = verdicts.target_check(results, budget=budget, trial_length=length)
     return {
@@ -145,7 +148,9 @@ def replay_dataset(
         "trial_length_seconds": length,
         "table": tables.table_digest(folder)["sha256"],
         "warm_start": None if warm is None else warm_summary(warm),
-        "portfolio": {source: portfolio_summary(start) for source, start in starts.items()},
+        "portfolio": {
+            source: [portfolio_summary(start) for start in own] for source, own in starts.items()
+        },
         "arms": results,
         "warm_minus_cold": {
             warm_name: verdicts.paired_difference(results[warm_name], results[cold_name])
@@ -178,15 +183,19 @@ def noise(table: Any, goal: dict[str, float], rows: int) -> dict[str, Any]:
 
 
 def portfolio_starts(
-    dataset: str, names: list[str], *, root: Path | None, history: str | None
-) -> dict[str, PortfolioStart]:
-    """The portfolio each source of ``names``' portfolio arms starts ``dataset``'s search from
-    (source -> start); mode b needs ``history``."""
+    dataset: str, names: list[str], *, root: Path | None, histories: Sequence[str]
+) -> dict[str, list[PortfolioStart]]:
+    """The portfolios each source of ``names``' portfolio arms starts ``dataset``'s searches
+    from: the prior's one, and mode b's one a store of ``histories``."""
     sources = {PORTFOLIO_ARMS[n][0] for n in names if n in PORTFOLIO_ARMS}
-    if "store" in sources and history is None:
-        raise ValueError("the store's portfolio arm needs the history store (history_store)")
-    uris = {"prior": None, "store": history}
-    return {s: portfolio_start(dataset, root=root, store_uri=uris[s]) for s in sorted(sources)}
+    out = {}
+    if "prior" in sources:
+        out["prior"] = [portfolio_start(dataset, root=root)]
+    if "store" in sources:
+        if not histories:
+            raise ValueError("the store's portfolio arm needs its history stores (history_store)")
+        out["store"] = [portfolio_start(dataset, root=root, store_uri=uri) for uri in histories]
+    return out
 
 
 def portfolio_summary(start: PortfolioStart) -> dict[str, Any]:
