@@ -253,3 +253,22 @@ def test_a_stores_search_is_a_task_of_the_portfolio(tmp_path) -> None:
     portfolio = portfolio_for(target, store=Store(uri), reference=None)
     assert portfolio[0].config == best and portfolio[0].source == f"search {SINGLE_SEARCH!r}"
     assert store_tasks(Store(uri), exclude=["sst5"]) == []
+
+
+def test_a_new_tasks_space_holds_every_recorded_tables_winner() -> None:
+    """Issue 62 item 2 on the packaged prior: for a task none of its tables hold, the portfolio
+    of the four tables covers each table's best config (a weighted mean regret of 0), so the
+    widened space holds every winner's learning rate, epochs and delta; the shipped default
+    space alone ends below them (its lr stops at 1e-4)."""
+    tasks = prior_tasks(PRIOR_FILE)
+    target = TaskProfile(None, "single_label", 1000, "minilm", 2)
+    space = load_space("default")
+    entries = build_portfolio(target, tasks, losses=[*space.losses, "softmax"])
+    assert entries[-1].mean_regret == 0.0
+    widened = with_portfolio(space.with_losses([*space.losses, "softmax"]), entries)
+    for task in tasks:
+        winner = task.configs[task.regrets.index(0.0)]
+        assert any(task.regret_of(e.config) == 0.0 for e in entries), task.name
+        assert not space.params["lr"].contains(winner["lr"])  # shipped: 1e-5 to 1e-4
+        assert widened.params["lr"].contains(winner["lr"]), (task.name, winner["lr"])
+        assert widened.params["epochs"].contains(winner["epochs"]), (task.name, winner["epochs"])

@@ -88,7 +88,8 @@ def record(
 
     ``inputs``: name -> SHA-256 (:func:`data_inputs`, :func:`generated_inputs`, a table's digest);
     ``args`` default to this process's arguments, ``script`` to :func:`running_script`, ``commit``
-    to the checkout's (``+dirty`` with changes), ``date`` to now (UTC, ISO 8601).
+    to the checkout's now (``+dirty`` with changes: a script that runs for minutes passes the one
+    it read at its start, before the tree could change), ``date`` to now (UTC, ISO 8601).
     """
     from benchmarks.common.harness import commit as checkout_commit
 
@@ -117,13 +118,17 @@ def record(
 
 
 def record_each(
-    paths: Iterable[str | Path | None], *, inputs: Mapping[str, str], machine: str
+    paths: Iterable[str | Path | None],
+    *,
+    inputs: Mapping[str, str],
+    machine: str,
+    commit: str | None = None,
 ) -> None:
     """:func:`record` every one of ``paths`` a script wrote (empty, ``-`` or missing: skipped,
-    for an output its flags turned off)."""
+    for an output its flags turned off); ``commit`` as :func:`record` takes it."""
     for path in paths:
         if path and str(path) != "-" and Path(path).is_file():
-            record(path, inputs=inputs, machine=machine)
+            record(path, inputs=inputs, machine=machine, commit=commit)
 
 
 def check_inputs(path: Path, inputs: Mapping[str, str]) -> None:

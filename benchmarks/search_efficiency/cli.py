@@ -200,6 +200,7 @@ def replay_all(args: Any) -> None:
         lineup.check_arm(name)
     for dataset in (datasets := args.datasets.split(",")):
         settings.check_dataset(dataset)
+    code = commit()  # the code that runs, before minutes of replay in which the tree may change
     with tempfile.TemporaryDirectory() as folder:
         histories = []
         if STORE_ARM in names:  # mode b: a store a repetition; each held-out excludes its own
@@ -208,7 +209,7 @@ def replay_all(args: Any) -> None:
                 written = write_history(histories[-1], list(settings.DATASETS), root=args.tables,
                                         seed=i)  # fmt: skip
                 print(f"history store {i + 1}/{args.repetitions}: {written} trial runs", flush=True)
-        result = replay_datasets(args, names, datasets, histories)
+        result = {"commit": code, **replay_datasets(args, names, datasets, histories)}
     result["replay_check"] = check.replay_checks(result)
     save(args, result, plots.plot_replay)
 
@@ -216,10 +217,10 @@ def replay_all(args: Any) -> None:
 def replay_datasets(
     args: Any, names: list[str], datasets: list[str], histories: list[str]
 ) -> dict[str, Any]:
-    """The replay's JSON of ``names`` on ``datasets`` (``histories``: mode b's stores)."""
+    """The replay's JSON of ``names`` on ``datasets`` (``histories``: mode b's stores), its
+    commit apart."""
     return {
         "machine": machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna")),
-        "commit": commit(),
         "intervals": settings.INTERVAL,
         "datasets": {
             d: replay_dataset(
@@ -274,7 +275,7 @@ def record_outputs(paths: list[Path], result: dict[str, Any], root: Path | None)
         for d in result.get("datasets", {})
     }
     machine = result.get("machine") or machine_line("cpu", threads=settings.THREADS)
-    provenance.record_each(paths, inputs=digests, machine=machine)
+    provenance.record_each(paths, inputs=digests, machine=machine, commit=result.get("commit"))
 
 
 def plot_path(output: Path, dataset: str) -> Path:

@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data-dir", type=Path, default=None, help="default: $ASTUNE_DATA_DIR")
     p.add_argument("--output", type=Path, default=OUTPUT)
     args = p.parse_args(argv)
+    code = commit()  # the code that runs, read before the minutes of training
     seeds = [int(s) for s in args.seeds.split(",")]
     if len(seeds) < 3:
         raise SystemExit(f"--seeds needs 3 seeds or more for an interval, got {args.seeds!r}")
@@ -144,10 +145,10 @@ def main(argv: list[str] | None = None) -> None:
             for name, config in firsts.items():
                 runs[name].append(train(task, config, seed))
                 print(f"seed {seed} {name}: {runs[name][-1]['val']:.4f}", flush=True)
-    save(args, firsts, runs, seeds, data_dir)
+    save(args, firsts, runs, seeds, data_dir, code)
 
 
-def save(args: Any, firsts: dict, runs: dict, seeds: list[int], data_dir: Path) -> None:
+def save(args: Any, firsts: dict, runs: dict, seeds: list[int], data_dir: Path, code: str) -> None:
     scores = {name: [r["val"] for r in rs] for name, rs in runs.items()}
     difference = mean_ci([h - b for h, b in zip(scores["history"], scores["by-hand"])])
     machine = machine_line("cpu", threads=settings.THREADS)
@@ -158,7 +159,7 @@ def save(args: Any, firsts: dict, runs: dict, seeds: list[int], data_dir: Path) 
         "mean": {name: mean_ci(s) for name, s in scores.items()},
         "history_minus_by_hand": difference,
         "met": difference["mean"] >= 0.0,
-        "machine": machine, "commit": commit(),
+        "machine": machine, "commit": code,
     }  # fmt: skip
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=1) + "\n")
