@@ -10,6 +10,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
+from stores import new_store
 from synthetic_tables import synthetic_rows
 
 from astune.recommendation.portfolio_sources import store_tasks
@@ -49,12 +50,13 @@ def test_each_schedule_is_its_ray_scheduler_with_its_brackets(table):
     assert stopped["fifo"] == 0 and stopped["asha"] > 0 and stopped["hyperband"] > 0
 
 
-def test_mode_b_learns_from_replayed_searches_of_the_other_datasets(tmp_path):
+def test_mode_b_learns_from_replayed_searches_of_the_other_datasets(tmp_path, monkeypatch):
     """Each dataset's replayed astune search lands in the store as a search whose finished
     trials are the replay's ended ones; held-out SST-5's portfolio reads CoNLL-2003's alone."""
+    monkeypatch.setattr(settings, "BUDGET_TRIAL_LENGTHS", 8)  # a few dozen runs a search
     for name in ("sst5", "conll2003"):
         tables.write_shard(tables.table_dir(name, tmp_path), synthetic_rows(settings.grid(name)))
-    uri = f"sqlite:///{tmp_path}/history.db"
+    uri = new_store(tmp_path / "history-0")  # a copy of a migrated store: seconds sooner
     written = history_store.write_history(uri, ["sst5", "conll2003"], root=tmp_path)
     table = replay.Table(tables.complete_table("conll2003", tmp_path))
     budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
@@ -75,7 +77,7 @@ def test_mode_b_learns_from_replayed_searches_of_the_other_datasets(tmp_path):
     with pytest.raises(ValueError, match="needs its portfolio"):
         lineup.build_arm(portfolio_arm.STORE_ARM, "sst5", portfolios={"prior": start})
     # the replay gives each repetition its own store: store i holds the searches seeded i
-    second = f"sqlite:///{tmp_path}/history-1.db"
+    second = new_store(tmp_path / "history-1")
     history_store.write_history(second, ["conll2003"], root=tmp_path, seed=1)
     names = ["by-hand", portfolio_arm.STORE_ARM]
     entry = replay_runs.replay_dataset(
