@@ -68,12 +68,12 @@ def log_search(uri: str, dataset: str, table: replay.Table, trials: list[replay.
             curve = table.curves[trial.key, trial.seed]
             config = {**trial_config(dataset, table.configs[trial.key]), "seed": trial.seed}
             run_id = tracker.open_trial_run(f"trial_{number:05d}", config)
-            scores = [row.val for row in curve[: trial.evaluations]]
-            for row in curve[: trial.evaluations]:
+            reported = curve[: trial.evaluations]
+            for row in reported:
                 tracker.log_result(run_id, {"objective": row.val, "evaluation": row.evaluation})
             diverged = not trial.stopped and trial.evaluations < len(curve)
             if not trial.stopped and not diverged:
-                tracker.log_final(run_id, {"objective": max(scores)})
+                tracker.log_final(run_id, {"objective": max(row.val for row in reported)})
             status = "FAILED" if diverged else "FINISHED"
             tags = {STOPPED_EARLY_TAG: "true"} if trial.stopped else {}
             tracker.close_trial_run(run_id, status, tags)
