@@ -44,7 +44,7 @@ class SearchSettings:
     space: str | None = None
     warm_start: bool = False  # search the space `recommend` warms (search/warm_start.py)
     portfolio: bool = True  # run what won on past tasks first (tuning/portfolio_start.py)
-    reference: str | None = None  # --warm-start's reference trials (None: the packaged prior)
+    reference: str | None = None  # --warm-start's and the portfolio's (None: the packaged prior)
     probe_backbone: str | None = None  # --warm-start's probe (None: recommend's default)
     num_samples: int | None = None
     max_concurrent: int | None = None

@@ -58,18 +58,18 @@ def portfolio_start(
     """The portfolio ``dataset``'s search would run first (timed), learnt from the other
     datasets alone: their tables (under ``root``) as the prior holds them, or, given
     ``store_uri``, the searches of the MLflow store there (:mod:`.history_store`)."""
+    from astune.recommendation.portfolio import build_portfolio
     from astune.recommendation.portfolio_sources import portfolio_for, store_tasks
     from astune.store.reader import Store
 
     losses = list(base_space(dataset, fast=False).losses)
     if store_uri is not None:
-        store = Store(store_uri)
         start = time.perf_counter()
-        entries = portfolio_for(
-            target_profile(dataset), store=store, reference=None, exclude=[dataset], losses=losses
-        )
+        # portfolio_for with no reference file, its two steps apart: the tasks name the sources
+        tasks = store_tasks(Store(store_uri), exclude=[dataset])
+        entries = build_portfolio(target_profile(dataset), tasks, losses=losses)
         seconds = time.perf_counter() - start
-        learnt = tuple(sorted({t.dataset for t in store_tasks(store, exclude=[dataset])}))
+        learnt = tuple(sorted({t.dataset for t in tasks}))
         return PortfolioStart(tuple(entries), seconds, learnt, "store")
     with tempfile.TemporaryDirectory() as folder:
         # a portfolio weighs no difficulty: the prior's recorded ones, no probe

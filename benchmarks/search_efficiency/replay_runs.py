@@ -124,13 +124,13 @@ def replay_dataset(
     starts = portfolio_starts(dataset, names, root=root, histories=histories)
     plans = {}
     for name in names:
-        source = PORTFOLIO_ARMS[name][0] if name in PORTFOLIO_ARMS else None
-        if source is not None:
-            own = starts[source]
-            plans[name] = [
+        if name in PORTFOLIO_ARMS:
+            source = PORTFOLIO_ARMS[name][0]  # each distinct start's arm built once
+            own = [
                 (lineup.build_arm(name, dataset, portfolios={source: start}), start.seconds)
-                for start in (own[i % len(own)] for i in range(repetitions))
+                for start in starts[source]
             ]
+            plans[name] = [own[i % len(own)] for i in range(repetitions)]
             continue
         arm = lineup.build_arm(name, dataset, warm=warm)
         overhead = warm.seconds if warm is not None and name in arms.WARM_ARMS else 0.0

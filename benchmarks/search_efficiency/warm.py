@@ -19,9 +19,12 @@ import dataclasses
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.search_efficiency import arms, settings
+
+if TYPE_CHECKING:
+    from benchmarks.search_efficiency.prior import DifficultyOf
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +37,7 @@ class WarmStart:
 
 
 def held_out_reference(
-    dataset: str, folder: Path, *, root: Path | None = None, difficulty: Any = None
+    dataset: str, folder: Path, *, root: Path | None = None, difficulty: DifficultyOf | None = None
 ) -> Path:
     """A reference file in ``folder`` made from every other dataset's table (under ``root``);
     ``difficulty`` as :func:`.prior.reference_entries` takes it (None: probed now)."""
