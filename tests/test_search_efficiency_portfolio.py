@@ -6,6 +6,7 @@ repetition with by-hand's."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pandas as pd
@@ -166,3 +167,12 @@ def test_the_unseen_task_is_77_intents_drawn_evenly_and_its_first_configs(tmp_pa
     first = unseen.history_first()
     assert first["loss"] == "as_softmax" and first["source"].startswith("prior ")
     assert unseen.BY_HAND == {"loss": "softmax", "lr": 2e-4, "batch_size": 32, "epochs": 4}
+
+
+@pytest.mark.parametrize("seeds", ["0,1", "0,x,2", "0,-1,2"])
+def test_the_unseen_task_refuses_seeds_it_cannot_make_an_interval_of(seeds: str) -> None:
+    from benchmarks.search_efficiency import unseen
+
+    expected = f"--seeds needs 3 or more comma-separated seeds >= 0 for an interval, got '{seeds}'"
+    with pytest.raises(SystemExit, match=f"^{re.escape(expected)}$"):
+        unseen.main(["--seeds", seeds])

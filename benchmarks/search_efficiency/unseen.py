@@ -132,9 +132,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--output", type=Path, default=OUTPUT)
     args = p.parse_args(argv)
     code = commit()  # the code that runs, read before the minutes of training
-    seeds = [int(s) for s in args.seeds.split(",")]
-    if len(seeds) < 3:
-        raise SystemExit(f"--seeds needs 3 seeds or more for an interval, got {args.seeds!r}")
+    texts = [s.strip() for s in args.seeds.split(",")]
+    if len(texts) < 3 or not all(t.isdigit() for t in texts):
+        wanted = "3 or more comma-separated seeds >= 0 for an interval"
+        raise SystemExit(f"--seeds needs {wanted}, got {args.seeds!r}")
+    seeds = [int(t) for t in texts]
     data_dir = Path(args.data_dir or os.environ.get("ASTUNE_DATA_DIR", "../shared/data"))
     firsts = {"history": history_first(), "by-hand": dict(BY_HAND)}
     print(f"history's first: {firsts['history']}\nby-hand's first: {firsts['by-hand']}")
