@@ -142,7 +142,8 @@ def test_the_portfolio_arm_runs_first_what_won_on_the_other_tables(tmp_path):
     for name in ("sst5", "conll2003"):
         tables.write_shard(tables.table_dir(name, tmp_path), synthetic_rows(settings.grid(name)))
     start = portfolio_arm.portfolio_start("sst5", root=tmp_path)
-    assert start.reference_datasets == ("conll2003",) and 0.0 < start.seconds < 5.0
+    assert start.reference_datasets == ("conll2003",)
+    assert start.seconds > 0.0  # a time: measured, never bounded in a test
     best = start.entries[0]
     assert best.source == "prior conll2003" and best.mean_regret == 0.0
     expected = {"loss": "as_softmax", "lr": settings.LRS[1], "batch_size": 16, "epochs": 4}

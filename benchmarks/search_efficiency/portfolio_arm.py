@@ -15,7 +15,6 @@ mode a under another scheduler (item 3).
 from __future__ import annotations
 
 import dataclasses
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -60,6 +59,7 @@ def portfolio_start(
     ``store_uri``, the searches of the MLflow store there (:mod:`.history_store`)."""
     from astune.recommendation.portfolio import build_portfolio
     from astune.recommendation.portfolio_sources import portfolio_for, store_tasks
+    from astune.recommendation.reference import reference_searches
     from astune.store.reader import Store
 
     losses = list(base_space(dataset, fast=False).losses)
@@ -76,7 +76,7 @@ def portfolio_start(
         reference = held_out_reference(
             dataset, Path(folder), root=root, difficulty=recorded_difficulty()
         )
-        learnt = tuple(e["dataset"] for e in json.loads(reference.read_text())["searches"])
+        learnt = tuple(e["dataset"] for e in reference_searches(reference))
         start = time.perf_counter()
         entries = portfolio_for(
             target_profile(dataset),

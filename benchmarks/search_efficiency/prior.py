@@ -23,7 +23,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from astune.recommendation.reference import PRIOR_FILE, reference_entry, write_reference
+from astune.recommendation.reference import (
+    PRIOR_FILE,
+    reference_entry,
+    reference_searches,
+    write_reference,
+)
 from astune.recommendation.transfer import TaskProfile, ranked
 from benchmarks.search_efficiency import settings, tables
 
@@ -76,9 +81,7 @@ def recorded_difficulty(
 ) -> DifficultyOf:
     """A dataset's difficulty and task family as the packaged prior recorded them (what
     :func:`reference_entries` takes in place of a probe where none is wanted)."""
-    recorded = {
-        e["dataset"]: (e["difficulty"], e["task"]) for e in json.loads(path.read_text())["searches"]
-    }
+    recorded = {e["dataset"]: (e["difficulty"], e["task"]) for e in reference_searches(path)}
     return recorded.__getitem__
 
 

@@ -237,7 +237,7 @@ def save(dataset: str, arm: str, seed: int, result: dict[str, Any]) -> Path:
     path = REAL / f"{dataset}-{arm}-{seed}.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
     inputs = {f"tables/{dataset}": result["table"]}
-    provenance.record(path, inputs=inputs, machine=result["machine"])
+    provenance.record(path, inputs=inputs, machine=result["machine"], commit=result["commit"])
     return path
 
 
@@ -260,6 +260,7 @@ def run_search(args: Any) -> None:
     starts = {} if portfolio is None else {"prior": portfolio}
     arm = lineup.build_arm(args.arm, dataset, warm=warm, portfolios=starts)
     start = warm or portfolio
+    overhead = start.seconds if start is not None else 0.0  # a probe's or a portfolio's build
     code = commit()  # the code that runs the search, not the one at its end
     with tempfile.TemporaryDirectory() as storage:
         folder_path = Path(storage)
@@ -268,7 +269,7 @@ def run_search(args: Any) -> None:
             until=None if args.full_budget else (
                 lambda so_far: seconds_to_target(
                     so_far, table, goal["T_common"], budget=budget)[1]),
-            overhead=start.seconds if start is not None else 0.0,
+            overhead=overhead,
         )  # fmt: skip
     if not seen.complete:  # a search cut short would read as one that missed its target
         raise SystemExit(f"{args.arm} seed {args.seed}: stopped before its end; not saved")
@@ -276,7 +277,7 @@ def run_search(args: Any) -> None:
     path = save(dataset, args.arm, args.seed, {
         "dataset": dataset, "arm": args.arm, "seed": args.seed, "budget_seconds": budget,
         "target": goal["T_common"], "seconds_to_target": seconds, "reached": reached,
-        "overhead_seconds": warm.seconds if warm is not None else 0.0,
+        "overhead_seconds": overhead,
         "stopped_at_target": reached and not args.full_budget,
         "machine": machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna")),
         "table": tables.table_digest(tables.table_dir(dataset, args.tables))["sha256"],

@@ -61,7 +61,8 @@ def write_task(data_dir: Path, folder: Path, *, seed: int = 0) -> Path:
         chosen = even_draw([r for r in lines if r[meta["label_column"]] in kept], rows, rng, meta)
         with (out / f"{split}.jsonl").open("w") as f:
             for row in chosen:
-                f.write(json.dumps({**row, meta["label_column"]: kept.index(row["intent"])}) + "\n")
+                label = kept.index(row[meta["label_column"]])
+                f.write(json.dumps({**row, meta["label_column"]: label}) + "\n")
     names = [meta["label_names"][i] for i in kept]
     about = {**meta, "label_names": names, "source": f"{SOURCE}: intents 0-{INTENTS - 1}"}
     about.pop("splits", None)  # the sizes of the source's splits, not these
@@ -165,9 +166,8 @@ def save(args: Any, firsts: dict, runs: dict, seeds: list[int], data_dir: Path, 
     }  # fmt: skip
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=1) + "\n")
-    provenance.record(
-        args.output, inputs=provenance.data_inputs(data_dir, [SOURCE]), machine=machine
-    )
+    inputs = provenance.data_inputs(data_dir, [SOURCE])
+    provenance.record(args.output, inputs=inputs, machine=machine, commit=code)
     print(f"history minus by-hand: {difference}; wrote {args.output}")
 
 
