@@ -244,6 +244,30 @@ def autograd_graph_is_kept() -> bool:
     return True if keep_graph is None else bool(keep_graph())
 
 
+def torch_dispatch_mode() -> type:
+    """``torch.utils._python_dispatch.TorchDispatchMode`` (torch 2.13), the base of the sync
+    audit's dispatch mode: documented, but in a private module."""
+    from torch.utils import _python_dispatch
+
+    return _attribute(_python_dispatch, "TorchDispatchMode", "torch.utils._python_dispatch")
+
+
+def parse_to(*args: Any, **kwargs: Any) -> tuple[Any, Any, bool, Any]:
+    """``(device, dtype, non_blocking, memory_format)`` of a ``Tensor.to`` call's arguments,
+    as torch parses them (``torch._C._nn._parse_to``, torch 2.13)."""
+    import torch
+
+    return _attribute(torch._C._nn, "_parse_to", "torch._C._nn")(*args, **kwargs)
+
+
+def tree_leaves(tree: Any) -> list[Any]:
+    """The leaves of nested lists, tuples and dicts, as torch flattens an op's arguments
+    (``torch.utils._pytree.tree_leaves``, torch 2.13)."""
+    from torch.utils import _pytree
+
+    return _attribute(_pytree, "tree_leaves", "torch.utils._pytree")(tree)
+
+
 # --------------------------------------------------------------------------- transformers
 @contextlib.contextmanager
 def transformers_bars_off() -> Iterator[None]:

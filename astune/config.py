@@ -165,6 +165,7 @@ class TrainConfig:
     checkpoint_every: str = TRAIN_DEFAULT  # see astune.checkpoint_policy
     precision: str = "auto"
     loss_kernel: str = "auto"  # AS-Softmax: the fused Triton kernel or torch's
+    compile: bool = False  # the model through torch.compile (astune/training/compiled.py)
     device: str = "auto"
     output_dir: str | None = None
 
@@ -176,6 +177,7 @@ class TrainConfig:
                 spec.check(value)
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("loss_kernel", self.loss_kernel, LOSS_KERNELS)
+        check_choice("compile", self.compile, (False, True))
         check_choice("device", self.device, DEVICES)
         CheckpointPolicy(self.checkpoint_every)
         if self.as_speed and self.loss not in AS_LOSSES:

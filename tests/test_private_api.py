@@ -112,6 +112,22 @@ def test_torch_keep_graph_flag() -> None:
     assert seen == [True, False]
 
 
+def test_torch_dispatch_helpers() -> None:
+    assert _private.parse_to("cpu", non_blocking=True)[::2] == (torch.device("cpu"), True)
+    assert _private.parse_to(torch.float64)[:2] == (None, torch.float64)
+    assert _private.tree_leaves(([1, {"a": 2}], (3,))) == [1, 2, 3]
+    seen = []
+
+    class Mode(_private.torch_dispatch_mode()):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with Mode():
+        torch.ones(2).sum()
+    assert torch.ops.aten.sum.default in seen
+
+
 def test_transformers_bar_flag() -> None:
     from huggingface_hub.utils import are_progress_bars_disabled
     from transformers.utils import logging as hf_logging

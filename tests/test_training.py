@@ -21,6 +21,7 @@ from astune.training import state as ckpt
 from astune.training.allocator import keep_freed_blocks
 from astune.training.compute import FUSED_CPU_ADAMW_TORCH
 from astune.training.hooks import LoopHooks
+from astune.training.progress import Window
 
 
 @pytest.fixture(scope="module")
@@ -50,17 +51,22 @@ class Finished:
 
 class WatchWindows(LoopHooks):
     """Each optimizer step's accumulation window: its active and masked rows, and the
-    accumulation steps AS-Speed chose after it."""
+    accumulation steps AS-Speed chose after it (from the windows read by then: all but this
+    one, which the host reads a step later)."""
 
     def __init__(self) -> None:
-        self.windows: list[tuple[int, int, int]] = []
+        self._stepped: list[tuple[Window, int]] = []
         self._open = None
 
     def on_optimizer_step_start(self, run) -> None:
-        self._open = run.window  # settled by the step: read its sums at the end
+        self._open = run.window  # its sums reach the host a step later: read them at the end
 
     def on_optimizer_step_end(self, run) -> None:
-        self.windows.append((self._open.active, self._open.masked, run.accum_steps))
+        self._stepped.append((self._open, run.accum_steps))
+
+    @property
+    def windows(self) -> list[tuple[int, int, int]]:
+        return [(window.active, window.masked, accum) for window, accum in self._stepped]
 
 
 def run_once(tmp_path: Path, data_dir: Path, data: TrainData, **overrides) -> Finished:
@@ -143,11 +149,11 @@ def test_as_speed_raises_accumulation_once_samples_are_masked(speed_run):
     steps = [r["accum_steps"] for r in speed_run.records]
     assert steps == sorted(steps) and steps[0] == 1 and steps[-1] > 1, steps
     # lam = 1: round(N / (N - masked)) reaches 2 once a third of a window's rows are masked; the
-    # first raise follows the first such window
+    # first raise follows the first such window, read one step late
     windows = speed_run.windows
     first_raise = next(i for i, (_, _, accum) in enumerate(windows) if accum > 1)
     thirds = [3 * masked >= active for active, masked, _ in windows]
-    assert thirds[first_raise] and not any(thirds[:first_raise])
+    assert thirds[first_raise - 1] and not any(thirds[: first_raise - 1])
     assert [accum for _, _, accum in windows] == sorted(accum for _, _, accum in windows)
     plain_steps = SPEED_EPOCHS * (320 // 16)  # what plain accumulation takes
     assert speed_run.final["optimizer_steps"] == len(windows) < plain_steps

@@ -49,6 +49,7 @@ def search(
     objectives: str | Sequence[str] | None = None,
     sampler: str = "tpe",
     loss_kernel: str = "auto",
+    compile: bool = False,
     warm_start: bool = False,
     portfolio: bool = True,
     reference: str | PathLike[str] | None = None,

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # Where a resumed run reads its data, writes and trains may change (another mount, machine or
 # GPU, and the loss kernel that suits it); the rest of its settings may not, or the resume
 # would not be exact.
-RESUME_MAY_CHANGE = ("output_dir", "data_dir", "device", "loss_kernel")
+RESUME_MAY_CHANGE = ("output_dir", "data_dir", "device", "loss_kernel", "compile")
 
 ConfigSource = TrainConfig | Mapping[str, Any] | str | PathLike[str]
 Spelling = Callable[[str], str]  # a parameter's name as an error message gives it
@@ -62,8 +62,8 @@ def train(
     docs/contract.md) laid over it; without either, ``dataset`` is required. The run writes to
     ``output_dir`` (default ``astune-runs/train/<dataset>``); ``resume=True`` continues the run
     there from its last checkpoint, refusing a field given with another value than it was
-    started with (``data_dir``, ``device``, ``loss_kernel`` may change). ``progress``: a
-    progress bar on stderr.
+    started with (``data_dir``, ``device``, ``loss_kernel``, ``compile`` may change).
+    ``progress``: a progress bar on stderr.
 
     Raises ValueError (one line) for a bad or unknown field, data or backbone, before the run
     starts, and :class:`astune.TrainingStopped` when SIGTERM or Ctrl-C stopped it after an

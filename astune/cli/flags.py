@@ -42,6 +42,16 @@ def add_loss_kernel_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_compile_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run the model through torch.compile (on a GPU as CUDA graphs, lengths padded to "
+        "a few buckets); off by default: on the CPU it measured slower (benchmarks/RESULTS.md)",
+    )
+
+
 def add_validation_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--validation-fraction",

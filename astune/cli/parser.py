@@ -8,6 +8,7 @@ import argparse
 from astune.checkpoint_policy import SEARCH_DEFAULT, TRAIN_DEFAULT
 from astune.cli.flags import (
     add_checkpoint_flag,
+    add_compile_flag,
     add_data_flags,
     add_loss_kernel_flag,
     add_storage_timeout_flag,
@@ -66,6 +67,7 @@ def _add_search_parser(sub: argparse._SubParsersAction) -> None:
     add_tracking_flag(search)
     search.add_argument("--space", help="YAML search space (default: search_spaces/<dataset>.yaml)")
     add_loss_kernel_flag(search)
+    add_compile_flag(search)
     search.add_argument(
         "--warm-start",
         action="store_true",
@@ -178,6 +180,7 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None)
     train.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None)
     add_loss_kernel_flag(train)
+    add_compile_flag(train)
     add_checkpoint_flag(train, TRAIN_DEFAULT)
 
 

@@ -44,6 +44,7 @@ TRAIN_FLAGS = (
     "device",
     "precision",
     "loss_kernel",
+    "compile",
     "checkpoint_every",
 )
 

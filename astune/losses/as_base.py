@@ -21,7 +21,8 @@ class MaskStats:
     for its counts pays nothing and a GPU syncs only when they are read. ``headroom``, when the
     loss gives one, computes how far past its masking threshold each fully masked row is (see
     :meth:`headroom_rows`), also only when asked; ``margins``, when the loss computed them in its
-    pass, the p-margins of the rows its criterion decides (:meth:`active_margins`).
+    pass, the p-margin of every row with the rows its criterion decides, ``(values, valid)``
+    (:meth:`active_margins`, :meth:`margin_sums`).
     """
 
     def __init__(
@@ -29,7 +30,7 @@ class MaskStats:
         inactive: Tensor,
         fully_masked: Callable[[], Tensor] | None = None,
         headroom: Callable[[], Tensor] | None = None,
-        margins: Callable[[], Tensor] | None = None,
+        margins: Callable[[], tuple[Tensor, Tensor]] | None = None,
     ):
         self._inactive = inactive
         self._fully_masked = fully_masked
@@ -62,7 +63,18 @@ class MaskStats:
         values :func:`astune.training.evaluate.p_margins` gives from the logits (single-label:
         ``p_t - max_{i != t} p_i`` of each active row; multi-label: ``p_t^min - p_i^max`` of the
         rows with a positive and a negative class); None: the loss does not give them."""
-        return None if self._margins is None else self._margins().reshape(-1)
+        if self._margins is None:
+            return None
+        values, valid = self._margins()
+        return values.reshape(-1)[valid.reshape(-1)]  # boolean indexing: syncs a GPU
+
+    def margin_sums(self) -> tuple[Tensor, Tensor] | None:
+        """The sum and the count of :meth:`active_margins`, 0-dim float32 device tensors,
+        without a sync (a masked sum, no boolean indexing); None: the loss gives no margins."""
+        if self._margins is None:
+            return None
+        values, valid = self._margins()
+        return masked_sums(values.reshape(-1), valid.reshape(-1))
 
     def counts(self) -> Tensor:
         """``[n_active, n_masked]`` as a 0-sync int64 device tensor ``(2,)``."""
@@ -71,6 +83,12 @@ class MaskStats:
 
     def __repr__(self) -> str:
         return f"MaskStats(n_active={self.n_active}, n_masked={self.n_masked})"
+
+
+def masked_sums(values: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
+    """The sum of ``values`` ``(M,)`` where ``valid`` (bool ``(M,)``) and how many, 0-dim
+    float32 tensors on their device (no sync)."""
+    return torch.where(valid, values.float(), 0.0).sum(), valid.sum(dtype=torch.float32)
 
 
 def past_threshold(gap: Tensor, threshold: float, fully_masked: Tensor) -> Tensor:

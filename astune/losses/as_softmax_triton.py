@@ -247,7 +247,7 @@ def as_softmax_with_stats_triton(
         inactive,
         masked,
         lambda: past_threshold(margin, delta, masked()),
-        lambda: margin[~inactive.reshape(-1)],
+        lambda: (margin, ~inactive.reshape(-1)),
     )
     return loss, stats
 

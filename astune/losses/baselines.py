@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from astune._checks import REDUCTIONS, check_choice, check_int, check_range
+from astune._device import on_host
 from astune.losses.as_base import MaskStats, past_threshold
 from astune.losses.rows import flatten_rows
 
@@ -35,7 +36,7 @@ class _Rows:
         self.logits = flat_logits.float() if upcast and low_precision else flat_logits
         self.inactive = self.labels == ignore_index
         self.target = self.labels.masked_fill(self.inactive, 0).unsqueeze(1)
-        if logits.device.type == "cpu":  # on accelerators the kernels assert instead (no sync)
+        if on_host(self.target):  # on accelerators the kernels assert instead (no sync)
             _check_labels(self.target, self.num_classes)
         self.shape, self.dtype = labels.shape, logits.dtype
 
@@ -158,11 +159,9 @@ def _entmax_family(
 ) -> Tensor:
     check_choice("reduction", reduction, REDUCTIONS)
     rows = _Rows(logits, labels, ignore_index)
-    active = ~rows.inactive
-    # The entmax losses index with the labels and fail on ignore_index: pass active rows only.
-    active_loss = loss_fn(rows.logits[active], rows.labels[active])
-    loss = rows.logits.new_zeros(len(active)).masked_scatter(active, active_loss)
-    return rows.finish(loss, reduction)
+    # The entmax losses index with the labels and fail on ignore_index: ignored rows point at
+    # class 0 and ``finish`` zeroes their loss (no boolean indexing, which would sync a GPU).
+    return rows.finish(loss_fn(rows.logits, rows.target.squeeze(1)), reduction)
 
 
 def sparsemax_loss(

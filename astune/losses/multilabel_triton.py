@@ -124,6 +124,6 @@ def multilabel_as_softmax_with_stats_triton(
         inactive,
         lambda: fully_masked,
         lambda: past_threshold(gap, delta, fully_masked),
-        lambda: gap[torch.isfinite(gap)],  # a row without a positive or a negative: +inf
+        lambda: (gap, torch.isfinite(gap)),  # a row without a positive or a negative: +inf
     )
     return loss, stats

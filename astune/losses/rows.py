@@ -7,6 +7,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from astune._device import on_host
+
 
 def flatten_rows(logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
     """``(logits (M, C), labels (M,))``; ValueError on a shape other than ``(N, C)`` /
@@ -41,6 +43,8 @@ def multilabel_positives(logits: Tensor, targets: Tensor) -> Tensor:
     if targets.dtype == torch.bool:
         return targets
     positive = targets == 1
+    if not on_host(targets):  # reading the check would sync a GPU; the loop checks its data
+        return positive
     binary = positive | (targets == 0)
     if not bool(binary.all()):
         bad = targets[~binary].unique()[:5].tolist()

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from astune._checks import check_int, check_range
+from astune._device import sync_place, to_device
 
 PRUNE_SEED_STRIDE = 104_729
 """Mixes the epoch into the seed of the pruning draws (a prime other than AS-Skip's re-check
@@ -41,6 +42,9 @@ class SoftPrune:
         device: where the scores and weights live (the model's device: recording a micro-batch
             never synchronises a GPU).
     """
+
+    DEVICE_STATE = ("score", "weight")
+    """The per-sample tensors kept on the run's device (the plan stays on the host)."""
 
     def __init__(
         self,
@@ -82,7 +86,8 @@ class SoftPrune:
         if self.plan_epoch == epoch and self.keep is not None:
             return self.keep
         eligible = torch.ones(self.n, dtype=torch.bool) if eligible is None else eligible
-        score = self.score.cpu()[order]  # one sync per epoch
+        with sync_place("epoch"):  # one sync per epoch
+            score = self.score.cpu()[order]
         known = eligible & ~score.isnan()
         low = torch.zeros(self.n, dtype=torch.bool)
         if bool(known.any()):
@@ -92,13 +97,13 @@ class SoftPrune:
         pruned = low & (torch.rand(self.n, generator=gen) < self.prune)
         weight = torch.ones(self.n)
         weight[order[low & ~pruned]] = 1.0 / (1.0 - self.prune)
-        self.weight = weight.to(self.device)
+        self.weight = to_device(weight, self.device)
         self.keep, self.plan_epoch = ~pruned, epoch
         return self.keep
 
     def record(self, index: Tensor, losses: Tensor) -> None:
         """The losses ``(B,)`` of samples ``index`` ``(B,)`` computed just now (their scores)."""
-        self.score[index.to(self.device)] = losses.detach().float()
+        self.score[to_device(index, self.device)] = losses.detach().float()
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -13,8 +13,10 @@ The micro-batches are filled from the kept samples, so they stay full; the skipp
 count as visited, so the learning-rate schedule, the delta warm-up and the epochs advance over
 them.
 
-The per-sample state lives on the run's device as tensors, so recording a micro-batch never
-synchronises a GPU; it is saved in checkpoints (``state_dict``), which makes a resume exact.
+The per-sample state lives on the run's device as tensors and the indices go there through
+pinned memory, so recording a micro-batch never synchronises a GPU; only planning an epoch reads
+the state on the host (an ``epoch`` sync place). It is saved in checkpoints (``state_dict``),
+which makes a resume exact.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import torch
 from torch import Tensor
 
 from astune._checks import check_int, check_range
+from astune._device import sync_place, to_device
 
 PLAN_SEED_STRIDE = 7_919
 """Mixes the epoch into the seed of the re-check draws (a prime, so epochs do not collide)."""
@@ -65,6 +68,9 @@ class ASSkip:
         device: where the state lives (the model's device).
     """
 
+    DEVICE_STATE = ("zero", "last_computed", "rows", "streak", "headroom")
+    """The per-sample tensors kept on the run's device (the plan stays on the host)."""
+
     def __init__(
         self,
         n_samples: int,
@@ -97,6 +103,8 @@ class ASSkip:
         (its least masked active row); 0 when unknown or active."""
         self.plan: Tensor | None = None  # bool (n,), in the epoch's order: computed or skipped
         self.plan_epoch = -1
+        self.rechecks_active = 0
+        """Of the samples the last plan re-checked, the ones found active (then trained on)."""
 
     # -- the policy ---------------------------------------------------------------------------
     def anneal_start(self) -> int:
@@ -131,15 +139,19 @@ class ASSkip:
         if self.plan_epoch == epoch and self.plan is not None:
             return self.plan
         gen = torch.Generator().manual_seed(self.seed * PLAN_SEED_STRIDE + epoch)
-        drawn = torch.rand(self.n, generator=gen) < self.recheck_chance().cpu()[order]
+        with sync_place("epoch"):  # one sync per epoch (two with a re-check)
+            chance, zero = self.recheck_chance().cpu()[order], self.zero.cpu()[order]
+        drawn = torch.rand(self.n, generator=gen) < chance
         late = torch.arange(start, start + self.n) >= self.anneal_start()
-        zero = self.zero.cpu()[order]  # one sync per epoch (two with a re-check)
         due = zero & (drawn | late)
+        self.rechecks_active = 0
         if recheck is None:
             plan = ~zero | due
         else:
             recheck(order[due])
-            plan = ~self.zero.cpu()[order]
+            with sync_place("epoch"):
+                plan = ~self.zero.cpu()[order]
+            self.rechecks_active = int((due & plan).sum())
         self.plan, self.plan_epoch = plan, epoch
         return plan
 
@@ -161,7 +173,7 @@ class ASSkip:
         row of it is masked (a sentence with no active token has zero loss too); its headroom is
         its least one over the active rows.
         """
-        index = index.to(self.device)
+        index = to_device(index, self.device)
         active = active.reshape(len(index), -1)
         masked = masked.reshape(len(index), -1)
         zero = (masked | ~active).all(dim=1)
@@ -179,7 +191,7 @@ class ASSkip:
     def skipped_rows(self, skipped: Tensor) -> Tensor:
         """Active rows of the zero-loss ones of ``skipped`` samples when last computed, a 0-dim
         device tensor (the soft policy also skips samples that have a gradient)."""
-        skipped = skipped.to(self.device)
+        skipped = to_device(skipped, self.device)
         return (self.rows[skipped] * self.zero[skipped]).sum()
 
     # -- checkpoints ----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from astune._device import to_device
 from astune.config import TrainConfig
 from astune.data.encoding import model_inputs
 from astune.data.spec import DatasetSpec
@@ -45,19 +46,36 @@ def forward(
 ) -> tuple[Tensor, Tensor]:
     """Logits ``(B, C)`` or ``(B, T, C)`` in the autocast dtype, and the labels, on ``device``
     (:func:`loss_input` upcasts them for a loss that needs it)."""
-    inputs = {k: to_device(v, device) for k, v in model_inputs(batch).items()}
+    inputs = model_inputs(batch)
+    text_mask = inputs.pop("attention_mask", None) if "input_ids" in inputs else None
+    inputs = {k: to_device(v, device) for k, v in inputs.items()}
+    if text_mask is not None:
+        inputs["attention_mask"] = attention_mask(model, text_mask, device)
     with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
         logits = model(**inputs).logits
     return logits, to_device(batch["labels"], device)
 
 
-def to_device(tensor: Tensor, device: torch.device) -> Tensor:
-    """``tensor`` on ``device``; to a GPU through pinned memory, without waiting: a copy from
-    pageable memory first waits for the GPU's queue to drain, so the host could not prepare
-    the next step while the GPU runs this one."""
-    if device.type != "cuda" or tensor.device.type != "cpu":
-        return tensor.to(device)
-    return tensor.pin_memory().to(device, non_blocking=True)
+FOUR_D_MASK_MODELS = ("bert", "roberta", "xlm-roberta", "distilbert")
+"""Model types whose SDPA attention takes a ready ``(B, 1, 1, T)`` mask as it is (transformers
+5's ``create_bidirectional_mask`` returns a 4-D mask untouched)."""
+
+
+def attention_mask(model: nn.Module, mask: Tensor, device: torch.device) -> Tensor | None:
+    """The attention mask ``model`` gets for the host's 0/1 text ``mask`` ``(B, T)``, built so
+    that transformers does not read it on the host (``padding_mask.all()``, a sync every
+    forward): None for a batch without padding (read here, on the host, for free); for the
+    :data:`FOUR_D_MASK_MODELS` with SDPA attention a boolean ``(B, 1, 1, T)`` mask; else the
+    2-D mask as it is."""
+    if bool(mask.all()):  # a host tensor: no device is asked
+        return None
+    config = getattr(model, "config", None)
+    if (
+        getattr(config, "model_type", None) in FOUR_D_MASK_MODELS
+        and getattr(config, "_attn_implementation", None) == "sdpa"
+    ):
+        mask = mask.bool()[:, None, None, :]
+    return to_device(mask, device)
 
 
 def loss_input(loss_fn: nn.Module, logits: Tensor) -> Tensor:
@@ -93,8 +111,10 @@ def loss_counts(
     stats = getattr(loss_fn, "last_stats", None)
     if stats is not None:
         return Computed(loss, stats.counts(), stats, per_sample.detach())
-    active = torch.tensor(len(labels)) if labels.is_floating_point() else (labels != -100).sum()
-    active = active.to(loss.device)
+    if labels.is_floating_point():  # multi-label: every row counts
+        active = torch.full((), len(labels), dtype=torch.long, device=loss.device)
+    else:
+        active = (labels != -100).sum()
     return Computed(
         loss, torch.stack([active, torch.zeros_like(active)]), None, per_sample.detach()
     )
@@ -194,13 +214,17 @@ def update_weights(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     *,
-    rows: int,
+    rows: Tensor | int,
     max_grad_norm: float,
     lr: float,
 ) -> None:
-    """One optimizer step on summed gradients: divide them by ``rows`` (at least 1), clip their
-    norm to ``max_grad_norm``, step at ``lr`` and clear them."""
-    scale = 1.0 / max(1, rows)
+    """One optimizer step on summed gradients: divide them by ``rows`` (at least 1; a 0-dim
+    device tensor, so nothing waits for the device), clip their norm to ``max_grad_norm``, step
+    at ``lr`` and clear them."""
+    if isinstance(rows, Tensor):
+        scale = rows.clamp(min=1).reciprocal().float()
+    else:
+        scale = 1.0 / max(1, rows)
     for p in model.parameters():
         if p.grad is not None:
             p.grad.mul_(scale)

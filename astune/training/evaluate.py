@@ -30,7 +30,15 @@ class Evaluation(NamedTuple):
 def p_margins(logits: Tensor, labels: Tensor) -> Tensor:
     """``p_t - max_{i != t} p_i`` per active row (single-label ``(B, C)``, token ``(B, T, C)``);
     multi-label (float 0/1 ``labels``): the smallest positive minus the largest negative
-    probability, for rows that have both. Softmax over classes, as AS-Softmax's criterion."""
+    probability, for rows that have both. Softmax over classes, as AS-Softmax's criterion.
+    Boolean indexing: for evaluation; a training step takes :func:`p_margin_rows`' sums."""
+    values, valid = p_margin_rows(logits, labels)
+    return values[valid]
+
+
+def p_margin_rows(logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
+    """:func:`p_margins` of every row ``(M,)`` with the rows it keeps (bool ``(M,)``), on the
+    logits' device without a sync."""
     # float32: margins near 0 decide the histogram's bin; bf16 logits would blur them.
     probs = torch.softmax(logits.float(), dim=-1).reshape(-1, logits.shape[-1])
     if labels.is_floating_point():
@@ -38,12 +46,12 @@ def p_margins(logits: Tensor, labels: Tensor) -> Tensor:
         both = positive.any(dim=1) & (~positive).any(dim=1)
         low_pos = probs.masked_fill(~positive, 2.0).amin(dim=1)
         high_neg = probs.masked_fill(positive, -1.0).amax(dim=1)
-        return (low_pos - high_neg)[both]
+        return low_pos - high_neg, both
     flat = labels.reshape(-1)
     active = flat != -100
-    probs, target = probs[active], flat[active].unsqueeze(1)
+    target = flat.masked_fill(~active, 0).unsqueeze(1)
     p_target = probs.gather(1, target).squeeze(1)
-    return p_target - probs.scatter(1, target, -1.0).amax(dim=1)
+    return p_target - probs.scatter(1, target, -1.0).amax(dim=1), active
 
 
 def margin_histogram(margins: Tensor) -> dict[str, list]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from astune._device import to_device
 from astune.config import TrainConfig
 from astune.speed.prune import SoftPrune
 from astune.speed.skip import ASSkip, Visit, planned_visits
@@ -68,7 +69,7 @@ class _PlannedBatches(ShuffledBatches):
             pos.batch += 1
             batch = self.data.collate("train", visit.index) if len(visit.index) else None
             if weight is not None and batch is not None:
-                visit.weight = weight[visit.index.to(weight.device)]
+                visit.weight = weight[to_device(visit.index, weight.device)]
             yield batch, visit
 
     def record(self, since_eval: Window) -> dict[str, float]:
@@ -107,7 +108,10 @@ class SkipBatches(_PlannedBatches):
         start = pos.epoch * self.n
         probe = self.probe
         recheck = None if probe is None else (lambda index: self.recheck(probe, index, pos, start))
+        planned = self.skip.plan_epoch == pos.epoch
         plan = self.skip.plan_for(pos.epoch, order, start, recheck=recheck)
+        if not planned:
+            pos.rechecks_active += self.skip.rechecks_active
         weight = None
         if self.soft is not None:  # prunes among the samples with a gradient
             plan = plan & self.soft.plan_for(pos.epoch, order, start, eligible=plan)
@@ -121,7 +125,6 @@ class SkipBatches(_PlannedBatches):
         for chunk in index.split(self.batch_size):
             self.record_computed(chunk, probe(chunk), samples_seen)
         pos.rechecked += len(index)
-        pos.rechecks_active += int((~self.skip.zero[index.to(self.skip.device)]).sum())
 
     def after_forward(self, visit: Visit, computed: Computed, samples_seen: int) -> None:
         """Record which computed samples had zero loss, and their losses (no device sync)."""

@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
+from astune._device import sync_place
 from astune.checkpoint_policy import CheckpointPolicy
 from astune.config import TRAIN_DIR, TrainConfig
+from astune.losses.as_base import masked_sums
 from astune.losses.catalogue import loss_info
 from astune.speed.skip import Visit
 from astune.training import state as ckpt
 from astune.training.allocator import keep_freed_blocks
 from astune.training.checkpoints import Best, Checkpointer
+from astune.training.compiled import CompiledForward
 from astune.training.compute import (
     Computed,
     autocast_dtype,
@@ -34,7 +38,7 @@ from astune.training.compute import (
     model_parts,
     update_weights,
 )
-from astune.training.evaluate import Evaluation, evaluate, p_margins
+from astune.training.evaluate import Evaluation, evaluate, p_margin_rows
 from astune.training.hooks import LoopHooks
 from astune.training.leave_out import batch_source
 from astune.training.progress import LinearSchedule, Position, Window
@@ -50,6 +54,11 @@ Callback = Callable[[dict[str, Any], "Path | None"], None]
 class Run(Resumable):
     """The state of one training run and the steps that move it forward (its checkpoint state
     and restoring it: :class:`~astune.training.resume.Resumable`)."""
+
+    read_lag = 1
+    """Optimizer steps between a window's step and the host reading its sums (NaN check,
+    AS-Speed, the delta schedule): 1 never waits for the device; 0 reads each window at its own
+    step, waiting for the device every step (the schedule before issue 69, kept for tests)."""
 
     def __init__(
         self,
@@ -87,10 +96,19 @@ class Run(Resumable):
             length_window=config.length_window,
         )
         self.model, self.loss_fn, self.optimizer = model_parts(config, self.spec, self.device)
+        self.compiled = None
+        if config.compile:
+            self.compiled = CompiledForward(
+                self.model,
+                device=self.device,
+                batch_size=config.batch_size,
+                max_length=config.max_length,
+            )
         if hasattr(self.loss_fn, "overwrite_logits"):
             # Nothing reads a training step's logits after its loss: the margins come from the
             # fused kernel's own pass (the torch function gives none, and never overwrites).
-            self.loss_fn.overwrite_logits = True
+            # A CUDA graph's logits are its own output buffer: they are left alone.
+            self.loss_fn.overwrite_logits = not (config.compile and self.device.type == "cuda")
         self.lr_schedule = LinearSchedule(self.total_samples, config.lr_warmup_ratio)
         self.delta_schedule = config.build_delta(self.total_samples)
         self.speed = config.build_speed()
@@ -108,6 +126,7 @@ class Run(Resumable):
         self.train_seconds = 0.0
         self.window = Window()  # the open accumulation window
         self._window_start = 0  # samples seen when the current window's first micro-batch began
+        self._in_flight: deque[Window] = deque()  # stepped windows whose sums are on their way
         self._since_eval = Window()
 
     def train(self, callback: Callback | None = None) -> dict[str, Any]:
@@ -139,6 +158,7 @@ class Run(Resumable):
             self._window_start = self.pos.samples
         skipped_rows = self.batches.skipped_rows(visit)
         if batch is not None:
+            started = time.perf_counter()
             self.model.train()
             self.apply_delta()
             logits, labels = self.forward(batch)
@@ -147,10 +167,12 @@ class Run(Resumable):
             self.batches.after_forward(visit, computed, self.pos.samples)
             margins = None
             if self.delta_schedule is not None:  # an AS loss: its margins are logged
-                margins = computed.stats.active_margins() if computed.stats else None
+                margins = computed.stats.margin_sums() if computed.stats else None
                 if margins is None:
-                    margins = p_margins(logits.detach(), labels)
+                    margins = masked_sums(*p_margin_rows(logits.detach(), labels))
             self.window.add(computed.loss.detach(), computed.counts, skipped_rows, margins)
+            if self.compiled is not None:
+                self.compiled.timed(time.perf_counter() - started)
         elif skipped_rows is not None:
             self.window.add_skipped(skipped_rows)
         self.pos.samples += visit.visited
@@ -172,20 +194,16 @@ class Run(Resumable):
 
     def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Logits ``(B, C)`` or ``(B, T, C)`` in the autocast dtype, and the labels, on the
-        run's device."""
+        run's device (through the compiled model with ``compile``)."""
+        if self.compiled is not None:
+            return self.compiled(batch, device=self.device, dtype=self.autocast)
         return forward(self.model, batch, device=self.device, dtype=self.autocast)
 
     def optimizer_step(self) -> None:
-        """Divide the window's summed gradient by its rows, clip, step; AS-Speed updates."""
+        """Divide the window's summed gradient by its rows, clip, step; the host reads the
+        window's sums one step later (:meth:`settle_windows`), so nothing waits here."""
         self._hook("on_optimizer_step_start")
         window = self.window
-        window.settle()  # the one device sync of the step
-        if not math.isfinite(window.loss):
-            raise FloatingPointError(
-                f"loss is {window.loss} at epoch {self.pos.epoch}, optimizer step "
-                f"{self.pos.steps + 1} (lr {self.config.lr}, loss {self.config.loss}); "
-                "the run stops here."
-            )
         update_weights(
             self.model,
             self.optimizer,
@@ -194,26 +212,50 @@ class Run(Resumable):
             lr=self.config.lr * self.lr_schedule.factor(self._window_start),
         )
         self.pos.steps += 1
+        window.step, window.epoch_at_step = self.pos.steps, self.pos.epoch
+        window.samples_at_step = self.pos.samples
+        if self.read_lag:
+            window.start_read()
+        self._in_flight.append(window)
+        self.window = Window()
+        self.settle_windows(keep=self.read_lag)
+        self._hook("on_optimizer_step_end")
+
+    def settle_windows(self, keep: int = 0) -> None:
+        """Read the windows of past optimizer steps, oldest first, all but the newest ``keep``
+        (``keep=0``: every one, which waits for the device: in a named sync place only). Each
+        is checked for a non-finite loss and teaches AS-Speed and the delta schedule; the
+        counts since the last evaluation grow by it."""
+        while len(self._in_flight) > keep:
+            window = self._in_flight.popleft()
+            window.settle()
+            self._learn_from(window)
+
+    def _learn_from(self, window: Window) -> None:
+        if not math.isfinite(window.loss):
+            raise FloatingPointError(
+                f"loss is {window.loss} at epoch {window.epoch_at_step}, optimizer step "
+                f"{window.step} (lr {self.config.lr}, loss {self.config.loss}); "
+                "the run stops here."
+            )
         if self.speed is not None:
             # AS-Skip's skipped rows had zero loss when last computed: they count as masked, so
             # AS-Speed still sees the share of the data that has no gradient.
             self.speed.update(window.active + window.skipped, window.masked + window.skipped)
         if self.delta_schedule is not None:
             self.delta_schedule.observe(
-                self.pos.samples,
+                window.samples_at_step,
                 masked_ratio=window.masked_ratio(),
                 margin=window.mean_margin(),
             )
         self._since_eval.merge(window)
-        self.window = Window()
-        self._hook("on_optimizer_step_end")
 
-    def gradient_rows(self, window: Window) -> int:
-        """The rows a step divides the window's summed gradient by: the rows computed. A skipped
-        sample would have added exactly 0 to the sum, so the update keeps the scale of a full
-        batch of computed rows (benchmarks/RESULTS.md measures the alternative, computed +
-        skipped, side by side, by overriding this method)."""
-        return window.active
+    def gradient_rows(self, window: Window) -> Tensor:
+        """The rows a step divides the window's summed gradient by, a 0-dim device tensor: the
+        rows computed. A skipped sample would have added exactly 0 to the sum, so the update
+        keeps the scale of a full batch of computed rows (benchmarks/RESULTS.md measures the
+        alternative, computed + skipped, side by side, by overriding this method)."""
+        return window.device_sum("active")
 
     @property
     def accum_steps(self) -> int:
@@ -237,17 +279,24 @@ class Run(Resumable):
     def evaluate(self, split: str) -> Evaluation:
         """The model as it is now on ``split``, at the current delta."""
         self.apply_delta()
-        return evaluate(
-            self.model,
-            self.data,
-            split,
-            loss_fn=self.loss_fn,
-            device=self.device,
-            dtype=self.autocast,
-            batch_size=self.config.batch_size,
-        )
+        with sync_place("evaluation"):
+            return evaluate(
+                self.model,
+                self.data,
+                split,
+                loss_fn=self.loss_fn,
+                device=self.device,
+                dtype=self.autocast,
+                batch_size=self.config.batch_size,
+            )
 
     def _evaluate(self, callback: Callback | None) -> None:
+        """Evaluate, record, checkpoint and report, once the windows in flight are read."""
+        with sync_place("evaluation"):
+            self.settle_windows()
+            self._record_evaluation(callback)
+
+    def _record_evaluation(self, callback: Callback | None) -> None:
         self._hook("on_evaluate_start")
         elapsed = time.perf_counter() - self._clock
         result = self.evaluate("validation")
@@ -288,6 +337,11 @@ class Run(Resumable):
         self._hook("on_evaluate_end")
 
     def _finish(self) -> dict[str, Any]:
+        with sync_place("end"):
+            self.settle_windows()
+            return self._test_and_write()
+
+    def _test_and_write(self) -> dict[str, Any]:
         self._hook("on_test_start")
         self.model.load_state_dict(self.best.weights)
         final = final_record(
@@ -298,6 +352,8 @@ class Run(Resumable):
             checkpoint_stats=self.checkpoints.stats,
             best_margins=self.best.margins,
         ) | self.batches.counts(self.pos)
+        if self.compiled is not None:
+            final["compile_seconds"] = round(self.compiled.compile_seconds(), 3)
         self.log.write_final(final)
         self._hook("on_test_end")
         return final

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from astune._device import HostCopy
+
 
 @dataclass
 class Position:
@@ -22,14 +24,20 @@ class Position:
     evaluations: int = 0
 
 
+WINDOW_SUMS = ("loss", "active", "masked", "skipped", "margin_sum", "margin_rows")
+"""What a :class:`Window` sums on the device, in the order of its ``pending`` tensor."""
+
+
 @dataclass
 class Window:
     """Sums over micro-batches: of an accumulation window, or since the last evaluation.
 
     An accumulation window sums on the device (``pending``: loss, active, masked and skipped
-    rows, and the sum and count of an AS loss's margins) and reads them once,
-    in :meth:`settle`; ``samples`` (visited) and ``computed`` are host counts, kept per visit by
-    the loop.
+    rows, and the sum and count of an AS loss's margins) and the host reads them in
+    :meth:`settle`, from the copy :meth:`start_read` began at its optimizer step (the loop reads
+    it one step later, so nothing waits); ``samples`` (visited) and ``computed`` are host
+    counts, kept per visit by the loop; ``step``, ``epoch_at_step`` and ``samples_at_step``: the
+    optimizer step the window fed, and the epoch and samples seen then.
     """
 
     batches: int = 0
@@ -41,43 +49,64 @@ class Window:
     margin_rows: int = 0
     samples: int = 0
     computed: int = 0
-    pending: Tensor | None = None  # float64 (6,) on the run's device
+    step: int = 0
+    epoch_at_step: int = 0
+    samples_at_step: int = 0
+    pending: Tensor | None = None  # float64 (len(WINDOW_SUMS),) on the run's device
+    _copy: HostCopy | None = None
 
     def add(
         self,
         loss: Tensor,
         counts: Tensor,
         skipped: Tensor | None,
-        margins: Tensor | None = None,
+        margins: tuple[Tensor, Tensor] | None = None,
     ) -> None:
         """Fold in one micro-batch: summed ``loss`` (0-dim), ``counts`` ``[active, masked]``,
-        the ``skipped`` rows of its visit and the ``margins`` of its rows ``(M,)``."""
+        the ``skipped`` rows of its visit and the sum and count of its rows' ``margins``
+        (0-dim each: :meth:`~astune.losses.as_base.MaskStats.margin_sums`)."""
         zero = torch.zeros((), dtype=torch.float64, device=counts.device)
         skipped = zero if skipped is None else skipped.double()
-        margin_sum, margin_rows = (
-            (zero, zero) if margins is None else (margins.double().sum(), zero + len(margins))
+        margin_sum, margin_rows = (zero, zero) if margins is None else margins
+        values = torch.stack(
+            [loss.double(), *counts.double(), skipped, margin_sum.double(), margin_rows.double()]
         )
-        values = torch.stack([loss.double(), *counts.double(), skipped, margin_sum, margin_rows])
         self.pending = values if self.pending is None else self.pending + values
         self.batches += 1
 
     def add_skipped(self, skipped: Tensor) -> None:
         """Fold in the skipped rows of a visit that computed nothing."""
-        values = torch.zeros(6, dtype=torch.float64, device=skipped.device)
-        values[3] = skipped
+        values = torch.zeros(len(WINDOW_SUMS), dtype=torch.float64, device=skipped.device)
+        values[WINDOW_SUMS.index("skipped")] = skipped
         self.pending = values if self.pending is None else self.pending + values
 
+    def device_sum(self, name: str) -> Tensor:
+        """One of the window's :data:`WINDOW_SUMS` as summed so far on the device, a 0-dim
+        float64 tensor (no sync); zero before the first micro-batch."""
+        if self.pending is None:
+            return torch.zeros((), dtype=torch.float64)
+        return self.pending[WINDOW_SUMS.index(name)]
+
+    def start_read(self) -> None:
+        """Start copying the device sums to the host, without waiting."""
+        if self.pending is not None and self._copy is None:
+            self._copy = HostCopy(self.pending)
+
     def settle(self) -> None:
-        """Read the device sums into the host fields (one sync)."""
-        if self.pending is not None:
-            loss, active, masked, skipped, margin_sum, margin_rows = self.pending.tolist()
-            self.loss += loss
-            self.active += round(active)
-            self.masked += round(masked)
-            self.skipped += round(skipped)
-            self.margin_sum += margin_sum
-            self.margin_rows += round(margin_rows)
-            self.pending = None
+        """Fold the device sums into the host fields: from the copy :meth:`start_read` began,
+        else read now, which waits for the device (only in a
+        :data:`~astune._device.SYNC_PLACES` place)."""
+        if self.pending is None:
+            return
+        values = self.pending.tolist() if self._copy is None else self._copy.values()
+        loss, active, masked, skipped, margin_sum, margin_rows = values
+        self.loss += loss
+        self.active += round(active)
+        self.masked += round(masked)
+        self.skipped += round(skipped)
+        self.margin_sum += margin_sum
+        self.margin_rows += round(margin_rows)
+        self.pending, self._copy = None, None
 
     def masked_ratio(self) -> float:
         """The share of the window's rows with no gradient: fully masked, or skipped by AS-Skip

@@ -4,6 +4,7 @@ the batch source, position, best, history, RNG)."""
 
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ class Resumable:
     delta_schedule: DeltaSchedule | None
     batches: ShuffledBatches
     window: Window
+    _in_flight: deque[Window]
     pos: Position
     best: Best
     history: list[dict[str, Any]]
@@ -72,6 +74,7 @@ class Resumable:
             self.delta_schedule.load_state_dict(state["delta"])
         self.batches.load_state_dict(state.get("skip"))
         self.window = Window(skipped=state.get("window_skipped", 0))
+        self._in_flight.clear()  # a checkpoint is written after every window was read
         self.pos = Position(**state["position"])
         self.history = state["history"]
         self.best = Best.from_state(state)

@@ -123,6 +123,7 @@ def base_config(settings: SearchSettings, ref: DatasetRef) -> dict[str, Any]:
         num_layers=settings.num_layers,
         max_length=settings.max_length,
         loss_kernel=settings.loss_kernel,
+        compile=settings.compile,
         max_train_samples=settings.max_train_samples,
         max_eval_samples=settings.max_eval_samples,
         seed=settings.seed,

@@ -71,6 +71,7 @@ class SearchSettings:
     max_failures: int = 1
     max_length: int = 128
     loss_kernel: str = "auto"  # AS-Softmax's implementation (TrainConfig.loss_kernel)
+    compile: bool = False  # the trials' model through torch.compile (TrainConfig.compile)
     max_audio_seconds: float | None = None  # None: the config's default (TrainConfig)
     checkpoint_every: str = SEARCH_DEFAULT  # astune.checkpoint_policy: eval, end or minutes
     keep_checkpoints: bool = False  # False: a finished trial's checkpoints leave the storage path

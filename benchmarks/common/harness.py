@@ -33,6 +33,7 @@ FLAG_FIELDS = (
     "seed",
     "device",
     "precision",
+    "compile",
     "num_samples",
     "max_concurrent",
     "cpus_per_trial",

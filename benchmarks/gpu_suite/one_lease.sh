@@ -12,7 +12,10 @@
 #      (sst5_side_by_side.py; its summary: means and 95% t-intervals, time ratios to softmax
 #      paired by seed);
 #   5. astune's loop against transformers.Trainer, rounds until its limit (trainer_side_by_side.py,
-#      the 95% interval of the per-round ratio).
+#      the 95% interval of the per-round ratio);
+#   issue 69's, chosen by GPU_SUITE_STEPS: syncs (torch's sync check inside every step, compiled
+#   against eager: pytest -m gpu) and compiled (compiled / eager an epoch, 6-layer MiniLM, alone
+#   on the card); SST5_EXTRA=--compile runs the 12 side-by-side runs compiled.
 # Usage: benchmarks/gpu_suite/one_lease.sh OUT_DIR SECONDS [BACKBONE]
 #   SECONDS bounds the whole run (its last 15 s kept for the end); give the device call a minute
 #   more. ASTUNE_DATA_DIR names the data folder (SST-5); the backbone travels as
@@ -43,6 +46,7 @@ if [[ ${GPU_SUITE_SCALE:-full} == tiny ]]; then
     sizes=256x5,64x151,8x5201 multi=64x28 loss_extra=(--rounds 2 --block 2) profile_steps=2
     sst5=(--device cpu --max-train-samples 128 --max-eval-samples 32 --num-layers 1 --epochs 1)
     side=(--device cpu --rounds 3 --max-train-samples 32 --num-layers 1 --threads 1)
+    compiled_args=(--device cpu --layers 1 --rounds 1 --max-train-samples 32 --max-length 32)
 else
     bench=("$py") device=cuda marks=gpu dtypes=(bfloat16 float32) pytest_select=()
     tests=(test_as_softmax_triton.py test_multilabel_triton.py test_training.py)
@@ -51,7 +55,11 @@ else
     profile_steps=5
     sst5=(--device cuda --precision bf16 --full --max-eval-samples 0 --epochs 7)
     side=(--device cuda --rounds 12 --max-train-samples 2000 --num-layers 6 --max-length 128)
+    compiled_args=(--device cuda --layers 6 --rounds 3 --max-train-samples 2000 --max-length 128)
 fi
+# SST5_EXTRA: more flags for the 12 runs (issue 69: --compile, after a compiled run warmed the
+# inductor cache that the 12 processes then share)
+read -ra sst5_extra <<<"${SST5_EXTRA:-}"
 
 versions() {
     {
@@ -92,12 +100,23 @@ sst5() {
     step "$limit" "SST-5, 12 runs side by side" "$py" -m benchmarks.trial_speed.sst5_side_by_side run \
         "$out/sst5" --limit $((limit - 20)) -- --data-dir "$ASTUNE_DATA_DIR" \
         --backbone "$backbone" "${sst5[@]}" --dataset sst5 --batch-size 16 --max-length 128 \
-        --lr 2e-5 --delta 0.3 --lam 1.5 --max-accum-steps 4
+        --lr 2e-5 --delta 0.3 --lam 1.5 --max-accum-steps 4 "${sst5_extra[@]}"
     "$py" -m benchmarks.trial_speed.sst5_side_by_side summary "$out/sst5" >>"$log" 2>&1
     gzip -f "$out"/sst5/*_seed*.json 2>/dev/null  # the summary reads them gzipped too
     # One archive, not 30-odd files: a lent machine hands back a few files only (2026-11-28:
     # the per-run files of the 12 runs stayed behind, the summary in log.txt came back).
     tar czf "$out/sst5.tar.gz" -C "$out" sst5 && rm -rf "$out/sst5"
+}
+
+syncs() {  # issue 69: torch's own sync check inside every step, and compiled against eager
+    step "${LIMIT_SYNCS:-60}" "no step waits (sync debug mode)" "$py" -m pytest -q \
+        -p no:cacheprovider -m "$marks" --junitxml "$out/pytest_syncs.xml" \
+        "$root/tests/test_step_syncs.py" "$root/tests/test_compiled.py"
+}
+
+compiled() {  # issue 69: compiled / eager an epoch, alone on the card, interleaved rounds
+    step "${LIMIT_COMPILED:-150}" "compiled / eager" "${bench[@]}" -m benchmarks.trial_speed.compiled \
+        --data-dir "$ASTUNE_DATA_DIR" "${compiled_args[@]}" --json "$out/compiled.json"
 }
 
 trainer() {  # all the time that is left, or LIMIT_TRAINER
@@ -112,8 +131,8 @@ trainer() {  # all the time that is left, or LIMIT_TRAINER
 IFS=, read -ra chosen <<<"${GPU_SUITE_STEPS:-versions,tests,kernels,sst5,trainer}"
 for name in "${chosen[@]}"; do
     case $name in
-        versions | tests | kernels | sst5 | trainer) "$name" ;;
-        *) say "unknown step $name (versions, tests, kernels, sst5, trainer)" ;;
+        versions | tests | kernels | sst5 | trainer | syncs | compiled) "$name" ;;
+        *) say "unknown step $name (versions, tests, kernels, sst5, trainer, syncs, compiled)" ;;
     esac
 done
 say "done"

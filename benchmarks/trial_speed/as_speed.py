@@ -174,6 +174,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
+    p.add_argument("--compile", action="store_true", help="the model through torch.compile")
     p.add_argument(
         "--threads",
         type=int,

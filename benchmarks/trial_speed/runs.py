@@ -21,84 +21,111 @@ from astune.training import LoopHooks, Run
 from benchmarks.trial_speed.variants import run_class
 
 
-class Timed(LoopHooks):
-    """Times the phases of one run through the loop's public hooks; records per micro-batch and
-    per optimizer step. ``before_micro`` runs before a micro-batch's clock starts (the
-    interleaved schedule hands the turn on there)."""
+class Clock:
+    """Points in time without a sync: on CUDA an event recorded on the stream (the GPU's own
+    clock, read once at the end, so measuring never makes a step wait), else the host's."""
 
-    def __init__(self, cuda: bool, before_micro: Callable[[], None] | None = None):
-        self.cuda, self.before_micro = cuda, before_micro
-        self.micro: list[dict[str, float]] = []  # one per micro-batch
-        self.steps: list[dict[str, float]] = []  # one per optimizer step
-        self.evals: list[float] = []  # seconds of each validation evaluation (+ checkpoint write)
-        self.finish = 0.0  # the final test evaluation
-        self.rechecks: list[dict[str, float]] = []  # AS-Skip's re-checks: samples and seconds
-        self._start, self._position, self._accum, self._batches = 0.0, 0, 1, 0
+    def __init__(self, cuda: bool):
+        self.cuda = cuda
 
-    def _sync(self) -> None:
+    def now(self) -> Any:
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def seconds(self, start: Any, end: Any) -> float:
+        """Between two :meth:`now` marks; on CUDA only after :meth:`settle`."""
+        return start.elapsed_time(end) / 1000.0 if self.cuda else end - start
+
+    def settle(self) -> None:
+        """Wait for every mark recorded so far (once, at the end of a run)."""
         if self.cuda:
             torch.cuda.synchronize()
+
+
+class Timed(LoopHooks):
+    """Times the phases of one run through the loop's public hooks with a :class:`Clock`, and
+    keeps each micro-batch's mask counts on the device; :meth:`settle` reads both once, at the
+    end. Records per micro-batch and per optimizer step. ``before_micro`` runs before a
+    micro-batch's clock starts (the interleaved schedule hands the turn on there)."""
+
+    def __init__(self, cuda: bool, before_micro: Callable[[], None] | None = None):
+        self.clock, self.before_micro = Clock(cuda), before_micro
+        self.micro: list[dict[str, Any]] = []  # one per micro-batch
+        self.steps: list[dict[str, Any]] = []  # one per optimizer step
+        self.evals: list[float] = []  # seconds of each validation evaluation (+ checkpoint write)
+        self.finish = 0.0  # the final test evaluation
+        self.rechecks: list[dict[str, Any]] = []  # AS-Skip's re-checks: samples and seconds
+        self._start: Any = 0.0
+        self._host_start, self._position, self._accum, self._batches = 0.0, 0, 1, 0
 
     def on_micro_step_start(self, run: Run, batch: Any, visit: Visit) -> None:
         if self.before_micro is not None:
             self.before_micro()
         self._position, self._accum = run.window.batches, run.accum_steps
-        self._sync()
-        self._start = time.perf_counter()
+        self._start = self.clock.now()
 
     def on_micro_step_end(self, run: Run, batch: Any, visit: Visit) -> None:
-        self._sync()
-        seconds = time.perf_counter() - self._start
+        end = self.clock.now()
         stats = getattr(run.loss_fn, "last_stats", None) if batch is not None else None
         n = 0 if batch is None else len(visit.index)
-        # counts read after the clock stopped: the loop itself syncs once per optimizer step
         self.micro.append(
             {
                 "samples": run.pos.samples,
-                "seconds": seconds,
+                "seconds": (self._start, end),
                 "position": self._position,
                 "accum": self._accum,
-                "active": stats.n_active if stats is not None else n,
-                "masked": stats.n_masked if stats is not None else 0,
+                # [active, masked] left on the device, read in settle()
+                "counts": stats.counts() if stats is not None else (n, 0),
                 "visited": visit.visited,
                 "computed": n,
             }
         )
 
     def on_recheck_start(self, run: Run, index: torch.Tensor) -> None:
-        self._sync()
-        self._start = time.perf_counter()
+        self._start = self.clock.now()
 
     def on_recheck_end(self, run: Run, index: torch.Tensor) -> None:
-        self._sync()
-        seconds = time.perf_counter() - self._start
+        seconds = (self._start, self.clock.now())
         self.rechecks.append({"samples": run.pos.samples, "n": len(index), "seconds": seconds})
 
     def on_optimizer_step_start(self, run: Run) -> None:
         self._batches = run.window.batches
-        self._start = time.perf_counter()
+        self._start = self.clock.now()
 
     def on_optimizer_step_end(self, run: Run) -> None:
-        self._sync()
+        seconds = (self._start, self.clock.now())
         self.steps.append(
-            {
-                "samples": run.pos.samples,
-                "seconds": time.perf_counter() - self._start,
-                "batches": self._batches,
-            }
+            {"samples": run.pos.samples, "seconds": seconds, "batches": self._batches}
         )
 
     def on_evaluate_start(self, run: Run) -> None:
-        self._start = time.perf_counter()
+        self._host_start = time.perf_counter()
 
     def on_evaluate_end(self, run: Run) -> None:
-        self.evals.append(time.perf_counter() - self._start)
+        self.evals.append(time.perf_counter() - self._host_start)
 
     def on_test_start(self, run: Run) -> None:
-        self._start = time.perf_counter()
+        self._host_start = time.perf_counter()
 
     def on_test_end(self, run: Run) -> None:
-        self.finish = time.perf_counter() - self._start
+        self.finish = time.perf_counter() - self._host_start
+
+    def settle(self) -> None:
+        """Turn the marks into seconds and the counts into ``active`` and ``masked``: one wait
+        for the device, after the run."""
+        self.clock.settle()
+        for record in (*self.micro, *self.steps, *self.rechecks):
+            if isinstance(record["seconds"], tuple):
+                record["seconds"] = self.clock.seconds(*record["seconds"])
+        for m in self.micro:
+            if "counts" in m:
+                counts = m.pop("counts")
+                m["active"], m["masked"] = (
+                    counts.tolist() if isinstance(counts, torch.Tensor) else counts
+                )
 
 
 def _is_cuda(config: TrainConfig) -> bool:
@@ -154,27 +181,27 @@ def train_interleaved(
 
     Each run keeps its own global RNG state across turns (dropout draws), so it computes exactly
     what it computes alone. The library's ``train_seconds`` counts the other runs' turns too and
-    is not reported in this schedule.
+    is not reported in this schedule. On CUDA a turn is timed by events on the stream, which the
+    baton's order keeps apart, so handing the turn on never waits for the device.
     """
     names = list(configs)
     runs: dict[str, Run] = {}
     rng: dict[str, torch.Tensor] = {}
     cuda = _is_cuda(next(iter(configs.values())))
+    clock = Clock(cuda)
     baton = Baton(names)
-    held = {name: 0.0 for name in names}
-    since: dict[str, float] = {}
+    turns: dict[str, list[tuple[Any, Any]]] = {name: [] for name in names}
+    since: dict[str, Any] = {}
     finals: dict[str, dict[str, Any]] = {}
     errors: list[BaseException] = []
 
     def take(name: str) -> None:
         baton.acquire(name)
         torch.set_rng_state(rng[name])
-        since[name] = time.perf_counter()
+        since[name] = clock.now()
 
     def give(name: str) -> None:
-        if cuda:
-            torch.cuda.synchronize()
-        held[name] += time.perf_counter() - since[name]
+        turns[name].append((since[name], clock.now()))  # no wait: read after every run
         rng[name] = torch.get_rng_state()
 
     def turn(name: str) -> Callable[[], None]:
@@ -212,6 +239,8 @@ def train_interleaved(
         t.join()
     if errors:
         raise errors[0]
+    clock.settle()
+    held = {name: sum(clock.seconds(*turn) for turn in turns[name]) for name in names}
     return {
         name: collect(
             name, runs[name], timed[name], finals[name], held[name], None, keep_checkpoints
@@ -229,6 +258,7 @@ def collect(
     lib_train_seconds: float | None,
     keep_checkpoints: bool,
 ) -> dict[str, Any]:
+    timed.settle()
     eval_seconds = sum(timed.evals)
     train_only = wall - eval_seconds - timed.finish
     micro_s = sum(m["seconds"] for m in timed.micro)

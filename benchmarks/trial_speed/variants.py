@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+
+from torch import Tensor
 
 from astune.config import TrainConfig
 from astune.training import Run
+from astune.training.progress import Window
 from benchmarks.common.harness import config_from_args
 
 SKIP_VARIANTS = (
@@ -70,8 +72,8 @@ class RepresentedRun(Run):
     represented (computed + skipped, as if the skipped samples had added their zero), so the
     step shrinks as skipping grows."""
 
-    def gradient_rows(self, window: Any) -> int:
-        return window.active + window.skipped
+    def gradient_rows(self, window: Window) -> Tensor:
+        return window.device_sum("active") + window.device_sum("skipped")
 
 
 def run_class(variant: str) -> type[Run]:

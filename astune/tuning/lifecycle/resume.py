@@ -26,8 +26,10 @@ _SPACE_KEYS[SPACE_DIGEST] = "the --space contents (sha256 of the resolved space)
 # Every SearchSettings field is recorded by search_params (restored by as_before when left out,
 # refused by check_unchanged when changed) or named here, with why it is not
 # (tests/test_resume_settings.py checks that no field is left undecided).
-RESUME_MAY_CHANGE = ("address", "tracking_uri", "storage_path", "storage_timeout")
-"""Where Ray, MLflow and the storage are reached: a resume may move them."""
+RESUME_MAY_CHANGE = ("address", "tracking_uri", "storage_path", "storage_timeout", "compile")
+"""Where Ray, MLflow and the storage are reached: a resume may move them; and ``compile``, how
+the trials run the model, which changes nothing they compute beyond rounding (a checkpoint
+written compiled resumes eager and the other way round)."""
 NOT_SEARCH_SETTINGS = {
     "name": "names the search: the experiment a resume finds",
     "resume": "the request to resume itself",

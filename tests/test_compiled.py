@@ -1,0 +1,147 @@
+"""``compile``: the model through ``torch.compile`` (inductor runs on the CPU) trains as the
+eager model does, step for step within float tolerance; a run written compiled resumes eager;
+the padding a card's CUDA graphs need changes nothing of the batch's own rows and tokens.
+
+The card's half (CUDA graphs, ``mode="reduce-overhead"``) runs in ``-m gpu`` and in
+benchmarks/gpu_suite; the padding it relies on is tested here on the eager model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from training_runs import LOOP_BASE, Snapshots, run_config, sst5_slice
+
+from astune.backbones.models import build_model
+from astune.data.encoded import load_encoded
+from astune.training import Run, fit
+from astune.training.compiled import length_bucket, padded
+from astune.training.compute import forward
+
+LOSS_KEYS = ("train_loss", "masked_ratio", "objective", "val_loss", "accum_steps")
+# dropout 0: compiled dropout draws other masks than eager dropout (same distribution)
+RUN = dict(
+    max_train_samples=160, max_eval_samples=32, epochs=5, batch_size=4, eval_every=24,
+    loss="as_softmax", delta=0.5, lr=3e-4, as_speed=True, lam=1.5, max_accum_steps=3,
+    dropout=0.0, device="cpu", checkpoint_every="eval",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sst5(data_dir):
+    return sst5_slice(LOOP_BASE, data_dir, 160, 32)
+
+
+@pytest.fixture(scope="module")
+def eager_and_compiled(tmp_path_factory, data_dir, sst5):
+    """The same run eager and compiled (its snapshots kept, to resume from)."""
+    root = tmp_path_factory.mktemp("compiled")
+    runs = {}
+    for compiled in (False, True):
+        name = "compiled" if compiled else "eager"
+        config = run_config(LOOP_BASE, root, name, data_dir, **RUN, compile=compiled)
+        snapshots = Snapshots(root / f"{name}-snapshots")
+        records: list[dict] = []
+
+        def keep(record, folder, snapshots=snapshots, records=records):
+            records.append(record)
+            snapshots(record, folder)
+
+        runs[name] = (config, fit(config, data=sst5, callback=keep), records, snapshots)
+    return runs
+
+
+@pytest.mark.slow
+def test_a_compiled_run_trains_as_the_eager_one(eager_and_compiled):
+    _, eager_final, eager, _ = eager_and_compiled["eager"]
+    _, compiled_final, compiled, _ = eager_and_compiled["compiled"]
+    assert eager_final["samples_computed"] // RUN["batch_size"] == 200  # micro-batches
+    assert [r["step"] for r in compiled] == [r["step"] for r in eager]
+    for key in LOSS_KEYS:
+        got, expected = [r[key] for r in compiled], [r[key] for r in eager]
+        torch.testing.assert_close(got, expected, rtol=2e-3, atol=1e-4, msg=key)
+    assert compiled_final["compile_seconds"] > 0 and "compile_seconds" not in eager_final
+
+
+@pytest.mark.slow
+def test_a_run_written_compiled_resumes_eager(eager_and_compiled, sst5):
+    config, final, _, snapshots = eager_and_compiled["compiled"]
+    _, resumed = snapshots.resume(dataclasses.replace(config, compile=False), 2, sst5)
+    for key in ("val_accuracy", "test_accuracy", "optimizer_steps"):
+        torch.testing.assert_close(resumed[key], final[key], rtol=2e-3, atol=1e-4, msg=key)
+
+
+def test_a_compiled_run_refuses_a_bad_value(tmp_path, data_dir):
+    with pytest.raises(ValueError, match=r"compile must be one of False, True, but got 'yes'"):
+        run_config(LOOP_BASE, tmp_path, "bad", data_dir, compile="yes").validate()
+
+
+@pytest.mark.parametrize("length, bucket", [(5, 16), (16, 16), (17, 32), (100, 128), (130, 130)])
+def test_lengths_fall_in_a_few_buckets(length, bucket):
+    assert length_bucket(length, max_length=128) == bucket  # never shorter than the batch
+
+
+@pytest.mark.parametrize("dataset", ["sst5", "conll2003", "go_emotions"])
+def test_padding_to_a_bucket_leaves_the_batch_own_logits_alone(dataset, data_dir, tmp_path):
+    config = run_config(LOOP_BASE, tmp_path, dataset, data_dir, dataset=dataset,
+                        max_train_samples=16, max_eval_samples=8)  # fmt: skip
+    data = load_encoded(config)
+    torch.manual_seed(0)
+    model = build_model("minilm", task=data.spec.task, num_labels=data.spec.num_labels,
+                        num_layers=1).eval()  # fmt: skip
+    batch = data.collate("train", torch.arange(5))
+    rows, length = batch["input_ids"].shape
+    grown = padded(batch, rows=8, length=length_bucket(length, 128) + 16)
+    cpu = torch.device("cpu")
+    with torch.no_grad():
+        plain, labels = forward(model, batch, device=cpu, dtype=None)
+        logits, padded_labels = forward(model, grown, device=cpu, dtype=None)
+    assert torch.isfinite(logits).all()  # padded rows attend to their first token
+    cut = logits[:rows, :length] if logits.dim() == 3 else logits[:rows]
+    torch.testing.assert_close(cut, plain, rtol=1e-4, atol=1e-5)
+    token = labels.dim() == 2 and not labels.is_floating_point()
+    assert torch.equal(padded_labels[:rows, :length] if token else padded_labels[:rows], labels)
+
+
+def test_a_compiled_run_passes_its_forward_through_the_compiled_model(tmp_path, data_dir, sst5):
+    config = run_config(LOOP_BASE, tmp_path, "c", data_dir, **dict(RUN, compile=True))
+    run = Run(config, data=sst5)
+    assert run.compiled is not None and run.compiled.model is run.model
+    assert not isinstance(run.model, torch._dynamo.eval_frame.OptimizedModule)
+
+
+def test_the_flag_reaches_a_run_and_every_trial():
+    from astune.cli.parser import build_parser
+    from astune.cli.train import train_config
+    from astune.tuning.settings import settings_from_args
+
+    parser = build_parser()
+    args = parser.parse_args(["train", "--dataset", "sst5", "--compile", "--lr", "1e-4"])
+    assert train_config(args).compile is True
+    args = parser.parse_args(["train", "--dataset", "sst5", "--lr", "1e-4"])
+    assert train_config(args).compile is False
+    search = settings_from_args(parser.parse_args(["search", "--dataset", "sst5", "--compile"]))
+    assert search.compile is True and "compile" in search.given
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("loss", ["softmax", "as_softmax"])
+def test_on_cuda_the_graphed_run_trains_as_the_eager_one(loss, tmp_path, data_dir, sst5):
+    """CUDA graphs over padded batches (the fused kernel after them for AS-Softmax), fp32."""
+    finals, records = {}, {}
+    for compiled in (False, True):
+        name = f"{loss}-{compiled}"
+        config = run_config(
+            LOOP_BASE, tmp_path, name, data_dir,
+            **dict(RUN, loss=loss, as_speed=loss != "softmax", device="cuda", precision="fp32",
+                   compile=compiled),
+        )  # fmt: skip
+        kept: list[dict] = []
+        finals[compiled] = fit(config, data=sst5, callback=lambda r, _f, kept=kept: kept.append(r))
+        records[compiled] = kept
+    for key in LOSS_KEYS:
+        got, expected = [r[key] for r in records[True]], [r[key] for r in records[False]]
+        torch.testing.assert_close(got, expected, rtol=5e-3, atol=1e-4, msg=key)
+    assert finals[True]["compile_seconds"] > 0
