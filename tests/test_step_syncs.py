@@ -284,3 +284,36 @@ def test_on_cuda_no_step_waits_for_the_card(variant, sst5, data_dir, tmp_path):
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert run.pos.steps >= 4
+
+
+def _tiny_config(model_type: str):
+    import transformers
+
+    sizes = dict(vocab_size=100, num_labels=3)
+    if model_type == "distilbert":
+        return transformers.DistilBertConfig(dim=32, n_layers=1, n_heads=2, hidden_dim=64, **sizes)
+    kind = {"bert": "BertConfig", "roberta": "RobertaConfig", "xlm-roberta": "XLMRobertaConfig"}
+    return getattr(transformers, kind[model_type])(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, **sizes
+    )
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta", "xlm-roberta", "distilbert"])
+def test_every_model_given_a_ready_mask_attends_as_with_the_plain_one(model_type):
+    """Each of FOUR_D_MASK_MODELS (randomly initialised from a config) gives the same logits
+    from the ready 4-D mask as from the 2-D one."""
+    import transformers
+
+    from astune.training.compute import FOUR_D_MASK_MODELS, attention_mask
+
+    assert model_type in FOUR_D_MASK_MODELS
+    torch.manual_seed(0)
+    model = transformers.AutoModelForSequenceClassification.from_config(_tiny_config(model_type))
+    ids = torch.randint(5, 100, (3, 7))
+    mask = torch.ones(3, 7, dtype=torch.long)
+    mask[0, 4:], mask[1, 6:] = 0, 0
+    ready = attention_mask(model.eval(), mask, torch.device("cpu"))
+    assert ready.shape == (3, 1, 1, 7) and ready.dtype == torch.bool
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask).logits
+        torch.testing.assert_close(model(input_ids=ids, attention_mask=ready).logits, expected)

@@ -86,9 +86,9 @@ class MaskStats:
 
 
 def masked_sums(values: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
-    """The sum of ``values`` ``(M,)`` where ``valid`` (bool ``(M,)``) and how many, 0-dim
-    float32 tensors on their device (no sync)."""
-    return torch.where(valid, values.float(), 0.0).sum(), valid.sum(dtype=torch.float32)
+    """The sum of float32 ``values`` ``(M,)`` where ``valid`` (bool ``(M,)``) and how many,
+    0-dim float32 tensors on their device (no sync)."""
+    return torch.where(valid, values, 0.0).sum(), valid.sum(dtype=torch.float32)
 
 
 def past_threshold(gap: Tensor, threshold: float, fully_masked: Tensor) -> Tensor:
