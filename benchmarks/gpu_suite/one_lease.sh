@@ -123,8 +123,9 @@ trainer() {  # all the time that is left, or LIMIT_TRAINER
     local limit=$(($(left) - reserve))
     ((limit > ${LIMIT_TRAINER:-100000})) && limit=$LIMIT_TRAINER
     ((limit < 20)) && limit=20
+    read -ra trainer_extra <<<"${TRAINER_EXTRA:-}"  # issue 69: --compile, both sides compiled
     step "$limit" "astune against the Trainer" "$py" -m benchmarks.trainer_loop.trainer_side_by_side \
-        "${side[@]}" --max-seconds $((limit - 10)) --data-dir "$ASTUNE_DATA_DIR" \
+        "${side[@]}" "${trainer_extra[@]}" --max-seconds $((limit - 10)) --data-dir "$ASTUNE_DATA_DIR" \
         --output "$out/trainer_side_by_side.json"
 }
 

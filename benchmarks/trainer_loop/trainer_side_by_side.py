@@ -66,6 +66,7 @@ def astune_config(args: argparse.Namespace, out: str) -> Any:
         precision="auto",
         output_dir=out,
         checkpoint_every="end",
+        compile=args.compile,
     ).validate()
 
 
@@ -155,6 +156,7 @@ def time_trainer(args: argparse.Namespace) -> dict[str, Any]:
             use_cpu=args.device == "cpu",
             dataloader_num_workers=0,
             disable_tqdm=True,
+            torch_compile=args.compile,
         )
         trainer = Trainer(
             model=model,
@@ -249,6 +251,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="both sides compiled: astune's --compile, the Trainer's torch_compile=True (each "
+        "side's epoch then holds its compile, from inductor's cache after the first round)",
+    )
     p.add_argument("--data-dir", default=None)
     p.add_argument("--output", type=Path, default=None)
     p.add_argument(
