@@ -6,7 +6,8 @@ an untimed epoch (torch compiles there: its seconds are reported apart). Then ea
 one epoch of each, the order alternating round by round; the ratio is per round, with the
 median and the 95% interval of the geometric mean. A second compiled model of the same shapes is
 compiled at the end in this process, and again in a new process (``--first-epoch``), with
-inductor's on-disk cache now warm: what a search's later trials on the node pay.
+inductor's on-disk cache now warm: what a search's later trials on the node pay. The run has an
+empty cache of its own (``TORCHINDUCTOR_CACHE_DIR``), so its first compile is cold.
 
     python -m benchmarks.trial_speed.compiled --data-dir ../shared/data --layers 2 6 \
         --rounds 3 --json benchmarks/trial_speed/results/compiled_cpu.json
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -129,6 +131,9 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     if args.first_epoch:
         return first_epoch(args)
+    # a cache of its own, empty: the first compile is cold whatever ran on the machine before
+    cache = tempfile.TemporaryDirectory(prefix="inductor-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache.name
     rows = [measure(args, layers) for layers in args.layers]
     for row in rows:
         ci = row["ratio_ci"]
