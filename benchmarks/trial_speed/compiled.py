@@ -134,6 +134,9 @@ def main(argv: list[str] | None = None) -> None:
     # a cache of its own, empty: the first compile is cold whatever ran on the machine before
     cache = tempfile.TemporaryDirectory(prefix="inductor-")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache.name
+    from benchmarks.common.harness import commit
+
+    started_at = commit()  # the tree may change while it runs (docs written meanwhile)
     rows = [measure(args, layers) for layers in args.layers]
     for row in rows:
         ci = row["ratio_ci"]
@@ -148,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
         from benchmarks.common.provenance import data_inputs, record
 
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
-        record(args.json, inputs=data_inputs(args.data_dir, ["sst5"]),
+        record(args.json, inputs=data_inputs(args.data_dir, ["sst5"]), commit=started_at,
                machine=machine_line(args.device, threads=torch.get_num_threads()))  # fmt: skip
 
 

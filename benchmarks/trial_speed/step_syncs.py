@@ -150,7 +150,10 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         p.error(f"--variants: unknown {unknown}; known: {', '.join(VARIANTS)}")
+    from benchmarks.common.harness import commit
+
     torch.set_num_threads(1)
+    started_at = commit()  # the tree may change while it runs (docs written meanwhile)
     rows = [audit_variant(name, args.data_dir) for name in names]
     print(table(rows))
     if args.json:
@@ -159,7 +162,12 @@ def main(argv: list[str] | None = None) -> None:
 
         Path(args.json).write_text(json.dumps({"label": args.label, "rows": rows}, indent=1))
         datasets = sorted({VARIANTS[n][0] for n in names})
-        record(args.json, inputs=data_inputs(args.data_dir, datasets), machine=machine_line())
+        record(
+            args.json,
+            inputs=data_inputs(args.data_dir, datasets),
+            machine=machine_line(),
+            commit=started_at,
+        )
 
 
 if __name__ == "__main__":
