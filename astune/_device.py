@@ -57,7 +57,10 @@ def _place_stack() -> list[str]:
 
 
 def on_host(tensor: Tensor) -> bool:
-    """Whether ``tensor`` lives in host memory, where reading it waits for nothing."""
+    """Whether ``tensor`` lives in host memory, where reading it waits for nothing; never while
+    ``torch.compile`` traces (a traced tensor has no value to read)."""
+    if torch.compiler.is_compiling():
+        return False
     for judge in _host_judges:
         verdict = judge(tensor)
         if verdict is not None:

@@ -237,9 +237,13 @@ def ray_token_notice_off() -> Iterator[None]:
 # ---------------------------------------------------------------------------------- torch
 def autograd_graph_is_kept() -> bool:
     """Whether the running backward keeps its graph (``retain_graph=True``, gradcheck): then a
-    custom ``backward`` must not write over the tensors it saved. True when torch cannot say."""
+    custom ``backward`` must not write over the tensors it saved. True when torch cannot say,
+    and while ``torch.compile`` traces (the flag is no tensor it can follow; out of place is
+    always right)."""
     import torch
 
+    if torch.compiler.is_compiling():
+        return True
     keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
     return True if keep_graph is None else bool(keep_graph())
 

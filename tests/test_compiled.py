@@ -145,3 +145,43 @@ def test_on_cuda_the_graphed_run_trains_as_the_eager_one(loss, tmp_path, data_di
         got, expected = [r[key] for r in records[True]], [r[key] for r in records[False]]
         torch.testing.assert_close(got, expected, rtol=5e-3, atol=1e-4, msg=key)
     assert finals[True]["compile_seconds"] > 0
+
+
+# sparsemax and 1.5-entmax: entmax's own autograd functions do not trace (a graph break there)
+TRACED_LOSSES = [
+    *("softmax", "t_softmax", "label_smoothing", "sparse_softmax", "am_softmax", "as_variant"),
+    *("as_softmax", "multilabel_softmax", "multilabel_as_softmax"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TRACED_LOSSES)
+def test_the_loss_with_its_counts_compiles_in_one_graph(name):
+    """``loss_counts`` of each loss (the AS losses on torch's path) traces with
+    ``fullgraph=True`` (no graph break: the host-only checks step aside while torch traces)
+    and gives eager's loss, counts and gradient."""
+    from astune.losses.registry import build_loss
+    from astune.training.compute import loss_counts
+
+    torch._dynamo.reset()
+    kernel = {"kernel": "torch"} if name == "as_softmax" else {}
+    loss_fn = build_loss(name, reduction="none", **kernel)
+    torch.manual_seed(0)
+    logits = (3 * torch.randn(8, 5)).requires_grad_()
+    multi = name.startswith("multilabel")
+    labels = (torch.rand(8, 5) > 0.6).float() if multi else torch.randint(0, 5, (8,))
+    if not multi:
+        labels[1] = -100
+
+    def step(logits, labels):
+        computed = loss_counts(loss_fn, logits, labels)
+        return computed.loss, computed.counts, computed.sample_losses
+
+    compiled = torch.compile(step, fullgraph=True)(logits, labels)
+    compiled[0].backward()
+    grad, logits.grad = logits.grad, None
+    eager = step(logits, labels)
+    eager[0].backward()
+    for got, expected in zip(compiled, eager):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(grad, logits.grad, rtol=1e-4, atol=1e-6)
