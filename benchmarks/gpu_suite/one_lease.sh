@@ -15,7 +15,9 @@
 #      the 95% interval of the per-round ratio);
 #   issue 69's, chosen by GPU_SUITE_STEPS: syncs (torch's sync check inside every step, compiled
 #   against eager: pytest -m gpu) and compiled (compiled / eager an epoch, 6-layer MiniLM, alone
-#   on the card); SST5_EXTRA=--compile runs the 12 side-by-side runs compiled.
+#   on the card), portfolio (history's first config for SST-5 at the paper's size beside the
+#   paper's setting, 3 seeds side by side); SST5_EXTRA=--compile runs the 12 side-by-side runs
+#   compiled.
 # Usage: benchmarks/gpu_suite/one_lease.sh OUT_DIR SECONDS [BACKBONE]
 #   SECONDS bounds the whole run (its last 15 s kept for the end); give the device call a minute
 #   more. ASTUNE_DATA_DIR names the data folder (SST-5); the backbone travels as
@@ -119,6 +121,19 @@ compiled() {  # issue 69: compiled / eager an epoch, alone on the card, interlea
         --data-dir "$ASTUNE_DATA_DIR" "${compiled_args[@]}" --json "$out/compiled.json"
 }
 
+portfolio() {  # issue 69 (c): history's first config at the paper's size beside the paper's setting
+    local limit=${LIMIT_PORTFOLIO:-300}
+    ((limit > $(left) - reserve)) && limit=$(($(left) - reserve))
+    ((limit < 40)) && limit=40
+    step "$limit" "SST-5, the portfolio's first and the paper's, 3 seeds" "$py" \
+        -m benchmarks.trial_speed.sst5_side_by_side run "$out/portfolio" \
+        --variants as_softmax,portfolio_first --limit $((limit - 20)) -- \
+        --data-dir "$ASTUNE_DATA_DIR" --backbone "$backbone" "${sst5[@]}" --dataset sst5 \
+        --batch-size 16 --max-length 128 --lr 2e-5 --delta 0.3 "${sst5_extra[@]}"
+    gzip -f "$out"/portfolio/*_seed*.json 2>/dev/null
+    tar czf "$out/portfolio.tar.gz" -C "$out" portfolio && rm -rf "$out/portfolio"
+}
+
 trainer() {  # all the time that is left, or LIMIT_TRAINER
     local limit=$(($(left) - reserve))
     ((limit > ${LIMIT_TRAINER:-100000})) && limit=$LIMIT_TRAINER
@@ -132,8 +147,9 @@ trainer() {  # all the time that is left, or LIMIT_TRAINER
 IFS=, read -ra chosen <<<"${GPU_SUITE_STEPS:-versions,tests,kernels,sst5,trainer}"
 for name in "${chosen[@]}"; do
     case $name in
-        versions | tests | kernels | sst5 | trainer | syncs | compiled) "$name" ;;
-        *) say "unknown step $name (versions, tests, kernels, sst5, trainer, syncs, compiled)" ;;
+        versions | tests | kernels | sst5 | trainer | syncs | compiled | portfolio) "$name" ;;
+        *) say "unknown step $name (versions, tests, kernels, sst5, trainer, syncs, compiled," \
+            "portfolio)" ;;
     esac
 done
 say "done"
