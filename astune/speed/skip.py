@@ -139,7 +139,7 @@ class ASSkip:
         if self.plan_epoch == epoch and self.plan is not None:
             return self.plan
         gen = torch.Generator().manual_seed(self.seed * PLAN_SEED_STRIDE + epoch)
-        with sync_place("epoch"):  # one sync per epoch (two with a re-check)
+        with sync_place("epoch"):  # two reads per epoch (a third after a re-check)
             chance, zero = self.recheck_chance().cpu()[order], self.zero.cpu()[order]
         drawn = torch.rand(self.n, generator=gen) < chance
         late = torch.arange(start, start + self.n) >= self.anneal_start()

@@ -55,11 +55,6 @@ class Run(Resumable):
     """The state of one training run and the steps that move it forward (its checkpoint state
     and restoring it: :class:`~astune.training.resume.Resumable`)."""
 
-    read_lag = 1
-    """Optimizer steps between a window's step and the host reading its sums (NaN check,
-    AS-Speed, the delta schedule): 1 never waits for the device; 0 reads each window at its own
-    step, waiting for the device every step (the schedule before issue 69, kept for tests)."""
-
     def __init__(
         self,
         config: TrainConfig,
@@ -214,11 +209,10 @@ class Run(Resumable):
         self.pos.steps += 1
         window.step, window.epoch_at_step = self.pos.steps, self.pos.epoch
         window.samples_at_step = self.pos.samples
-        if self.read_lag:
-            window.start_read()
+        window.start_read()
         self._in_flight.append(window)
         self.window = Window()
-        self.settle_windows(keep=self.read_lag)
+        self.settle_windows(keep=1)  # the previous step's window: its copy has long landed
         self._hook("on_optimizer_step_end")
 
     def settle_windows(self, keep: int = 0) -> None:
