@@ -105,6 +105,60 @@ def test_padding_to_a_bucket_leaves_the_batch_own_logits_alone(dataset, data_dir
     assert torch.equal(padded_labels[:rows, :length] if token else padded_labels[:rows], labels)
 
 
+PADDED_LOSSES = {
+    "sst5": "as_softmax",
+    "conll2003": "as_softmax",
+    "go_emotions": "multilabel_as_softmax",
+}
+
+
+@pytest.mark.parametrize("dataset", sorted(PADDED_LOSSES))
+def test_padded_rows_weigh_nothing_in_the_step(dataset, data_dir, tmp_path):
+    """The card's padding through the step's own function (run eagerly here): the loss, its
+    gradient, counts, margins and AS-Skip's rows of the batch's own rows are the unpadded ones."""
+    from astune.losses.registry import build_loss
+    from astune.training.compiled import CompiledStep
+    from astune.training.compute import loss_counts
+    from astune.training.evaluate import p_margin_rows
+
+    config = run_config(LOOP_BASE, tmp_path, dataset, data_dir, dataset=dataset,
+                        max_train_samples=16, max_eval_samples=8)  # fmt: skip
+    data = load_encoded(config)
+    torch.manual_seed(0)
+    model = build_model("minilm", task=data.spec.task, num_labels=data.spec.num_labels,
+                        num_layers=1, dropout=0.0)  # fmt: skip
+    loss_fn = build_loss(PADDED_LOSSES[dataset], reduction="none", delta=0.3, kernel="torch")
+    cpu = torch.device("cpu")
+    step = CompiledStep(model, loss_fn, device=cpu, dtype=None, batch_size=8, max_length=128,
+                        margins=True, rows=True)  # fmt: skip
+    step.cuda, step.compiled = True, step._forward_and_loss  # the card's padding, uncompiled
+    batch, weight = data.collate("train", torch.arange(5)), torch.rand(5) + 0.5
+    out = step(batch, weight=weight)
+    out.computed.loss.backward()
+    padded_grad = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    logits, labels = forward(model, batch, device=cpu, dtype=None)
+    plain = loss_counts(loss_fn, logits, labels, weight=weight)
+    plain.loss.backward()
+    close = dict(rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(out.computed.loss, plain.loss, **close)
+    assert torch.equal(out.computed.counts, plain.counts)
+    torch.testing.assert_close(out.computed.sample_losses, plain.sample_losses, **close)
+    width = labels.shape[1] if data.spec.task == "token" else 1  # a token row per token
+    got_stats, plain_stats = out.computed.stats, plain.stats
+    for got, expected in zip(got_stats.rows(), plain_stats.rows()):
+        assert torch.equal(got.reshape(5, -1)[:, :width].reshape(-1), expected)
+    headroom = got_stats.headroom_rows().reshape(5, -1)[:, :width].reshape(-1)
+    torch.testing.assert_close(headroom, plain_stats.headroom_rows(), **close)
+    margins = p_margin_rows(logits.detach(), labels)
+    expected_margins = (torch.where(margins[1], margins[0], 0.0).sum(), margins[1].sum())
+    torch.testing.assert_close(
+        out.margins, expected_margins, rtol=1e-4, atol=1e-4, check_dtype=False
+    )
+    for got, expected in zip(padded_grad, (p.grad for p in model.parameters())):
+        torch.testing.assert_close(got, expected, rtol=1e-3, atol=1e-5)
+
+
 def test_a_compiled_run_passes_its_forward_through_the_compiled_model(tmp_path, data_dir, sst5):
     config = run_config(LOOP_BASE, tmp_path, "c", data_dir, **dict(RUN, compile=True))
     run = Run(config, data=sst5)
@@ -185,3 +239,28 @@ def test_the_loss_with_its_counts_compiles_in_one_graph(name):
     for got, expected in zip(compiled, eager):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(grad, logits.grad, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["as_softmax", "multilabel_as_softmax"])
+def test_one_graph_serves_every_delta(name):
+    """delta reaches the traced loss as a tensor: a warm-up's 1.0 and an adaptive schedule's
+    every value run the first graph, with eager's loss at each."""
+    from torch._dynamo.testing import CompileCounter
+
+    from astune.losses.registry import build_loss
+    from astune.training.compute import loss_counts
+
+    torch._dynamo.reset()
+    loss_fn = build_loss(name, reduction="none", kernel="torch")
+    torch.manual_seed(0)
+    logits = 3 * torch.randn(16, 6)
+    multi = name.startswith("multilabel")
+    labels = (torch.rand(16, 6) > 0.6).float() if multi else torch.randint(0, 6, (16,))
+    counter = CompileCounter()
+    step = torch.compile(lambda x, y: loss_counts(loss_fn, x, y)[:2], backend=counter)
+    for delta in (1.0, 0.5, 0.4, 0.3, 0.31, 0.2, 0.25, 0.9):
+        loss_fn.set_delta(delta)
+        got, eager = step(logits, labels), loss_counts(loss_fn, logits, labels)[:2]
+        torch.testing.assert_close(got[0], eager[0], rtol=1e-5, atol=1e-6)
+        assert torch.equal(got[1], eager[1]), delta
+    assert counter.frame_count == 1

@@ -91,7 +91,7 @@ def masked_sums(values: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
     return torch.where(valid, values, 0.0).sum(), valid.sum(dtype=torch.float32)
 
 
-def past_threshold(gap: Tensor, threshold: float, fully_masked: Tensor) -> Tensor:
+def past_threshold(gap: Tensor, threshold: float | Tensor, fully_masked: Tensor) -> Tensor:
     """``(gap - threshold) / threshold`` where ``fully_masked``, else 0, float32 ``(M,)``: the
     headroom of rows whose smallest target-over-rest ``gap`` ``(M,)`` passed ``threshold``."""
     headroom = (gap - threshold) / threshold
@@ -105,13 +105,23 @@ class ASLossModule(nn.Module):
 
     def __init__(self, delta: float = DELTA.default, *, reduction: str = "mean"):
         super().__init__()
+        # The same delta as a 0-dim tensor that a compiled graph reads as an input: a Python
+        # float would be a constant of the graph, traced again at every change of delta.
+        self.register_buffer("delta_tensor", torch.tensor(1.0), persistent=False)
         self.set_delta(delta)
         self.reduction = check_choice("reduction", reduction, REDUCTIONS)
         self.last_stats: MaskStats | None = None
 
     def set_delta(self, delta: float) -> None:
-        """Use ``delta`` (in ``(0, 1]``) from the next call on; ValueError outside that range."""
+        """Use ``delta`` (in ``(0, 1]``) from the next call on; ValueError outside that range.
+        Nothing waits for the device: the tensor form is filled in place."""
         self.delta = DELTA.check(delta)
+        self.delta_tensor.fill_(self.delta)
+
+    def delta_arg(self) -> float | Tensor:
+        """The delta a call passes on: :attr:`delta_tensor` while ``torch.compile`` traces (the
+        graph then serves every delta), else the float (the fused kernels take a scalar)."""
+        return self.delta_tensor if torch.compiler.is_compiling() else self.delta
 
     def extra_repr(self) -> str:
         return f"delta={self.delta}, reduction={self.reduction!r}"

@@ -36,7 +36,7 @@ _SMALL_CLASS_COUNT = 16
 
 
 def _single_label_headroom(
-    logits: Tensor, target: Tensor, fully_masked: Tensor, delta: float
+    logits: Tensor, target: Tensor, fully_masked: Tensor, delta: float | Tensor
 ) -> Tensor:
     """:meth:`MaskStats.headroom_rows` of AS-Softmax rows: logits ``(M, C)``, target ``(M, 1)``."""
     with torch.no_grad():
@@ -52,7 +52,7 @@ class _ASSoftmaxFunction(torch.autograd.Function):
     """Masked cross-entropy over flat rows: logits ``(M, C)``; target and inactive ``(M, 1)``."""
 
     @staticmethod
-    def forward(ctx, logits: Tensor, target: Tensor, inactive: Tensor, delta: float):  # type: ignore[override]
+    def forward(ctx, logits: Tensor, target: Tensor, inactive: Tensor, delta: float | Tensor):  # type: ignore[override]
         work_dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
         # fp16/bf16 probabilities underflow and their sums lose the kept mass: work in float32.
         probs, log_p_target = _softmax_and_log_target(logits.to(work_dtype), target)
@@ -161,7 +161,7 @@ def _triton_installed() -> bool:
 def as_softmax_with_stats(
     logits: Tensor,
     labels: Tensor,
-    delta: float,
+    delta: float | Tensor,
     *,
     ignore_index: int = -100,
     reduction: str = "mean",
@@ -170,8 +170,11 @@ def as_softmax_with_stats(
 ) -> tuple[Tensor, MaskStats]:
     """:func:`as_softmax_loss` that also returns the :class:`MaskStats` AS-Speed needs;
     ``overwrite_logits``: the fused kernel writes the gradient over the logits (only for a
-    caller that reads them nowhere after this call; the torch function never does)."""
-    if chosen_kernel(kernel, logits, delta) == "triton":
+    caller that reads them nowhere after this call; the torch function never does). A 0-dim
+    tensor ``delta`` (a compiled graph's, checked when it was set) takes this module's function,
+    which ``torch.compile`` traces whole, and the general path even at ``delta = 1``."""
+    traced = isinstance(delta, Tensor)
+    if not traced and chosen_kernel(kernel, logits, delta) == "triton":
         from astune.losses.as_softmax_triton import as_softmax_with_stats_triton
 
         return as_softmax_with_stats_triton(
@@ -182,12 +185,14 @@ def as_softmax_with_stats(
             reduction=reduction,
             overwrite_logits=overwrite_logits,
         )
-    delta = DELTA.check(delta)
+    delta = delta if traced else DELTA.check(delta)
     check_choice("reduction", reduction, REDUCTIONS)
     check_int("ignore_index", ignore_index)
     flat_logits, flat_labels = flatten_rows(logits, labels)
     inactive = (flat_labels == ignore_index).unsqueeze(1)
-    if delta == 1.0:  # p_t - p_i <= 1 always: nothing is masked, exactly cross-entropy
+    if (
+        not traced and delta == 1.0
+    ):  # p_t - p_i <= 1 always: nothing is masked, exactly cross-entropy
         loss = F.cross_entropy(
             flat_logits, flat_labels, ignore_index=ignore_index, reduction=reduction
         )
@@ -274,7 +279,7 @@ class ASSoftmaxLoss(ASLossModule):
         loss, self.last_stats = as_softmax_with_stats(
             logits,
             labels,
-            self.delta,
+            self.delta_arg(),
             ignore_index=self.ignore_index,
             reduction=self.reduction,
             kernel=self.kernel,

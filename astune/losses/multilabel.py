@@ -70,7 +70,9 @@ def multilabel_categorical_crossentropy(
     return _loss(logits, ~positive, positive, reduction)
 
 
-def _as_keep_masks(logits: Tensor, positive: Tensor, delta: float) -> tuple[Tensor, Tensor, Tensor]:
+def _as_keep_masks(
+    logits: Tensor, positive: Tensor, delta: float | Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
     """The kept negatives (``z_i = 1``) and kept positives (``z_t = 1``), bool ``(N, C)``, and
     the gap ``p_t^min - p_i^max`` ``(N,)`` that both criteria compare with delta."""
     with torch.no_grad():
@@ -101,7 +103,7 @@ def chosen_multilabel_kernel(kernel: str, logits: Tensor, delta: float) -> str:
 def multilabel_as_softmax_with_stats(
     logits: Tensor,
     targets: Tensor,
-    delta: float,
+    delta: float | Tensor,
     *,
     reduction: str = "mean",
     kernel: str = "auto",
@@ -111,19 +113,21 @@ def multilabel_as_softmax_with_stats(
 
     Every row is active (multi-label rows are never ignored); a row counts as masked when every
     class is masked, so its loss is exactly 0. ``overwrite_logits``: the fused kernel writes the
-    gradient over the logits (only for a caller that reads them nowhere after this call).
+    gradient over the logits (only for a caller that reads them nowhere after this call). A
+    0-dim tensor ``delta`` (a compiled graph's) takes the torch function's general path.
     """
-    if chosen_multilabel_kernel(kernel, logits, delta) == "triton":
+    traced = isinstance(delta, Tensor)
+    if not traced and chosen_multilabel_kernel(kernel, logits, delta) == "triton":
         from astune.losses.multilabel_triton import multilabel_as_softmax_with_stats_triton
 
         return multilabel_as_softmax_with_stats_triton(
             logits, targets, delta, reduction=reduction, overwrite_logits=overwrite_logits
         )
-    delta = DELTA.check(delta)
+    delta = delta if traced else DELTA.check(delta)
     check_choice("reduction", reduction, REDUCTIONS)
     positive = multilabel_positives(logits, targets)
     inactive = torch.zeros(len(logits), dtype=torch.bool, device=logits.device)
-    if delta == 1.0:
+    if not traced and delta == 1.0:
         # For finite logits p_t^min - p_i < 1, so nothing is masked; the shortcut also keeps rows
         # whose float probabilities saturate to 1 and 0 (which would meet ">= 1") unmasked.
         return _loss(logits, ~positive, positive, reduction), MaskStats(inactive)
@@ -213,7 +217,7 @@ class MultiLabelASSoftmaxLoss(ASLossModule):
         loss, self.last_stats = multilabel_as_softmax_with_stats(
             logits,
             targets,
-            self.delta,
+            self.delta_arg(),
             reduction=self.reduction,
             kernel=self.kernel,
             overwrite_logits=self.overwrite_logits,

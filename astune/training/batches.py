@@ -47,6 +47,9 @@ class ShuffledBatches:
     """Every sample once per epoch, in a seeded shuffled order, ``batch_size`` at a time;
     with ``length_window`` > 0 grouped by length within that many micro-batches (text only)."""
 
+    reads_rows = False
+    """Whether :meth:`after_forward` reads each row's mask and headroom (``Computed.stats``)."""
+
     def __init__(self, data: TrainData, *, batch_size: int, seed: int, length_window: int = 0):
         self.data, self.batch_size, self.seed = data, batch_size, seed
         self.n = len(data.splits["train"])

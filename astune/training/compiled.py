@@ -1,11 +1,16 @@
-"""The compiled forward of ``--compile``: ``torch.compile`` of the model, the loss eager after it.
+"""The compiled step of ``--compile``: the model's forward and the loss through ``torch.compile``
+as one graph, with the counts the loop sums (the backward is compiled by AOTAutograd with it).
 
 On a CUDA card the model runs as CUDA graphs (``mode="reduce-overhead"``): a 6-layer MiniLM
 step at batch 16 is bound by the host's kernel launches, and a graph launches them all at once.
 A graph has fixed shapes, so each micro-batch is padded to the run's batch size and its length
-to one of a few buckets (:func:`length_bucket`), and a handful of graphs serve a whole run; the
-logits are cut back to the batch's own rows and tokens before the loss. On the CPU the model is
-compiled once with dynamic shapes and nothing is padded.
+to one of a few buckets (:func:`length_bucket`), and a handful of graphs serve a whole run; a
+padded row weighs 0 in the loss and counts in nothing, and the per-row results are cut back to
+the batch's own rows before anything reads them. On the CPU the step is compiled with dynamic
+shapes and nothing is padded. An AS loss reads delta as a tensor input
+(:meth:`~astune.losses.as_base.ASLossModule.delta_arg`), so one graph serves every delta of a
+warm-up or an adaptive schedule; under the compiler it takes its torch function, which inductor
+fuses, not the Triton kernel.
 
 The model itself is not replaced: checkpoints, evaluation and export read ``run.model``, so a
 run written compiled resumes eager and the other way round. Inductor keeps what it compiled in
@@ -17,12 +22,15 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
-from astune.training.compute import forward
+from astune._device import to_device
+from astune.losses.as_base import MaskStats, masked_sums
+from astune.training.compute import Computed, device_inputs, loss_counts
+from astune.training.evaluate import p_margin_rows
 
 SMALLEST_BUCKET = 16
 """The shortest padded length on a card; buckets double from it up to the run's max_length."""
@@ -59,43 +67,122 @@ def padded(batch: dict[str, Tensor], *, rows: int, length: int) -> dict[str, Ten
     return out
 
 
-class CompiledForward:
-    """The run's forward through the compiled model; :meth:`compile_seconds` estimates what
-    compiling cost (the micro-steps that met a new shape, less a typical one)."""
+class StepOut(NamedTuple):
+    """What one compiled micro-step gives the loop: a :class:`Computed` of the batch's own rows
+    and the margins' ``(sum, count)`` (None: not asked for)."""
 
-    def __init__(self, model: nn.Module, *, device: torch.device, batch_size: int, max_length: int):
+    computed: Computed
+    margins: tuple[Tensor, Tensor] | None
+
+
+class CompiledStep:
+    """The run's forward and loss through one compiled function; :meth:`compile_seconds`
+    estimates what compiling cost (the micro-steps that met a new shape, less a typical one).
+
+    ``margins``: also give the p-margins' sums (an AS loss's delta schedule and its record);
+    ``rows``: also give each row's active, masked and headroom values (AS-Skip reads them)."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        loss_fn: nn.Module,
+        *,
+        device: torch.device,
+        dtype: torch.dtype | None,
+        batch_size: int,
+        max_length: int,
+        margins: bool,
+        rows: bool,
+    ):
         self.cuda = device.type == "cuda"
-        self.model, self.batch_size, self.max_length = model, batch_size, max_length
+        self.model, self.loss_fn = model, loss_fn
+        self.device, self.dtype = device, dtype
+        self.batch_size, self.max_length = batch_size, max_length
+        self.margins, self.rows = margins, rows
         # On a card: static shapes, one CUDA graph each; on the CPU: one graph for every shape.
         self.compiled: Callable[..., Any] = torch.compile(
-            model, mode="reduce-overhead" if self.cuda else None, dynamic=not self.cuda
+            self._forward_and_loss,
+            mode="reduce-overhead" if self.cuda else None,
+            dynamic=not self.cuda,
         )
         self.shapes: set[tuple[int, ...]] = set()
         self._new_shape = False
         self._steps: list[tuple[float, bool]] = []  # (seconds, met a new shape)
 
-    def __call__(
-        self, batch: dict[str, Tensor], *, device: torch.device, dtype: torch.dtype | None
-    ) -> tuple[Tensor, Tensor]:
-        """:func:`~astune.training.compute.forward` of the compiled model: logits and labels
-        of ``batch``'s own rows and tokens."""
-        rows, length = batch["input_ids"].shape if "input_ids" in batch else (None, None)
-        if self.cuda and rows is not None:
-            length_to = length_bucket(length, self.max_length)
-            batch = padded(batch, rows=max(rows, self.batch_size), length=length_to)
+    def __call__(self, batch: dict[str, Tensor], *, weight: Tensor | None) -> StepOut:
+        """Forward and loss of ``batch`` (``weight`` ``(B,)`` per sample, None: 1)."""
+        rows = len(batch["labels"])
+        if self.cuda and "input_ids" in batch:
+            length = length_bucket(batch["input_ids"].shape[1], self.max_length)
+            batch = padded(batch, rows=max(rows, self.batch_size), length=length)
             torch.compiler.cudagraph_mark_step_begin()
-        shape = tuple(batch["input_ids"].shape) if rows is not None else ()
+        shape = tuple(batch["input_ids"].shape) if "input_ids" in batch else ()
         self._new_shape = shape not in self.shapes
         self.shapes.add(shape)
-        logits, labels = forward(self.compiled, batch, device=device, dtype=dtype)
-        if rows is not None and logits.shape[0] != rows:
-            logits, labels = logits[:rows], labels[:rows]
-        if rows is not None and logits.dim() == 3 and logits.shape[1] != length:
-            logits, labels = logits[:, :length], labels[:, :length]
-        return logits, labels
+        padded_rows = len(batch["labels"])
+        real = to_device(torch.arange(padded_rows) < rows, self.device)
+        weight = self._padded_weight(weight, rows, padded_rows)
+        inputs = device_inputs(self.model, batch, self.device)
+        labels = to_device(batch["labels"], self.device)
+        out = self.compiled(inputs, labels, weight, real)
+        return self._cut(out, rows, padded_rows)
+
+    def _padded_weight(self, weight: Tensor | None, rows: int, padded_rows: int) -> Tensor:
+        """``(padded_rows,)`` float32 on the device: ``weight`` (None: 1), 0 for padded rows."""
+        if weight is None:
+            return to_device((torch.arange(padded_rows) < rows).float(), self.device)
+        weight = weight.to(self.device, torch.float32, non_blocking=True)
+        return torch.cat([weight, weight.new_zeros(padded_rows - rows)])
+
+    def _forward_and_loss(
+        self, inputs: dict[str, Tensor], labels: Tensor, weight: Tensor, real: Tensor
+    ) -> tuple[Tensor | None, ...]:
+        """The traced step: logits, the weighted loss, the counts of real rows, the margins'
+        sums and the per-row values asked for; rows are flat ``(M,)``, ``M = B * T`` or ``B``."""
+        with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
+            logits = self.model(**inputs).logits
+        computed = loss_counts(self.loss_fn, logits, labels, weight=weight)
+        stats = computed.stats
+        real_rows = real.repeat_interleave(logits[..., 0].numel() // len(labels))
+        if stats is not None:
+            active, masked = stats.rows()
+        elif labels.is_floating_point():  # multi-label: every real row counts
+            active, masked = real_rows, torch.zeros_like(real_rows)
+        else:
+            active = labels.reshape(-1) != -100
+            masked = torch.zeros_like(active)
+        active, masked = active & real_rows, masked & real_rows
+        counts = torch.stack([active.sum(), masked.sum()])
+        sums = self._margin_sums(stats, logits, labels) if self.margins else (None, None)
+        per_row = (None, None, None)
+        if self.rows and stats is not None:
+            per_row = (active, masked, stats.headroom_rows())
+        return (computed.loss, counts, computed.sample_losses, *sums, *per_row)
+
+    @staticmethod
+    def _margin_sums(
+        stats: MaskStats | None, logits: Tensor, labels: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        sums = stats.margin_sums() if stats is not None else None
+        return sums if sums is not None else masked_sums(*p_margin_rows(logits.detach(), labels))
+
+    @staticmethod
+    def _cut(out: tuple[Tensor | None, ...], rows: int, padded_rows: int) -> StepOut:
+        """The traced step's results, per-row ones cut to the batch's own ``rows``."""
+        loss, counts, sample_losses, margin_sum, margin_count, active, masked, headroom = out
+        stats = None
+        if active is not None:
+            keep = rows * (len(active) // padded_rows)
+            active, masked = active[:keep], masked[:keep]
+            headroom = None if headroom is None else headroom[:keep]
+            stats = MaskStats(
+                ~active, lambda: masked, None if headroom is None else (lambda: headroom)
+            )
+        margins = None if margin_sum is None else (margin_sum, margin_count)
+        return StepOut(Computed(loss, counts, stats, sample_losses[:rows]), margins)
 
     def timed(self, seconds: float) -> None:
-        """Note a micro-step's wall ``seconds`` (forward, loss, backward) after its forward."""
+        """Note a micro-step's wall ``seconds`` (forward, loss, backward) after its call."""
         self._steps.append((seconds, self._new_shape))
         self._new_shape = False
 

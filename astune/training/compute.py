@@ -46,14 +46,21 @@ def forward(
 ) -> tuple[Tensor, Tensor]:
     """Logits ``(B, C)`` or ``(B, T, C)`` in the autocast dtype, and the labels, on ``device``
     (:func:`loss_input` upcasts them for a loss that needs it)."""
+    inputs = device_inputs(model, batch, device)
+    with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+        logits = model(**inputs).logits
+    return logits, to_device(batch["labels"], device)
+
+
+def device_inputs(model: nn.Module, batch: dict[str, Tensor], device: torch.device) -> dict:
+    """``model``'s keyword inputs for ``batch`` on ``device``, sent without waiting, the text
+    mask as :func:`attention_mask` builds it."""
     inputs = model_inputs(batch)
     text_mask = inputs.pop("attention_mask", None) if "input_ids" in inputs else None
     inputs = {k: to_device(v, device) for k, v in inputs.items()}
     if text_mask is not None:
         inputs["attention_mask"] = attention_mask(model, text_mask, device)
-    with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-        logits = model(**inputs).logits
-    return logits, to_device(batch["labels"], device)
+    return inputs
 
 
 FOUR_D_MASK_MODELS = ("bert", "roberta", "xlm-roberta", "distilbert")
@@ -175,7 +182,7 @@ def model_parts(config: TrainConfig, spec: DatasetSpec, device: torch.device) ->
     ).to(device)
     if spec.task == "token" and is_csc(spec.metric) and not config.fresh_head:
         _head_from_embeddings(model, config.backbone, spec)
-    loss_fn = build_loss(config.loss, reduction="none", **config.loss_kwargs())
+    loss_fn = build_loss(config.loss, reduction="none", **config.loss_kwargs()).to(device)
     return ModelParts(model, loss_fn, adamw(model, config))
 
 

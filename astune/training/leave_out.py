@@ -86,6 +86,8 @@ class SkipBatches(_PlannedBatches):
     ``config.skip_policy == "soft"``, the samples AS-Skip keeps are pruned further by their loss
     (:class:`SoftPrune`, chance ``config.skip_prune``, annealed as AS-Skip is)."""
 
+    reads_rows = True
+
     def __init__(self, data: TrainData, *, probe: Probe | None = None, **settings: Any):
         super().__init__(data, **settings)
         config = self.config

@@ -26,7 +26,7 @@ from astune.speed.skip import Visit
 from astune.training import state as ckpt
 from astune.training.allocator import keep_freed_blocks
 from astune.training.checkpoints import Best, Checkpointer
-from astune.training.compiled import CompiledForward
+from astune.training.compiled import CompiledStep, StepOut
 from astune.training.compute import (
     Computed,
     autocast_dtype,
@@ -91,13 +91,18 @@ class Run(Resumable):
             length_window=config.length_window,
         )
         self.model, self.loss_fn, self.optimizer = model_parts(config, self.spec, self.device)
+        self.delta_schedule = config.build_delta(self.total_samples)
         self.compiled = None
         if config.compile:
-            self.compiled = CompiledForward(
+            self.compiled = CompiledStep(
                 self.model,
+                self.loss_fn,
                 device=self.device,
+                dtype=self.autocast,
                 batch_size=config.batch_size,
                 max_length=config.max_length,
+                margins=self.delta_schedule is not None,
+                rows=self.batches.reads_rows,
             )
         if hasattr(self.loss_fn, "overwrite_logits"):
             # Nothing reads a training step's logits after its loss: the margins come from the
@@ -105,7 +110,6 @@ class Run(Resumable):
             # A CUDA graph's logits are its own output buffer: they are left alone.
             self.loss_fn.overwrite_logits = not (config.compile and self.device.type == "cuda")
         self.lr_schedule = LinearSchedule(self.total_samples, config.lr_warmup_ratio)
-        self.delta_schedule = config.build_delta(self.total_samples)
         self.speed = config.build_speed()
         self.hooks = tuple(hooks)
         self.pos = Position()
@@ -156,15 +160,9 @@ class Run(Resumable):
             started = time.perf_counter()
             self.model.train()
             self.apply_delta()
-            logits, labels = self.forward(batch)
-            computed = loss_counts(self.loss_fn, logits, labels, weight=visit.weight)
+            computed, margins = self.forward_and_loss(batch, visit.weight)
             computed.loss.backward()
             self.batches.after_forward(visit, computed, self.pos.samples)
-            margins = None
-            if self.delta_schedule is not None:  # an AS loss: its margins are logged
-                margins = computed.stats.margin_sums() if computed.stats else None
-                if margins is None:
-                    margins = masked_sums(*p_margin_rows(logits.detach(), labels))
             self.window.add(computed.loss.detach(), computed.counts, skipped_rows, margins)
             if self.compiled is not None:
                 self.compiled.timed(time.perf_counter() - started)
@@ -187,12 +185,19 @@ class Run(Resumable):
         self._hook("on_recheck_end", index)
         return computed
 
-    def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """Logits ``(B, C)`` or ``(B, T, C)`` in the autocast dtype, and the labels, on the
-        run's device (through the compiled model with ``compile``)."""
+    def forward_and_loss(self, batch: dict[str, Tensor], weight: Tensor | None) -> StepOut:
+        """A micro-batch's forward and loss (``weight`` ``(B,)`` per sample, None: 1), through
+        the compiled step with ``compile``; for an AS loss, the margins' sums too."""
         if self.compiled is not None:
-            return self.compiled(batch, device=self.device, dtype=self.autocast)
-        return forward(self.model, batch, device=self.device, dtype=self.autocast)
+            return self.compiled(batch, weight=weight)
+        logits, labels = forward(self.model, batch, device=self.device, dtype=self.autocast)
+        computed = loss_counts(self.loss_fn, logits, labels, weight=weight)
+        margins = None
+        if self.delta_schedule is not None:  # an AS loss: its margins are logged
+            margins = computed.stats.margin_sums() if computed.stats else None
+            if margins is None:
+                margins = masked_sums(*p_margin_rows(logits.detach(), labels))
+        return StepOut(computed, margins)
 
     def optimizer_step(self) -> None:
         """Divide the window's summed gradient by its rows, clip, step; the host reads the
