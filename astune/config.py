@@ -101,7 +101,9 @@ SKIP_FIELDS = (
     "skip_keep", "skip_anneal", "skip_probe", "skip_backoff", "skip_policy", "skip_prune"
 )  # fmt: skip
 """AS-Skip's parameters (they apply only with ``as_skip``)."""
-SPEED_FIELDS = ("as_speed", "lam", "max_accum_steps", "as_skip", *SKIP_FIELDS)
+AS_SPEED_FIELDS = ("lam", "max_accum_steps")
+"""AS-Speed's parameters (they apply only with ``as_speed``)."""
+SPEED_FIELDS = ("as_speed", *AS_SPEED_FIELDS, "as_skip", *SKIP_FIELDS)
 """The AS-Speed and AS-Skip parameter names (AS losses only): config fields, search-space
 ``speed_params``."""
 INFOBATCH_FIELDS = ("infobatch", "infobatch_prune", "infobatch_anneal")

@@ -205,9 +205,18 @@ def test_search_without_a_finished_trial_is_an_error(searches):
         find_best_trial("unfinished", searches.tracking_uri)
 
 
-def test_hf_export_trains_in_a_real_trainer(best, searches, data_dir, tmp_path):
+WINNERS = {  # the search's AS winner, and a softmax and a baseline winner made from it
+    "as_softmax": {},
+    "softmax": {"loss": "softmax"},
+    "label_smoothing": {"loss": "label_smoothing", "epsilon": 0.1},
+}
+
+
+@pytest.mark.parametrize("loss", sorted(WINNERS))
+def test_hf_export_trains_in_a_real_trainer(loss, best, data_dir, tmp_path):
     """The exported TrainingArguments, loss and delta callback in transformers' own Trainer:
-    MiniLM with 1 layer on 32 SST-5 examples, 8 optimizer steps."""
+    MiniLM with 1 layer on 32 SST-5 examples, 8 optimizer steps. The callback is attached for
+    every winner, as a user copying the snippet would: it changes nothing of a non-AS loss."""
     from transformers import (
         AutoModelForSequenceClassification,
         AutoTokenizer,
@@ -216,10 +225,14 @@ def test_hf_export_trains_in_a_real_trainer(best, searches, data_dir, tmp_path):
     )
 
     from astune.backbones.registry import offline_minilm_path
+    from astune.exporting.code import hf_snippet
 
-    code = export(EXPERIMENT, "hf", tracking_uri=searches.tracking_uri)
+    config = {**best.config, **WINNERS[loss]}
+    if loss != "as_softmax":
+        config = {k: v for k, v in config.items() if k not in ("delta", "warmup_ratio")}
     ns: dict = {}
-    exec(compile(code, "best_hf.py", "exec"), ns)
+    exec(compile(hf_snippet(dataclasses.replace(best, config=config)), "best_hf.py", "exec"), ns)
+    assert ns["LOSS"] == loss
     path = offline_minilm_path()
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForSequenceClassification.from_pretrained(
@@ -230,13 +243,13 @@ def test_hf_export_trains_in_a_real_trainer(best, searches, data_dir, tmp_path):
     encoded = [
         {**tokenizer(r["text"], truncation=True, max_length=48), "labels": r["label"]} for r in rows
     ]
-    seen: list[tuple[int, float, int]] = []
+    seen: list[tuple[float | None, int | None]] = []
     losses: list[float] = []
 
     class Record(TrainerCallback):  # after DeltaWarmupCallback: the delta each step trained with
         def on_step_end(self, args, state, control, **kwargs):
-            stats = ns["loss_fn"].last_stats
-            seen.append((state.global_step, ns["loss_fn"].delta, stats.n_active))
+            stats = getattr(ns["loss_fn"], "last_stats", None)
+            seen.append((getattr(ns["loss_fn"], "delta", None), stats and stats.n_active))
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "loss" in logs:
@@ -263,9 +276,12 @@ def test_hf_export_trains_in_a_real_trainer(best, searches, data_dir, tmp_path):
         callbacks=[ns["DeltaWarmupCallback"](), Record()],
     )
     trainer.train()
-    delta = best.config["delta"]  # warm-up 0.25 of 8 steps: global steps 0 and 1 at delta 1
-    assert [d for _, d, _ in seen] == [1.0, 1.0] + [delta] * 6
-    assert [n for _, _, n in seen] == [4] * 8  # the exported loss saw every row of each batch
+    if loss == "as_softmax":
+        delta = best.config["delta"]  # warm-up 0.25 of 8 steps: global steps 0 and 1 at delta 1
+        assert [d for d, _ in seen] == [1.0, 1.0] + [delta] * 6
+        assert [n for _, n in seen] == [4] * 8  # the exported loss saw every row of each batch
+    else:
+        assert seen == [(None, None)] * 8
     assert len(losses) == 8 and all(math.isfinite(v) for v in losses)
 
 
@@ -329,3 +345,30 @@ def test_snippets_quote_names_and_paths_safely(tmp_path):
         exec(compile(export(name, fmt, tracking_uri=uri), f"best_{fmt}.py", "exec"), namespace)
         assert namespace["EXPERIMENT"] == name and namespace["RUN_ID"] == run_id
         assert namespace["TRACKING_URI"] == tracker.tracking_uri
+
+
+@pytest.mark.parametrize("loss", ["softmax", "label_smoothing"])
+@pytest.mark.parametrize("fmt", ["yaml", "json", "python"])
+def test_a_non_as_winner_trains_from_every_export_format(loss, fmt, best, data_dir, tmp_path):
+    """A softmax or baseline winner (made from the search's best) as yaml and json
+    (`train --config`) and as the Python script (its ``main``): each trains with that loss."""
+    from astune.exporting import render
+
+    config = {**best.config, **WINNERS[loss], "epochs": 1, "data_dir": str(data_dir)}
+    config = {k: v for k, v in config.items() if k not in ("delta", "warmup_ratio")}
+    config = {k: v for k, v in config.items() if not k.startswith(("as_", "lam", "max_accum"))}
+    text = render(dataclasses.replace(best, config=config), fmt)
+    out = tmp_path / "run"
+    if fmt == "python":
+        ns: dict = {"__name__": "best"}
+        exec(compile(text, "best.py", "exec"), ns)
+        assert ns["train_config"]().loss == loss
+        ns["main"](["--output-dir", str(out), "--data-dir", str(data_dir)])
+    else:
+        exported = tmp_path / f"best.{fmt}"
+        exported.write_text(text)
+        written = yaml.safe_load(text) if fmt == "yaml" else json.loads(text)["config"]
+        assert written["loss"] == loss
+        assert main(["train", "--config", str(exported), "--output-dir", str(out)]) == 0
+    final = json.loads((out / "final.json").read_text())
+    assert final["optimizer_steps"] > 0 and math.isfinite(final["val_accuracy"])

@@ -272,3 +272,23 @@ def test_a_new_tasks_space_holds_every_recorded_tables_winner() -> None:
         assert not space.params["lr"].contains(winner["lr"])  # shipped: 1e-5 to 1e-4
         assert widened.params["lr"].contains(winner["lr"]), (task.name, winner["lr"])
         assert widened.params["epochs"].contains(winner["epochs"]), (task.name, winner["epochs"])
+
+
+def test_the_portfolio_says_the_scale_it_was_learnt_at() -> None:
+    """Issue 70 item 5: the packaged tables' rows, layers and tokens beside the search's, and
+    which of them the search lies outside."""
+    from astune.recommendation.portfolio_sources import scale_note
+
+    tasks = prior_tasks(PRIOR_FILE)
+    inside = scale_note(TaskProfile(None, "single_label", 1000, "minilm", 2, 48), tasks)
+    assert inside == (
+        "portfolio: learnt on 4 past task(s) of 500-2,000 training rows, 2-6 layers, 32-64 "
+        "tokens; this search: 1,000 training rows, 2 layers, 48 tokens"
+    )
+    full = scale_note(TaskProfile(None, "single_label", 8544, "minilm", None, 128), tasks)
+    assert full.endswith(
+        "this search: 8,544 training rows, all layers, 128 tokens. Outside them in training "
+        "rows, tokens: its configs won at another scale, and whether they win at this one is "
+        "not measured"
+    )
+    assert scale_note(MINILM, []) is None

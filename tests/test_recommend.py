@@ -118,11 +118,37 @@ def test_cli_writes_a_space_moved_toward_the_historys_delta(searches, tmp_path, 
     assert rec.delta == delta and 0 < rec.history_weight < 1 and rec.fit_delta is not None
     h, space = rec.history_weight, load_space(path)
     param = space.loss_params["as_softmax"]["delta"]
-    first = space.seed_points[0]["delta"]  # the moved delta is evaluated first
+    first = space.seed_points[len(rec.portfolio)]["delta"]  # the moved delta, after the portfolio
     assert first == pytest.approx(h * rec.fit_delta + (1 - h) * 0.3, abs=0.025)
     assert param.low <= first <= param.high and param.step == 0.05
     assert param.low == pytest.approx(0.1 + h * (rec.low - 0.1), abs=0.05)
     assert param.high == pytest.approx(0.5 + h * (rec.high - 0.5), abs=0.05)
+
+
+@pytest.mark.ray
+def test_search_on_the_written_space_runs_what_recommend_printed(searches, tmp_path, capsys):
+    """`recommend --write-space` then `search --space` (its settings from the command line, up
+    to the trials): the search's first configs are the portfolio recommend printed, in order."""
+    from astune.cli.parser import build_parser
+    from astune.tuning.runner import prepare_search
+    from astune.tuning.settings import settings_from_args
+
+    path = tmp_path / "space.yaml"
+    uri = ["--tracking-uri", searches.tracking_uri, "--backbone", "minilm"]
+    assert main(["recommend", "--dataset", "sst5", *uri, "--write-space", str(path)]) == 0
+    out = capsys.readouterr().out
+    printed = re.findall(r"^  (\d+)\. (.+)$", out, re.M)
+    assert printed, out
+    assert [int(i) for i, _ in printed] == list(range(1, PORTFOLIO_SIZE + 1))
+    argv = ["search", "--dataset", "sst5", "--space", str(path), *uri, "--num-samples", "8"]
+    argv += ["--storage-path", str(tmp_path / "ray"), "--name", "after-recommend"]
+    prepared = prepare_search(settings_from_args(build_parser().parse_args(argv)))
+    listed = [line for line in prepared.notes if re.match(r"^  \d+\. ", line)]
+    assert [line.split(". ", 1)[1].rsplit(" (", 1)[0] for line in listed] == [
+        text for _, text in printed
+    ]
+    written = load_space(path).seed_points[: len(printed)]
+    assert prepared.space.seed_points[: len(printed)] == written
 
 
 def test_empty_store_and_user_folder_fall_back_to_the_paper_prior(tmp_path, data_dir):

@@ -17,6 +17,7 @@ from astune.recommendation.reference import write_reference
 from astune.space.space import load_space
 from astune.tuning.runner import prepare_search
 from astune.tuning.settings import SearchError
+from astune.tuning.warm_start import WARM_START_DEPRECATED
 
 BEST = {"loss": "as_softmax", "lr": 3e-3, "epochs": 1, "batch_size": 32, "as_speed": False}
 
@@ -37,12 +38,20 @@ def reference(folder, *, lr: float = BEST["lr"], task: str = "single_label"):
     return write_reference(folder / "reference.json", [entry], made_by="test")
 
 
+def warned_prepare(settings):
+    """``prepare_search`` of a ``--warm-start`` search: it warns, and says so first."""
+    with pytest.warns(FutureWarning, match=r"--warm-start is deprecated .* astune 0\.3\.0"):
+        prepared = prepare_search(settings)
+    assert prepared.notes[0] == WARM_START_DEPRECATED
+    return prepared
+
+
 @pytest.mark.slow
 def test_warm_start_moves_the_fixed_lr_toward_the_reference(tmp_path, data_dir):
     space = write_space(tmp_path)  # tests/spaces/tiny.yaml: lr fixed at 1e-3, 2 epochs
     settings = tiny_settings(root=tmp_path, data_dir=data_dir, space=str(space), warm_start=True)
     settings.reference = str(reference(tmp_path))
-    prepared = prepare_search(settings)
+    prepared = warned_prepare(settings)
     warmed = prepared.settings.space
     assert warmed == str(tmp_path / "ray" / "astune-sst5.warm-start.yaml")
     assert load_space(warmed).points == prepared.space.points
@@ -54,7 +63,7 @@ def test_warm_start_moves_the_fixed_lr_toward_the_reference(tmp_path, data_dir):
     assert 0.1 < h < 0.5  # one search, however alike, does not decide alone
     assert first["loss"] == "as_softmax" and 0.1 <= first["delta"] <= 0.5
     assert prepared.space.param("epochs").value == 2  # 2^(1-h) rounds to the space's 2
-    assert prepared.notes[0].startswith("warm start: difficulty")
+    assert prepared.notes[1].startswith("warm start: difficulty")
     assert any("sst5-elsewhere" in line for line in prepared.notes)
 
 
@@ -64,12 +73,12 @@ def test_nothing_to_learn_from_searches_the_space_as_given(tmp_path, data_dir):
     space = write_space(tmp_path)
     settings = tiny_settings(root=tmp_path, data_dir=data_dir, space=str(space), warm_start=True)
     settings.reference = "none"
-    prepared = prepare_search(settings)
+    prepared = warned_prepare(settings)
     given, warmed = load_space(space), load_space(prepared.settings.space)
     assert warmed.points == given.points and warmed.params == given.params
     assert warmed.loss_params == given.loss_params
-    assert prepared.notes[0].startswith("warm start: nothing to learn from")
-    assert "not probed" in prepared.notes[0]
+    assert prepared.notes[1].startswith("warm start: nothing to learn from")
+    assert "not probed" in prepared.notes[1]
 
 
 def test_a_reference_too_unlike_to_weigh_is_not_worth_a_probe(tmp_path, data_dir):
@@ -79,12 +88,12 @@ def test_a_reference_too_unlike_to_weigh_is_not_worth_a_probe(tmp_path, data_dir
     space = write_space(tmp_path)
     settings = tiny_settings(root=tmp_path, data_dir=data_dir, space=str(space), warm_start=True)
     settings.reference = str(reference(tmp_path, task="token"))
-    prepared = prepare_search(settings)
+    prepared = warned_prepare(settings)
     given, warmed = load_space(space), load_space(prepared.settings.space)
     assert warmed.points == given.points and warmed.params == given.params
-    assert prepared.notes[0].startswith("warm start: nothing to learn from")
-    assert "could weigh at most 0.072 < 0.1 for a single_label task of 64 rows" in prepared.notes[0]
-    assert "not probed" in prepared.notes[0]
+    assert prepared.notes[1].startswith("warm start: nothing to learn from")
+    assert "could weigh at most 0.072 < 0.1 for a single_label task of 64 rows" in prepared.notes[1]
+    assert "not probed" in prepared.notes[1]
 
 
 def test_reference_without_warm_start_or_missing_is_refused(tmp_path):

@@ -189,12 +189,14 @@ def compute_loss_func(outputs, labels, num_items_in_batch=None):
 
 class DeltaWarmupCallback(TrainerCallback):
     """delta = 1 (plain softmax) for the first ``warmup_ratio`` of ``state.max_steps``, then
-    ``delta`` (the paper's warm-up for easy tasks)."""
+    ``delta`` (the paper's warm-up for easy tasks); nothing for a loss that is not an AS loss."""
 
     def __init__(self, loss=loss_fn, delta=DELTA, warmup_ratio=WARMUP_RATIO):
         self.loss, self.delta, self.warmup_ratio = loss, delta, warmup_ratio
 
     def on_step_begin(self, args, state, control, **kwargs):
+        if self.delta is None:  # not an AS loss: no delta to warm up
+            return
         warming_up = state.global_step < self.warmup_ratio * state.max_steps
         self.loss.set_delta(1.0 if warming_up else self.delta)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from astune.recommendation.difficulty import Difficulty, dataset_name, measure_difficulty
 from astune.recommendation.history import HistoryPoint, fit_line, history_points
-from astune.recommendation.portfolio_sources import portfolio_for
+from astune.recommendation.portfolio_sources import search_portfolio, shipped_space
 from astune.recommendation.prior import (
     HISTORY_SHRINK,
     PRIOR_HALF_WIDTH,
@@ -84,7 +84,10 @@ def recommend(
         num_layers=num_layers,
     )
     rec.transfer = advise(profile, [*store_trials(store, difficulty_of), *prior])
-    rec.portfolio = portfolio_for(profile, store=store, reference=reference)
+    space = shipped_space(dataset, target.task)
+    rec.portfolio, rec.portfolio_scale = search_portfolio(
+        profile, space, store=store, reference=reference
+    )
     rec.backbone = profile.backbone
     return rec
 

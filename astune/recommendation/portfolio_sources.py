@@ -5,8 +5,10 @@ difficulty of each left unknown (so alike for all)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from astune.recommendation.difficulty import Difficulty
 from astune.recommendation.portfolio import (
@@ -19,6 +21,9 @@ from astune.recommendation.transfer import TaskProfile
 from astune.recommendation.trial_history import config_of, finished_searches, profile_of
 from astune.store.conventions import TASK_TAG
 from astune.store.reader import Store, dataset_of, objective, search_mode
+
+if TYPE_CHECKING:
+    from astune.space.space import SearchSpace
 
 
 def prior_tasks(path: str | Path, *, exclude: Iterable[str] = ()) -> list[SourceTask]:
@@ -34,6 +39,7 @@ def prior_tasks(path: str | Path, *, exclude: Iterable[str] = ()) -> list[Source
             train_size=entry["train_size"],
             backbone=entry["backbone"],
             num_layers=entry["num_layers"],
+            max_length=entry.get("max_length"),  # files before issue 70 do not record it
         )
         scored = [(t["config"], t["score"]) for t in entry["trials"] if "score" in t]
         name = f"prior {entry['dataset']}"
@@ -79,3 +85,70 @@ def portfolio_for(
     if reference is not None:
         tasks += prior_tasks(reference, exclude=exclude)
     return build_portfolio(target, tasks, size=size, losses=losses)
+
+
+def shipped_space(dataset: str, task: str | None) -> "SearchSpace":
+    """The space a search of ``dataset`` runs without ``--space``: its packaged file (the
+    default one for a folder), for ``task``."""
+    from astune.data.resolve import resolve_dataset
+    from astune.space.space import load_space
+
+    space = load_space(dataset=resolve_dataset(dataset).registry_name)
+    return space if task is None else space.for_task(task)
+
+
+class SearchPortfolio(NamedTuple):
+    """The portfolio a search runs first, and one line on the scale it was learnt at."""
+
+    entries: list[PortfolioEntry]
+    scale: str | None
+
+
+def search_portfolio(
+    target: TaskProfile,
+    space: "SearchSpace",
+    *,
+    store: Store,
+    reference: str | Path | None,
+) -> SearchPortfolio:
+    """The portfolio a search of ``space`` runs first, as ``search`` and ``recommend`` both
+    compute it: of the space's losses, for ``target`` with its difficulty left unknown (the
+    sources' is: no probe runs for them), the store read once."""
+    tasks = store_tasks(store)
+    if reference is not None:
+        tasks += prior_tasks(reference)
+    unknown = dataclasses.replace(target, difficulty=None)
+    entries = build_portfolio(unknown, tasks, losses=list(space.losses))
+    same = [t for t in tasks if t.profile.backbone == target.backbone]
+    return SearchPortfolio(entries, scale_note(target, same) if entries else None)
+
+
+def scale_note(target: TaskProfile, tasks: list[SourceTask]) -> str | None:
+    """The training rows, layers and tokens ``tasks`` were recorded at beside ``target``'s,
+    saying plainly which of them ``target`` lies outside (None: no task)."""
+    if not tasks:
+        return None
+    recorded, yours, outside = [], [], []
+    for what, name in (("train_size", "training rows"), ("num_layers", "layers"),
+                       ("max_length", "tokens")):  # fmt: skip
+        values = sorted({v for t in tasks if (v := getattr(t.profile, what)) is not None})
+        mine = getattr(target, what)
+        if values:
+            span = f"{values[0]:,}" if len(values) == 1 else f"{values[0]:,}-{values[-1]:,}"
+            recorded.append(f"{span} {name}")
+        if mine is None:
+            yours.append(f"all {name}" if what == "num_layers" else f"{name} unknown")
+            continue
+        yours.append(f"{mine:,} {name}")
+        if values and not values[0] <= mine <= values[-1]:
+            outside.append(name)
+    line = (
+        f"portfolio: learnt on {len(tasks)} past task(s) of {', '.join(recorded)}; "
+        f"this search: {', '.join(yours)}"
+    )
+    if outside:
+        line += (
+            f". Outside them in {', '.join(outside)}: its configs won at another scale, and "
+            "whether they win at this one is not measured"
+        )
+    return line

@@ -89,6 +89,7 @@ def reference_entry(
         "train_size": profile.train_size,
         "backbone": profile.backbone,
         "num_layers": profile.num_layers,
+        "max_length": profile.max_length,
         "metric": metric,
         "mode": mode,
         "ranked": trials[0].search_size,

@@ -132,6 +132,7 @@ def format_recommendation(rec: Recommendation) -> str:
         lines += describe_transfer(rec.transfer)
     if rec.backbone is not None:
         lines += describe_portfolio(rec.portfolio, rec.backbone)
+        lines += [rec.portfolio_scale] if rec.portfolio_scale else []
     lines.append("rationale:")
     lines.append(textwrap.fill(rec.rationale, 99, initial_indent="  ", subsequent_indent="  "))
     return "\n".join(lines)

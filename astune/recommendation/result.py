@@ -35,4 +35,5 @@ class Recommendation:
     fit_warmup_ratio: float | None = None  # history's fit of r at this difficulty (None: none)
     space_file: Path | None = None  # the warmed space, when one was written (--write-space)
     portfolio: list[PortfolioEntry] = field(default_factory=list)  # what a search runs first
+    portfolio_scale: str | None = None  # the scale it was learnt at, beside the task's
     backbone: str | None = None  # the search to come's, which the portfolio is for

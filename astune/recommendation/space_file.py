@@ -1,20 +1,20 @@
-"""`astune recommend --write-space`: the dataset's search space warmed by the recommendation
-(:func:`astune.recommendation.warm_space.warm_space`), written as YAML."""
+"""`astune recommend --write-space`: the space a search would run, written as YAML: the
+dataset's shipped space with the delta advice (:func:`astune.recommendation.warm_space.warm_space`)
+widened to hold the portfolio, whose configs are its first seed points in ``recommend``'s order,
+so that ``search --space`` on the file runs what ``recommend`` printed."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from astune.recommendation.portfolio_sources import shipped_space
+from astune.recommendation.portfolio_space import with_portfolio
 from astune.recommendation.result import Recommendation
 from astune.recommendation.warm_space import warm_space
-from astune.space.space import load_space
 
 
 def write_space(rec: Recommendation, dataset: str, path: str | Path) -> Path:
-    """The dataset's shipped space (for its task) warmed by ``rec``, written to ``path``."""
-    from astune.data.resolve import resolve_dataset
-
-    space = load_space(dataset=resolve_dataset(dataset).registry_name)
-    if rec.difficulty.task is not None:
-        space = space.for_task(rec.difficulty.task)
-    return warm_space(rec, space).dump(path)
+    """The dataset's shipped space (for its task) warmed by ``rec`` and holding its
+    portfolio, written to ``path``."""
+    space = warm_space(rec, shipped_space(dataset, rec.difficulty.task))
+    return with_portfolio(space, rec.portfolio).dump(path)

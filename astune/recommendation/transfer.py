@@ -60,13 +60,15 @@ difficulty scale (:data:`SCALES`), so the share between two points exceeds their
 @dataclass(frozen=True)
 class TaskProfile:
     """What tasks are compared on: difficulty in [0, 1] (None: unknown), task family, training
-    rows, backbone (registry alias or folder) and the layers kept (None: all)."""
+    rows, backbone (registry alias or folder) and the layers kept (None: all); and the tokens a
+    sample was cut to (``max_length``; None: unknown), which a portfolio reports, not weighs."""
 
     difficulty: float | None
     task: str | None
     train_size: int | None
     backbone: str
     num_layers: int | None = None
+    max_length: int | None = None
 
 
 @dataclass(frozen=True)

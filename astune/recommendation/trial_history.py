@@ -72,4 +72,5 @@ def profile_of(trial: "Run", parent: "Run", difficulty: Difficulty) -> TaskProfi
         train_size=int(rows) if rows else None,
         backbone=str(value("backbone") or ""),
         num_layers=value("num_layers"),
+        max_length=value("max_length"),
     )

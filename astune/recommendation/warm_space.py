@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from astune.config import AS_SPEED_FIELDS
 from astune.losses.catalogue import AS_LOSSES, MULTI_LABEL_TASKS
 from astune.recommendation.result import Recommendation
 from astune.recommendation.schedules import ScheduleAdvice
@@ -200,7 +201,7 @@ def _consistent(point: dict[str, Any], loss: str) -> dict[str, Any]:
     without ``as_speed``, the skip policy without ``as_skip``, every speed key and delta/r for a
     loss that is not AS-Softmax; and InfoBatch turned off where AS-Skip is on (two ways of
     leaving samples out; AS-Skip, AS-Softmax's own, stays)."""
-    drop = set() if point.get("as_speed") else {"lam", "max_accum_steps"}
+    drop = set() if point.get("as_speed") else set(AS_SPEED_FIELDS)
     drop |= set() if point.get("as_skip") else {"skip_policy"}
     if point.get("as_skip") and point.get("infobatch") and loss in AS_LOSSES:
         point = {**point, "infobatch": False}

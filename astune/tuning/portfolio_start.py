@@ -11,6 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from astune.config import AS_SPEED_FIELDS
 from astune.tuning.settings import SearchSettings
 from astune.tuning.warm_start import space_beside
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from astune.data.media_encoding import TrainData
     from astune.recommendation.portfolio import PortfolioEntry
     from astune.space.space import SearchSpace
+    from astune.space.user_fixed import UserFixed
 
 
 def portfolio_space_path(settings: SearchSettings) -> Path:
@@ -31,10 +33,10 @@ def portfolio_start(
 ) -> tuple[SearchSettings, "SearchSpace", list[str]]:
     """``settings`` searching ``space`` (the flags applied, the data read) widened to hold the
     portfolio, which its seed points start with, and the console's lines (where each first
-    trial came from); the space as given when nothing of the backbone was recorded. A value
-    the flags fix (``--epochs``, the seed) stays fixed."""
+    trial came from); the space as given when nothing of the backbone was recorded. What the
+    user fixed (:func:`searched_as_fixed`) stays fixed: each config holds those values."""
     from astune.recommendation.portfolio import config_text
-    from astune.recommendation.portfolio_sources import portfolio_for
+    from astune.recommendation.portfolio_sources import search_portfolio
     from astune.recommendation.portfolio_space import with_portfolio
     from astune.recommendation.reference import reference_file
     from astune.recommendation.transfer import TaskProfile
@@ -47,33 +49,66 @@ def portfolio_start(
         train_size=settings.max_train_samples or len(data.splits["train"]),
         backbone=settings.backbone,
         num_layers=settings.num_layers,
+        max_length=settings.max_length,
     )
-    entries = portfolio_for(
-        target,
-        store=Store(tracking_uri),
-        reference=reference_file(settings.reference),
-        losses=list(space.losses),
+    entries, scale = search_portfolio(
+        target, space, store=Store(tracking_uri), reference=reference_file(settings.reference)
     )
-    fixed = ("epochs",) if settings.epochs is not None else ()
-    entries = _distinct(entries, fixed)
+    fixed = searched_as_fixed(settings)
+    entries, merged = _distinct([_projected(e, fixed) for e in entries])
     if not entries:
         return settings, space, [f"portfolio: none (nothing recorded on {settings.backbone})"]
     path = portfolio_space_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with_portfolio(space, entries, keep=fixed).dump(path)
+    with_portfolio(space, entries, keep=fixed.keys()).dump(path)
     widened = load_space(path)  # as a resume reads it: its source is the file
     lines = [f"portfolio: trials 1-{len(entries)} run what won on past tasks ({path.name})"]
     lines += [f"  {i}. {config_text(e.config)} ({e.source})" for i, e in enumerate(entries, 1)]
+    lines += [scale] if scale else []
+    lines += _fixed_lines(fixed, merged)
+    if widened.num_samples <= len(entries):
+        lines.append(
+            f"portfolio: --num-samples {widened.num_samples} is within its {len(entries)} "
+            "configs: this search runs the portfolio alone"
+        )
     return dataclasses.replace(settings, space=str(path)), widened, lines
 
 
-def _distinct(entries: list["PortfolioEntry"], fixed: tuple[str, ...]) -> list["PortfolioEntry"]:
-    """The entries that still differ once the keys a flag fixes are left out (the first kept)."""
-    seen: list[dict] = []
-    out = []
+def searched_as_fixed(settings: SearchSettings) -> "UserFixed":
+    """What the user fixed: their own space file's fixed values (not a packaged file's) and
+    the flags that fix one (``--epochs``; the seed is the searcher's, never history's)."""
+    from astune.space.files import resolve_space_file
+    from astune.space.user_fixed import user_fixed
+
+    fixed = user_fixed(resolve_space_file(settings.space, settings.dataset))
+    fixed.values.pop("seed", None)  # a portfolio config names no seed
+    return fixed.with_values({"epochs": settings.epochs} if settings.epochs is not None else {})
+
+
+def _projected(entry: "PortfolioEntry", fixed: "UserFixed") -> "PortfolioEntry":
+    """``entry`` holding the user's values for its loss; a lever the user turned off loses its
+    own settings (AS-Speed's lambda and accumulation cap)."""
+    config = {**entry.config, **fixed.for_loss(str(entry.config.get("loss")))}
+    if config.get("as_speed") is False:
+        config = {k: v for k, v in config.items() if k not in AS_SPEED_FIELDS}
+    return dataclasses.replace(entry, config=config)
+
+
+def _fixed_lines(fixed: "UserFixed", merged: int) -> list[str]:
+    if not fixed:
+        return []
+    held = [f"{k} {v}" for k, v in fixed.values.items()]
+    held += [f"{k} {v} ({loss})" for loss, kv in fixed.loss_values.items() for k, v in kv.items()]
+    lines = [f"portfolio: keeps what you fixed: {', '.join(held)}"]
+    if merged:
+        lines.append(f"portfolio: {merged} of its configs are the same once they hold it: run once")
+    return lines
+
+
+def _distinct(entries: list["PortfolioEntry"]) -> tuple[list["PortfolioEntry"], int]:
+    """The entries whose configs differ (the first kept), and how many were left out."""
+    out: list["PortfolioEntry"] = []
     for entry in entries:
-        config = {k: v for k, v in entry.config.items() if k not in fixed}
-        if config not in seen:
-            seen.append(config)
+        if all(entry.config != kept.config for kept in out):
             out.append(entry)
-    return out
+    return out, len(entries) - len(out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,12 +68,15 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     check_local_gpus(settings)
     notes: list[str] = []
     if settings.warm_start:  # a resumed search reads the file it warmed, not --space
-        from astune.tuning.warm_start import warm_start, warmed_before
+        from astune.tuning.warm_start import WARM_START_DEPRECATED, warm_start, warmed_before
+
+        warnings.warn(WARM_START_DEPRECATED, FutureWarning, stacklevel=2)
 
         if settings.resume:
             settings, notes = warmed_before(settings, before)
         else:
             settings, notes = warm_start(settings, ref)
+        notes.insert(0, WARM_START_DEPRECATED)
     space = load_space(settings.space, dataset=None if settings.space else ref.registry_name)
     base = base_config(settings, ref)
     train_base = TrainConfig.from_dict(base).validate()

@@ -1,6 +1,6 @@
-"""`astune search --warm-start`: the search's space warmed by `astune recommend` (the store's
-history and the packaged prior), written beside the search so that ``--resume`` reads it
-again rather than recommending anew."""
+"""`astune search --warm-start` (deprecated: :data:`WARM_START_DEPRECATED`): the search's space
+warmed by `astune recommend` (the store's history and the packaged prior), written beside the
+search so that ``--resume`` reads it again rather than recommending anew."""
 
 from __future__ import annotations
 
@@ -9,11 +9,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from astune._moved import REMOVED_IN
 from astune.tuning.settings import SearchSettings
 
 if TYPE_CHECKING:
     from astune.data.resolve import DatasetRef
 
+WARM_START_DEPRECATED = (
+    f"--warm-start is deprecated and will be removed in astune {REMOVED_IN}: a search starts "
+    "from the portfolio by default, and `recommend --write-space` writes that space with the "
+    "delta advice (search it with --space)"
+)
+"""The one line a ``--warm-start`` search warns with (issue 70: one way from history into a
+search)."""
 WARM_FOLDER = Path("astune-runs") / "warm-start"
 """Where a search kept on remote storage (s3://, gs://) keeps its warmed space."""
 

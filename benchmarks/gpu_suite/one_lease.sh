@@ -4,7 +4,7 @@
 #   1. versions: the card, the driver, CUDA, Python, torch, triton, transformers (versions.txt);
 #   2. correctness: pytest -m gpu on the fused kernels' tests (junit XML);
 #   3. the loss kernels: kernels a step (profile_loss.py, bf16 and fp32), then forward+backward
-#      against F.cross_entropy, eager and in a CUDA graph, at 16384x5, 16384x151, 8192x5201 in
+#      against F.cross_entropy, eager, in a CUDA graph and compiled, at 16384x5, 16384x151, 8192x5201 in
 #      bf16 and fp32, and multi-label at GoEmotions' 28 classes against BCE-with-logits
 #      (loss_graphs.py: 7 interleaved rounds of 10 steps, CUDA events);
 #   4. SST-5 at the paper's size: softmax, AS-Softmax, AS-Speed, AS-Skip x seeds 42, 43, 44, the
@@ -25,7 +25,7 @@
 #   at toy sizes (triton interpreted, CUDA-only parts skipped) to check this script.
 #   GPU_SUITE_STEPS (default versions,tests,kernels,sst5,trainer) picks the steps and their order.
 #   Step limits (seconds, each also cut to what is left): LIMIT_TESTS (60), LIMIT_PROFILE (20
-#   each dtype), LIMIT_LOSS (60), LIMIT_SST5 (300), the trainer all that is left.
+#   each dtype), LIMIT_LOSS (90), LIMIT_SST5 (300), the trainer all that is left.
 set -uo pipefail
 py=${PYTHON:-python3}  # a lent GPU machine has python3 (the one with torch) and no python
 if (($# < 2)) || ! [[ $2 =~ ^[0-9]+$ ]]; then
@@ -89,7 +89,7 @@ kernels() {
             --device "$device" --dtype "$dtype" --sizes "$sizes" --steps "$profile_steps" \
             --json "$out/profile_loss_${dtype}.json"
     done
-    step "${LIMIT_LOSS:-60}" "loss speed, eager and graphed" "${bench[@]}" -m benchmarks.loss_kernels.loss_graphs \
+    step "${LIMIT_LOSS:-90}" "loss speed, eager, graphed and compiled" "${bench[@]}" -m benchmarks.loss_kernels.loss_graphs \
         --device "$device" --dtypes "$(IFS=,; echo "${dtypes[*]}")" --sizes "$sizes" \
         --multi-sizes "$multi" "${loss_extra[@]}" --json "$out/loss_graphs.json"
 }

@@ -12,9 +12,12 @@ each step (on the CPU: perf_counter, eager only):
 ``eager``: a new leaf every step, ``loss.backward()``, so host work (Python, autograd, launches)
 counts. ``graph``: the forward and backward captured once in a CUDA graph (a static leaf; its
 gradient rewritten by every replay) and replayed: what is left is the kernels and their gaps, the
-way a training step captured whole would run them. Each row gives the median ms over all timed
-steps, and per round the ratio of the medians to the reference (CE or BCE): their median and
-the 95% interval of their geometric mean.
+way a training step captured whole would run them. ``compiled`` (single-label only): each loss
+through ``torch.compile``, forward and backward, as ``--compile``'s step holds it (issue 69):
+cross-entropy against AS-Softmax's torch function with delta a 0-dim tensor, the form inductor
+fuses; on a card also in a CUDA graph (``compiled_graph``: the compiled loss captured as above).
+Each row gives the median ms over all timed steps, and per round the ratio of the medians to the
+reference (CE or BCE): their median and the 95% interval of their geometric mean.
 
 Usage: python -m benchmarks.loss_kernels.loss_graphs [--device cuda] [--dtypes bfloat16,float32]
        [--sizes 16384x5,16384x151,8192x5201] [--multi-sizes 16384x28] [--rounds 7]
@@ -45,6 +48,20 @@ def single_label(labels: torch.Tensor, delta: float) -> dict[str, Step]:
     return {
         "cross_entropy": lambda x: F.cross_entropy(x, labels),
         "as_softmax_triton": lambda x: as_softmax_loss_triton(x, labels, delta),
+    }
+
+
+def compiled_single_label(labels: torch.Tensor, delta: float) -> dict[str, Step]:
+    """Cross-entropy and AS-Softmax as ``--compile``'s step traces them (delta a tensor input)."""
+    from astune.losses.as_softmax import as_softmax_loss
+
+    torch._dynamo.reset()
+    delta_input = torch.tensor(delta, device=labels.device)
+    return {
+        "cross_entropy": torch.compile(lambda x: F.cross_entropy(x, labels), dynamic=False),
+        "as_softmax_compiled": torch.compile(
+            lambda x: as_softmax_loss(x, labels, delta_input, kernel="torch"), dynamic=False
+        ),
     }
 
 
@@ -138,14 +155,14 @@ def row_of(samples: dict, reference: str) -> dict:
 def measure(name: str, runs_of: Callable[[str], dict], modes: list[str], args, meta) -> list:
     rows = []
     for mode in modes:
-        runs = {}
-        for variant, fn in runs_of(mode).items():
+        runs, variants = {}, runs_of(mode)  # once: a compiled mode compiles its losses here
+        for variant, fn in variants.items():
             try:  # a column that cannot run (or be captured) is reported and left out
                 runs[variant] = fn()
                 runs[variant]()
             except Exception as err:
                 print(f"# {name} {mode} {variant} dropped: {type(err).__name__}: {err}"[:300])
-        reference = next(iter(runs_of(mode)))
+        reference = next(iter(variants))
         if reference not in runs:
             continue
         samples = time_rounds(runs, args.rounds, args.block, args.device == "cuda")
@@ -170,7 +187,7 @@ def main() -> None:
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
     cuda = args.device == "cuda"
-    modes = ["eager", "graph"] if cuda else ["eager"]
+    modes = ["eager", "graph", "compiled", "compiled_graph"] if cuda else ["eager", "compiled"]
     report: dict = {"torch": torch.__version__, "rows": []}
     report["machine"] = torch.cuda.get_device_name() if cuda else "cpu"
     import triton
@@ -180,16 +197,15 @@ def main() -> None:
         dtype = getattr(torch, dtype_name)
         for n, c in parse_sizes(args.sizes):
             x, labels = make_inputs(n, c, args.device, dtype)
-            losses = single_label(labels, args.delta)
             meta = dict(kind="single", n=n, c=c, dtype=dtype_name)
-            report["rows"] += measure(
-                f"{dtype_name} {n}x{c}",
-                lambda mode, x=x, losses=losses: {
-                    k: (lambda f=f: (eager if mode == "eager" else graphed)(f, x))
-                    for k, f in losses.items()
-                },
-                modes, args, meta,
-            )  # fmt: skip
+
+            def runs_of(mode: str, x=x, labels=labels) -> dict:
+                compiled = mode.startswith("compiled")
+                losses = (compiled_single_label if compiled else single_label)(labels, args.delta)
+                wrap = graphed if mode.endswith("graph") else eager
+                return {k: (lambda f=f: wrap(f, x)) for k, f in losses.items()}
+
+            report["rows"] += measure(f"{dtype_name} {n}x{c}", runs_of, modes, args, meta)
             write(args.json, report)
         for n, c in parse_sizes(args.multi_sizes):
             x, losses = multi_label(n, c, args.device, dtype, args.delta)

@@ -106,7 +106,9 @@ def reference_entries(
         start = time.perf_counter()
         value, task = difficulty(name)
         data = settings.DATASETS[name]
-        profile = TaskProfile(value, task, data.train, settings.BACKBONE, data.num_layers)
+        profile = TaskProfile(
+            value, task, data.train, settings.BACKBONE, data.num_layers, data.max_length
+        )
         configs = [(trial_config(name, c), s) for c, s in scored]
         trials = ranked(f"prior {name}", name, profile, configs, share=1.0)
         by_key = {str(sorted(c.items())): s for c, s in configs}
