@@ -132,6 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_output(rep, OUTPUT, "the JSON (a PNG a dataset beside it)")
     _add_tables(rep)
+    rul = sub.add_parser("rules", help="the scheduler and portfolio size, left-one-source-out")
+    _add_datasets(rul, ",".join(settings.DATASETS))
+    _add_repetitions(rul)
+    _add_output(rul, OUTPUT.with_name("rules.json"), "the JSON")
+    _add_tables(rul)
     one = sub.add_parser("real", help="one real search of an arm (the replay's check)")
     one.add_argument("--dataset", default="sst5", help="the dataset (default: %(default)s)")
     one.add_argument("--arm", required=True, help=", ".join(lineup.NAMES))
@@ -214,6 +219,18 @@ def replay_all(args: Any) -> None:
     save(args, result, plots.plot_replay)
 
 
+def choose_rules(args: Any) -> None:
+    """``rules``: issue 70 item 2's study (:mod:`.rules`) into its JSON."""
+    from benchmarks.search_efficiency import rules
+
+    datasets = [settings.check_dataset(d) for d in args.datasets.split(",")]
+    code = commit()
+    found = rules.study(datasets, root=args.tables, repetitions=args.repetitions)
+    machine = machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna"))
+    result = {"commit": code, "machine": machine, "datasets": found.pop("held_out"), **found}
+    save(args, result)
+
+
 def replay_datasets(
     args: Any, names: list[str], datasets: list[str], histories: list[str]
 ) -> dict[str, Any]:
@@ -251,6 +268,7 @@ def main(argv: list[str] | None = None) -> None:
         "transfer": transfer,
         "pareto": pareto,
         "replay": replay_all,
+        "rules": choose_rules,
     }
     commands[args.command](args)
 

@@ -1,0 +1,171 @@
+"""Issue 70 item 2: the scheduler and the portfolio size a search from history runs with, chosen
+by leave-one-source-out on the sources alone (as ``chosen_floor`` chooses its floor), then the
+final replay of every held-out dataset under the rule its own sources chose, beside by-hand.
+
+A rule is a scheduler (ASHA, asynchronous Hyperband or FIFO, with its grace period and
+reduction factor) and how many portfolio configs run first. Its cost on a set of source tables:
+each source is left out in turn, the portfolio is learnt from the others (their tables as the
+packaged prior holds them), the portfolio arm under the rule is replayed on the left-out table,
+and the cost is the mean over repetitions of the anytime normalised regret area (the incumbent's
+seed-mean regret over the budget, 0 at the table's best cell and 1 at its worst, before the
+first report 1). The rule of least mean cost wins, ties to the earlier in :data:`RULES` (today's
+default first). The held-out dataset never enters its own choice: its rule is chosen on the
+other three, and every rule, candidate and budget is fixed here before the final replay.
+
+    python -m benchmarks.search_efficiency rules --datasets sst5,clinc_oos,conll2003,go_emotions
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.search_efficiency import arms, replay, settings, tables
+from benchmarks.search_efficiency.portfolio_arm import target_profile
+from benchmarks.search_efficiency.replay_runs import CURVE_POINTS, replay_arm
+from benchmarks.search_efficiency.warm import base_space, grid_arm
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """A scheduler of :data:`arms.SCHEDULES` with its grace period and reduction factor, and
+    the portfolio's size."""
+
+    schedule: str
+    grace_period: int
+    reduction_factor: int
+    size: int
+
+
+RULES = {
+    "asha-g1-rf3-n4": Rule("asha", 1, 3, 4),  # astune's default since issue 62
+    "asha-g1-rf3-n2": Rule("asha", 1, 3, 2),
+    "asha-g1-rf3-n6": Rule("asha", 1, 3, 6),
+    "asha-g2-rf3-n4": Rule("asha", 2, 3, 4),
+    "asha-g1-rf2-n4": Rule("asha", 1, 2, 4),
+    "hyperband-g1-rf3-n4": Rule("hyperband", 1, 3, 4),
+    "fifo-n4": Rule("fifo", 1, 3, 4),
+    "fifo-n6": Rule("fifo", 1, 3, 6),
+}
+"""The candidate rules, fixed before any replay of this study (2026-11-29)."""
+INNER_REPETITIONS = 10
+"""Repetitions of each inner (choosing) replay; the final replay takes the CLI's."""
+
+
+def subset_reference(datasets: Sequence[str], folder: Path, root: Path | None) -> Path:
+    """A reference file in ``folder`` of ``datasets``' tables only, their recorded difficulty
+    (no probe)."""
+    from astune.recommendation.reference import write_reference
+    from benchmarks.search_efficiency.prior import recorded_difficulty, reference_entries
+
+    entries = reference_entries(
+        list(datasets), root=root, difficulty=recorded_difficulty(), log=lambda _line: None
+    )
+    name = "reference-" + "-".join(sorted(datasets)) + ".json"
+    return write_reference(folder / name, entries, sources=sorted(datasets))
+
+
+def rule_arm(dataset: str, sources: Sequence[str], rule: Rule, root: Path | None) -> arms.Arm:
+    """The portfolio arm of ``dataset`` under ``rule``: the portfolio of ``rule.size`` learnt
+    from ``sources``' tables, run first in the astune space widened to hold it."""
+    from astune.recommendation.portfolio_sources import portfolio_for
+    from astune.recommendation.portfolio_space import with_portfolio
+    from astune.store.reader import Store
+
+    space = base_space(dataset, fast=False)
+    with tempfile.TemporaryDirectory() as folder:
+        entries = portfolio_for(
+            target_profile(dataset),
+            store=Store(f"sqlite:///{folder}/empty.db"),
+            reference=subset_reference(sources, Path(folder), root),
+            losses=list(space.losses),
+            size=rule.size,
+        )
+    arm = grid_arm("astune-portfolio-rule", dataset, with_portfolio(space, entries), fast=False)
+    return dataclasses.replace(
+        arm,
+        schedule=rule.schedule,
+        grace_period=rule.grace_period,
+        reduction_factor=rule.reduction_factor,
+    )
+
+
+def regret_area(table: replay.Table, runs: Sequence[replay.Replay], budget: float) -> float:
+    """The mean over ``runs`` of the anytime normalised regret area (module docstring)."""
+    means = [v for v in table.seed_mean.values() if not np.isnan(v)]
+    best, worst = max(means), min(means)
+    at = np.linspace(0, budget, CURVE_POINTS + 1)[1:]
+    areas = []
+    for run in runs:
+        value = replay.anytime(run.curve, at, "mean")
+        regret = np.where(np.isnan(value), 1.0, (best - value) / (best - worst))
+        areas.append(float(np.mean(np.clip(regret, 0.0, 1.0))))
+    return float(np.mean(areas))
+
+
+def rule_cost(
+    sources: Sequence[str], rule: Rule, *, root: Path | None, repetitions: int
+) -> dict[str, float]:
+    """Each source's regret area under ``rule``, its portfolio learnt from the other sources."""
+    costs = {}
+    for held in sources:
+        others = [s for s in sources if s != held]
+        table = replay.Table(tables.complete_table(held, root))
+        budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
+        arm = rule_arm(held, others, rule, root)
+        runs = [replay.Replay(table, arm, seed=i, budget=budget).run() for i in range(repetitions)]
+        costs[held] = regret_area(table, runs, budget)
+    return costs
+
+
+def choose_rule(
+    sources: Sequence[str], *, root: Path | None, repetitions: int = INNER_REPETITIONS
+) -> dict[str, Any]:
+    """The rule of least mean cost over ``sources`` left out in turn, and every rule's costs."""
+    costs = {
+        name: rule_cost(sources, rule, root=root, repetitions=repetitions)
+        for name, rule in RULES.items()
+    }
+    means = {name: float(np.mean(list(c.values()))) for name, c in costs.items()}
+    chosen = min(RULES, key=lambda name: (round(means[name], 9), list(RULES).index(name)))
+    return {"sources": list(sources), "chosen": chosen, "mean_cost": means, "costs": costs}
+
+
+def held_out_replay(
+    dataset: str, choice: dict[str, Any], *, root: Path | None, repetitions: int
+) -> dict[str, Any]:
+    """``dataset`` replayed under the rule its sources chose and as by-hand, side by side."""
+    table = replay.Table(tables.complete_table(dataset, root))
+    goal = arms.targets(table, dataset)
+    budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
+    rule = RULES[choice["chosen"]]
+    chosen = rule_arm(dataset, choice["sources"], rule, root)
+    hand = arms.by_hand(dataset)
+    out = {}
+    for name, arm in (("by-hand", hand), (f"astune ({choice['chosen']})", chosen)):
+        out[name] = replay_arm(table, [(arm, 0.0)] * repetitions, goal=goal, budget=budget)
+        runs = [replay.Replay(table, arm, seed=i, budget=budget).run() for i in range(repetitions)]
+        out[name]["regret_area"] = regret_area(table, runs, budget)
+    return {"targets": goal, "rule": dataclasses.asdict(rule), "choice": choice, "arms": out}
+
+
+def study(datasets: Sequence[str], *, root: Path | None, repetitions: int) -> dict[str, Any]:
+    """Each dataset held out in turn (its rule chosen on the others, then replayed), and the
+    rule chosen on all of them: the product's default."""
+    result: dict[str, Any] = {"rules": {k: dataclasses.asdict(v) for k, v in RULES.items()}}
+    result["held_out"] = {}
+    for dataset in datasets:
+        others = [d for d in datasets if d != dataset]
+        choice = choose_rule(others, root=root)
+        print(f"{dataset}: its sources choose {choice['chosen']}", flush=True)
+        result["held_out"][dataset] = held_out_replay(
+            dataset, choice, root=root, repetitions=repetitions
+        )
+    result["default"] = choose_rule(list(datasets), root=root)
+    print(f"all four: {result['default']['chosen']}", flush=True)
+    return result
