@@ -29,6 +29,7 @@ from astune.losses.catalogue import (
     loss_info,
 )
 from astune.losses.delta import DeltaSchedule, build_delta_schedule
+from astune.plugins import load_plugins, plugin_names
 from astune.speed.accumulation import ASSpeed
 
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -169,10 +170,14 @@ class TrainConfig:
     loss_kernel: str = "auto"  # AS-Softmax: the fused Triton kernel or torch's
     compile: bool = False  # the model through torch.compile (astune/training/compiled.py)
     device: str = "auto"
+    # modules that register losses (astune.plugins), imported before the config is checked
+    plugins: list[str] = field(default_factory=list)
     output_dir: str | None = None
 
     def validate(self) -> "TrainConfig":
-        """Check every field; ValueError naming the field, its value and the accepted range."""
+        """Check every field; ValueError naming the field, its value and the accepted range.
+        The config's plugins are imported first: their losses are names it may use."""
+        load_plugins(plugin_names(self.plugins), installed=True)
         for name, spec in TRAIN_FIELDS.items():
             value = getattr(self, name)
             if value is not None or spec.default is not None:
@@ -256,10 +261,12 @@ class TrainConfig:
 
     def loss_kwargs(self) -> dict[str, Any]:
         """The parameters :func:`astune.losses.build_loss` takes for ``loss``."""
-        if loss_info(self.loss).fused:
+        info = loss_info(self.loss)
+        if info.fused:
             return {"delta": self.delta, "kernel": self.loss_kernel}
-        if self.loss in AS_LOSSES:
-            return {"delta": self.delta}
+        if info.is_as:  # a plugin's AS loss may take parameters of its own besides delta
+            own = {k: v for k, v in self.loss_params.items() if k in info.param_names}
+            return {"delta": self.delta, **{k: v for k, v in own.items() if v is not None}}
         return dict(self.loss_params)
 
     def to_dict(self) -> dict[str, Any]:
@@ -275,6 +282,9 @@ class TrainConfig:
         """Build from a mapping; baseline parameters may sit flat (``tau: 5``) or under
         ``loss_params``. Unknown keys are an error naming them."""
         values = dict(values)
+        if values.get("plugins"):  # their losses' parameters may sit flat below
+            values["plugins"] = list(plugin_names(values["plugins"]))
+            load_plugins(values["plugins"], installed=True)
         loss_params = dict(values.pop("loss_params", None) or {})
         for key in LOSS_PARAM_NAMES:
             if key in values:

@@ -31,6 +31,7 @@ FLOORS = (
         "astune._moved",
         "astune.losses.catalogue",
         "astune.checkpoint_policy",
+        "astune.plugins",
     ),
     ("astune.losses", "astune.speed", "astune.metrics"),
     ("astune.data", "astune.backbones", "astune.config"),

@@ -57,6 +57,7 @@ OFF_DEFAULT: dict[str, Any] = {
     "max_failures": 3,
     "max_length": 64,
     "loss_kernel": "torch",
+    "plugins": "my_losses",
     "max_audio_seconds": 5.0,
     "checkpoint_every": "eval",
     "keep_checkpoints": True,

@@ -50,6 +50,7 @@ def search(
     sampler: str = "tpe",
     loss_kernel: str = "auto",
     compile: bool = False,
+    plugins: str | Sequence[str | PathLike[str]] | None = None,
     warm_start: bool = False,
     portfolio: bool = True,
     reference: str | PathLike[str] | None = None,
@@ -58,7 +59,8 @@ def search(
     progress: bool = True,
 ) -> SearchResult:
     """Search ``dataset`` (a registry name or a folder) as ``python -m astune search`` does, with
-    its flags as keywords (docs/contract.md); ``losses`` and ``objectives`` also take lists.
+    its flags as keywords (docs/contract.md); ``losses``, ``objectives`` and ``plugins`` (modules
+    that register losses: docs/extending.md) also take lists.
 
     ``progress``: the live trial table (one line per evaluation outside a terminal) and what
     ``warm_start`` decided; False prints nothing. ``verbose``: Ray's and MLflow's own output

@@ -26,6 +26,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "confirm": runs.confirm,
     "datasets": data.datasets,
     "backbones": data.backbones,
+    "losses": data.losses,
     "prepare": data.prepare,
 }
 

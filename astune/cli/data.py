@@ -38,6 +38,18 @@ def backbones(args: argparse.Namespace) -> int:
     return 0
 
 
+def losses(args: argparse.Namespace) -> int:
+    from astune.losses.catalogue import format_losses_table
+    from astune.plugins import PluginError, load_plugins
+
+    try:
+        load_plugins(args.plugins or ())
+    except PluginError as err:
+        raise CLIError(str(err)) from None
+    print(format_losses_table())
+    return 0
+
+
 def prepare(args: argparse.Namespace) -> int:
     if args.kind == "data":
         return _prepare_data(args)

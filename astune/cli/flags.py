@@ -42,6 +42,18 @@ def add_loss_kernel_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_plugin_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--plugin",
+        dest="plugins",
+        action="append",
+        default=None,
+        metavar="MODULE",
+        help="a module (import name or .py path) that registers losses (astune.losses.register); "
+        "repeat for more (docs/extending.md)",
+    )
+
+
 def add_compile_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--compile",

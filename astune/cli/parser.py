@@ -11,6 +11,7 @@ from astune.cli.flags import (
     add_compile_flag,
     add_data_flags,
     add_loss_kernel_flag,
+    add_plugin_flag,
     add_storage_timeout_flag,
     add_tracking_flag,
     add_validation_flag,
@@ -57,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="ask the hub whether each entry's source still resolves (lists files only)",
     )
     sub.add_parser("backbones", help="list the backbone aliases")
+    losses = sub.add_parser("losses", help="list the losses: the built-ins and the plugins'")
+    add_plugin_flag(losses)
     return parser
 
 
@@ -68,6 +71,7 @@ def _add_search_parser(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--space", help="YAML search space (default: search_spaces/<dataset>.yaml)")
     add_loss_kernel_flag(search)
     add_compile_flag(search)
+    add_plugin_flag(search)
     search.add_argument(
         "--warm-start",
         action="store_true",
@@ -181,6 +185,7 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None)
     add_loss_kernel_flag(train)
     add_compile_flag(train)
+    add_plugin_flag(train)
     add_checkpoint_flag(train, TRAIN_DEFAULT)
 
 
@@ -355,6 +360,7 @@ def _add_confirm_parser(sub: argparse._SubParsersAction) -> None:
         "confirm", help="re-run a search's best configs and a baseline over seeds"
     )
     add_tracking_flag(confirm)
+    add_plugin_flag(confirm)
     confirm.add_argument("--experiment", required=True)
     confirm.add_argument(
         "--top",

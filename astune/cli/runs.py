@@ -48,6 +48,9 @@ def confirm(args: argparse.Namespace) -> int:
     given = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
     settings = ConfirmSettings(**given)
     with refused_as_bad_input():  # the flags and the store, before MLflow is imported
+        from astune.plugins import load_plugins
+
+        load_plugins(args.plugins or ())  # the losses the search's configs may name
         settings.validate()
         existing_store(settings.tracking_uri)
     from mlflow.exceptions import MlflowException

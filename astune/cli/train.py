@@ -45,6 +45,7 @@ TRAIN_FLAGS = (
     "precision",
     "loss_kernel",
     "compile",
+    "plugins",
     "checkpoint_every",
 )
 

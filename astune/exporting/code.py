@@ -23,6 +23,7 @@ def snippet_values(best: BestTrial) -> dict[str, Any]:
         config = config.with_paper_defaults(spec)
     is_as = config.loss in AS_LOSSES
     return {
+        "PLUGINS": list(config.plugins),
         "LOSS": config.loss,
         "LOSS_PARAMS": config.loss_kwargs(),
         "DELTA": config.delta if is_as else None,
@@ -112,6 +113,7 @@ import json
 
 from astune.config import TrainConfig
 from astune.losses import DeltaSchedule, build_loss
+from astune.plugins import load_plugins
 from astune.training import fit
 """
 
@@ -123,6 +125,7 @@ _PYTHON_BODY = '''def train_config(**overrides):
 # Building blocks for your own loop, with the best values; astune's loop below uses the same.
 # reduction="sum": each optimizer step divides by the rows it counted, so that the rows
 # AS-Softmax masks (zero loss) do not dilute the gradient of the others.
+load_plugins(PLUGINS)  # the modules that register a loss of your own (none for a built-in)
 loss_fn = build_loss(LOSS, reduction="sum", **LOSS_PARAMS)
 speed = train_config().build_speed()  # AS-Speed: speed.update(n_active, n_masked)
 
@@ -165,9 +168,11 @@ from transformers import Trainer, TrainerCallback, TrainingArguments
 
 from astune.losses import build_loss
 from astune.losses.catalogue import AS_LOSSES
+from astune.plugins import load_plugins
 """
 
-_HF_BODY = '''IS_AS = LOSS in AS_LOSSES
+_HF_BODY = '''load_plugins(PLUGINS)  # modules that register a loss of your own (none: built-ins)
+IS_AS = LOSS in AS_LOSSES
 
 loss_fn = build_loss(LOSS, reduction="sum", **LOSS_PARAMS)
 

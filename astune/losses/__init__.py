@@ -41,6 +41,6 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "multilabel_categorical_crossentropy",
         ),
         "registry": ("LOSSES", "LossSpec", "build_loss", "loss_spec"),
-        "catalogue": ("TASKS", "ParamSpec", "loss_names"),
+        "catalogue": ("TASKS", "ParamSpec", "loss_names", "register_loss"),
     },
 )

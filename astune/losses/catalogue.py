@@ -1,26 +1,13 @@
-"""The loss catalogue, torch-free: every loss's name, parameters, tasks and whether it is an AS
-loss.
+"""The loss registry, torch-free: every loss's name, parameters, tasks, whether it is an AS loss
+and its factory, each declared once by :func:`register_loss` (the built-ins below, a user's own
+from a plugin module: :mod:`astune.plugins`).
 
-This is the one source that ``build_loss``, search spaces, configs, export and the dataset registry
-read; importing it costs nothing (no torch), so the CLI and the MLflow readers can use it freely.
-Defaults are the paper's SST5 settings (its Table "Parameter setting of algorithm"):
-
-=========================  ==========================  ==============================
-name                       parameters (default)        tasks
-=========================  ==========================  ==============================
-``softmax``                --                          single_label, pair, token
-``t_softmax``              ``tau`` > 0 (5.0)           single_label, pair, token
-``label_smoothing``        ``epsilon`` in [0, 1) (0.3) single_label, pair, token
-``sparse_softmax``         ``k`` >= 1 (4)              single_label, pair, token
-``sparsemax``              --                          single_label, pair, token
-``entmax15``               --                          single_label, pair, token
-``am_softmax``             ``s`` > 0 (10), ``m`` >= 0  single_label, pair, token
-                           (0.3)
-``as_variant``             ``margin`` > 0 (1.0)        single_label, pair, token
-``as_softmax``             ``delta`` in (0, 1] (0.3)   single_label, pair, token
-``multilabel_softmax``     --                          multi_label
-``multilabel_as_softmax``  ``delta`` in (0, 1] (0.3)   multi_label
-=========================  ==========================  ==============================
+This is the one source that ``build_loss``, search spaces, configs, export, the ``losses``
+listing and the dataset registry read; importing it costs nothing (no torch: a built-in's factory
+is named as ``"module:attribute"`` and imported when a loss is first built), so the CLI and the
+MLflow readers can use it freely. ``python -m astune losses`` prints the table of every loss
+registered (a plugin's too). Defaults are the paper's SST5 settings (its Table "Parameter setting
+of algorithm").
 
 The paper gives no value for the AS-variant's logit margin; 1.0 is about the logit gap that
 AS-Softmax's delta = 0.3 implies on SST5 (``log(n * delta + 1)`` with n = 5, Eq.
@@ -30,10 +17,11 @@ masked, a degenerate loss the paper never uses.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, overload
 
 from astune._checks import check_choice, check_int, check_range
 
@@ -123,6 +111,8 @@ class LossInfo:
     tasks: tuple[str, ...] = SINGLE_LABEL_TASKS
     is_as: bool = False
     fused: bool = False  # a fused Triton kernel: the module takes KERNEL_OPTIONS
+    # the module's class or function, or its "module:attribute" (imported on first build)
+    factory: Callable[..., Any] | str | None = field(default=None, compare=False)
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -159,34 +149,198 @@ class LossInfo:
         return {p.name: p.default for p in self.params}
 
 
-_INFOS = (
-    LossInfo("softmax"),
-    LossInfo("t_softmax", (ParamSpec("tau", float, 5.0, 0.0, low_open=True),)),
-    LossInfo("label_smoothing", (ParamSpec("epsilon", float, 0.3, 0.0, 1.0, high_open=True),)),
-    LossInfo("sparse_softmax", (ParamSpec("k", int, 4, 1),)),
-    LossInfo("sparsemax"),
-    LossInfo("entmax15"),
-    LossInfo(
-        "am_softmax",
-        (ParamSpec("s", float, 10.0, 0.0, low_open=True), ParamSpec("m", float, 0.3, 0.0)),
-    ),
-    LossInfo("as_variant", (ParamSpec("margin", float, 1.0, 0.0, low_open=True),)),
-    LossInfo("as_softmax", (DELTA,), is_as=True, fused=True),
-    LossInfo("multilabel_softmax", tasks=MULTI_LABEL_TASKS),
-    LossInfo("multilabel_as_softmax", (DELTA,), tasks=MULTI_LABEL_TASKS, is_as=True, fused=True),
+_REGISTRY: dict[str, LossInfo] = {}
+LOSS_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+"""What a loss's name may be: a lower-case identifier (it is a YAML key and a CLI value)."""
+RESERVED_PARAMS = frozenset(
+    ("loss", "lr", "batch_size", "epochs", "seed", "dataset", "backbone", "reduction",
+     "ignore_index", WARMUP_RATIO.name, *KERNEL_OPTIONS, *(p.name for p in DELTA_CONTROL))
+)  # fmt: skip
+"""Names a loss's parameter may not take: trial-config keys and module options."""
+
+
+@overload
+def register_loss(
+    name: str,
+    *,
+    params: Sequence[ParamSpec] = (),
+    tasks: Sequence[str] = SINGLE_LABEL_TASKS,
+    is_as: bool = False,
+    fused: bool = False,
+    factory: None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+@overload
+def register_loss(
+    name: str,
+    *,
+    params: Sequence[ParamSpec] = (),
+    tasks: Sequence[str] = SINGLE_LABEL_TASKS,
+    is_as: bool = False,
+    fused: bool = False,
+    factory: Callable[..., Any] | str,
+) -> LossInfo: ...
+def register_loss(
+    name: str,
+    *,
+    params: Sequence[ParamSpec] = (),
+    tasks: Sequence[str] = SINGLE_LABEL_TASKS,
+    is_as: bool = False,
+    fused: bool = False,
+    factory: Callable[..., Any] | str | None = None,
+) -> Any:
+    """Declare the loss ``name`` once: its searchable ``params`` (each a :class:`ParamSpec`
+    with its default and range), the ``tasks`` it serves, whether it is an AS loss (AS-Speed,
+    AS-Skip and the delta warm-up apply; its module takes ``delta`` and ``set_delta``) and its
+    ``factory``, which builds the ``nn.Module`` from the parameters and ``reduction`` (and
+    ``ignore_index`` for a single-label loss). Without ``factory`` it is a class decorator::
+
+        @register_loss("focal", params=(ParamSpec("gamma", float, 2.0, 0.0),))
+        class FocalLoss(nn.Module): ...
+
+    Registering the same name with the same factory again changes nothing (a module imported
+    twice); ValueError (one line, naming the loss and what is wrong) for a name taken by
+    another factory, a bad name or task, or a parameter whose name is reserved, repeated, or
+    whose default is outside its own range."""
+    if factory is None:
+
+        def decorate(found: Callable[..., Any]) -> Callable[..., Any]:
+            register_loss(name, params=params, tasks=tasks, is_as=is_as, fused=fused, factory=found)
+            return found
+
+        return decorate
+    info = LossInfo(name, tuple(params), tuple(tasks), bool(is_as), bool(fused), factory)
+    _check_new_loss(info)
+    _REGISTRY[name] = info
+    return info
+
+
+def _check_new_loss(info: LossInfo) -> None:
+    where = f"loss {info.name!r}"
+    if not isinstance(info.name, str) or not LOSS_NAME.match(info.name):
+        raise ValueError(f"{where}: a loss's name must match {LOSS_NAME.pattern}")
+    known = _REGISTRY.get(info.name)
+    if known is not None and known.factory != info.factory:
+        raise ValueError(f"{where} is already registered (by {_factory_name(known.factory)})")
+    if not info.tasks or any(task not in TASKS for task in info.tasks):
+        raise ValueError(f"{where}: tasks {list(info.tasks)} must be some of {', '.join(TASKS)}")
+    names = [p.name if isinstance(p, ParamSpec) else p for p in info.params]
+    for spec, pname in zip(info.params, names):
+        if not isinstance(spec, ParamSpec):
+            raise ValueError(f"{where}: parameter {pname!r} must be a ParamSpec")
+        if pname in RESERVED_PARAMS or names.count(pname) > 1:
+            problem = "is reserved" if pname in RESERVED_PARAMS else "is declared twice"
+            raise ValueError(f"{where}: parameter {pname!r} {problem}")
+        try:
+            spec.check(spec.default)
+        except ValueError as err:
+            raise ValueError(f"{where}: parameter {pname!r}: default {err}") from None
+    if not (callable(info.factory) or (isinstance(info.factory, str) and ":" in info.factory)):
+        raise ValueError(f"{where}: factory must be callable or 'module:attribute'")
+
+
+def _factory_name(factory: Any) -> str:
+    if isinstance(factory, str):
+        return factory
+    return f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', factory)}"
+
+
+class LiveNames(Sequence[str]):
+    """Loss names (or their parameters' names) chosen from the registry as it is now (a plugin
+    may add to it later): a sequence like a tuple, read afresh each time."""
+
+    def __init__(self, choose: Callable[[LossInfo], bool], *, params: bool = False):
+        self._choose, self._params = choose, params  # params: the chosen losses' parameters
+
+    def _names(self) -> tuple[str, ...]:
+        chosen = [info for info in _REGISTRY.values() if self._choose(info)]
+        if self._params:
+            return tuple(dict.fromkeys(p.name for info in chosen for p in info.params))
+        return tuple(info.name for info in chosen)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __add__(self, other: Sequence[str]) -> tuple[str, ...]:
+        return self._names() + tuple(other)
+
+    def __eq__(self, other: object) -> bool:
+        return self._names() == (tuple(other) if isinstance(other, Sequence) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+_BASELINES = "astune.losses.baselines"
+register_loss("softmax", factory=f"{_BASELINES}:SoftmaxLoss")
+register_loss(
+    "t_softmax",
+    params=(ParamSpec("tau", float, 5.0, 0.0, low_open=True),),
+    factory=f"{_BASELINES}:TSoftmaxLoss",
+)
+register_loss(
+    "label_smoothing",
+    params=(ParamSpec("epsilon", float, 0.3, 0.0, 1.0, high_open=True),),
+    factory=f"{_BASELINES}:LabelSmoothingLoss",
+)
+register_loss(
+    "sparse_softmax",
+    params=(ParamSpec("k", int, 4, 1),),
+    factory=f"{_BASELINES}:SparseSoftmaxLoss",
+)
+register_loss("sparsemax", factory=f"{_BASELINES}:SparsemaxLoss")
+register_loss("entmax15", factory=f"{_BASELINES}:Entmax15Loss")
+register_loss(
+    "am_softmax",
+    params=(ParamSpec("s", float, 10.0, 0.0, low_open=True), ParamSpec("m", float, 0.3, 0.0)),
+    factory=f"{_BASELINES}:AMSoftmaxLoss",
+)
+register_loss(
+    "as_variant",
+    params=(ParamSpec("margin", float, 1.0, 0.0, low_open=True),),
+    factory=f"{_BASELINES}:ASVariantLoss",
+)
+register_loss(
+    "as_softmax",
+    params=(DELTA,),
+    is_as=True,
+    fused=True,
+    factory="astune.losses.as_softmax:ASSoftmaxLoss",
+)
+register_loss(
+    "multilabel_softmax",
+    tasks=MULTI_LABEL_TASKS,
+    factory="astune.losses.multilabel:MultiLabelCategoricalCrossEntropy",
+)
+register_loss(
+    "multilabel_as_softmax",
+    params=(DELTA,),
+    tasks=MULTI_LABEL_TASKS,
+    is_as=True,
+    fused=True,
+    factory="astune.losses.multilabel:MultiLabelASSoftmaxLoss",
 )
 
-CATALOGUE: Mapping[str, LossInfo] = MappingProxyType({info.name: info for info in _INFOS})
-"""Every loss of :func:`astune.losses.build_loss`, by name."""
-AS_LOSSES = tuple(name for name, info in CATALOGUE.items() if info.is_as)
+CATALOGUE: Mapping[str, LossInfo] = MappingProxyType(_REGISTRY)
+"""Every loss of :func:`astune.losses.build_loss`, by name (registration order), live."""
+AS_LOSSES = LiveNames(lambda info: info.is_as)
 """The AS losses: AS-Speed, AS-Skip and the delta warm-up apply to these."""
 SOFTMAX_LOSSES = ("softmax", "multilabel_softmax")
 """The plain-softmax baseline of each task family."""
-MULTILABEL_LOSSES = tuple(n for n, info in CATALOGUE.items() if info.tasks == MULTI_LABEL_TASKS)
-LOSS_PARAM_NAMES = tuple(
-    dict.fromkeys(p.name for info in CATALOGUE.values() for p in info.params if not info.is_as)
-)
-"""Parameters of the baseline losses, which a flat trial config carries (``tau: 5``)."""
+MULTILABEL_LOSSES = LiveNames(lambda info: info.tasks == MULTI_LABEL_TASKS)
+LOSS_PARAM_NAMES = LiveNames(lambda info: not info.is_as, params=True)
+"""Parameters of the baseline losses (and of a plugin's non-AS losses), which a flat trial
+config carries (``tau: 5``), live."""
 
 
 def loss_info(name: str) -> LossInfo:
@@ -209,3 +363,17 @@ def family_loss(name: str, task: str) -> str:
     to_multi = {"softmax": "multilabel_softmax", "as_softmax": "multilabel_as_softmax"}
     swap = to_multi if task in MULTI_LABEL_TASKS else {v: k for k, v in to_multi.items()}
     return swap.get(name, name)
+
+
+def format_losses_table() -> str:
+    """The registry as ``python -m astune losses`` prints it: a loss a line, with its
+    parameters (default and range), tasks, whether it is an AS loss and where it comes from."""
+    rows = [("loss", "parameters (default, range)", "tasks", "AS", "from")]
+    for info in _REGISTRY.values():
+        params = ", ".join(f"{p.name}={p.default} {p.interval}" for p in info.params) or "-"
+        origin = _factory_name(info.factory).split(":")[0]
+        rows.append((info.name, params, ",".join(info.tasks), "yes" if info.is_as else "", origin))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
+    )

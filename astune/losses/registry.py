@@ -1,40 +1,24 @@
-"""The loss registry: ``build_loss(name, **params)``, the catalogue's losses bound to modules.
+"""``build_loss(name, **params)``: the catalogue's losses built as modules.
 
-Names, parameters, ranges, defaults and tasks live in :mod:`astune.losses.catalogue` (torch-free,
-the one source); this module only maps each name to its ``nn.Module`` class and checks the
-parameters with the catalogue's :class:`ParamSpec` before building. Besides its parameters, every
+Names, parameters, ranges, defaults, tasks and factories are registered once in
+:mod:`astune.losses.catalogue` (torch-free, the one source: :func:`register_loss`); this module
+imports a factory when its loss is first built and checks the parameters with the catalogue's
+:class:`ParamSpec` before building. Besides its parameters, every
 loss takes the module option ``reduction``, and the single-label ones ``ignore_index``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import importlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 from torch import nn
 
-from astune.losses import baselines as bl
-from astune.losses.as_softmax import ASSoftmaxLoss
 from astune.losses.catalogue import CATALOGUE, LossInfo, ParamSpec, loss_info, loss_names
-from astune.losses.multilabel import MultiLabelASSoftmaxLoss, MultiLabelCategoricalCrossEntropy
 
 __all__ = ["LOSSES", "LossSpec", "ParamSpec", "build_loss", "loss_names", "loss_spec"]
-
-_FACTORIES: Mapping[str, Callable[..., nn.Module]] = {
-    "softmax": bl.SoftmaxLoss,
-    "t_softmax": bl.TSoftmaxLoss,
-    "label_smoothing": bl.LabelSmoothingLoss,
-    "sparse_softmax": bl.SparseSoftmaxLoss,
-    "sparsemax": bl.SparsemaxLoss,
-    "entmax15": bl.Entmax15Loss,
-    "am_softmax": bl.AMSoftmaxLoss,
-    "as_variant": bl.ASVariantLoss,
-    "as_softmax": ASSoftmaxLoss,
-    "multilabel_softmax": MultiLabelCategoricalCrossEntropy,
-    "multilabel_as_softmax": MultiLabelASSoftmaxLoss,
-}
 
 
 @dataclass(frozen=True)
@@ -42,7 +26,15 @@ class LossSpec:
     """A catalogue entry (``info``) bound to its module ``factory``."""
 
     info: LossInfo
-    factory: Callable[..., nn.Module]
+
+    @property
+    def factory(self) -> Callable[..., nn.Module]:
+        """The registered factory; a ``"module:attribute"`` one imported now."""
+        found = self.info.factory
+        if isinstance(found, str):
+            module, _, attribute = found.partition(":")
+            found = getattr(importlib.import_module(module), attribute)
+        return found
 
     @property
     def name(self) -> str:
@@ -82,9 +74,20 @@ class LossSpec:
         return self.factory(**{**self.defaults(), **params})
 
 
-LOSSES: Mapping[str, LossSpec] = MappingProxyType(
-    {name: LossSpec(info, _FACTORIES[name]) for name, info in CATALOGUE.items()}
-)
+class _Specs(Mapping[str, LossSpec]):
+    """:data:`CATALOGUE` bound to :class:`LossSpec` (live: a plugin's loss appears here)."""
+
+    def __getitem__(self, name: str) -> LossSpec:
+        return LossSpec(CATALOGUE[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(CATALOGUE)
+
+    def __len__(self) -> int:
+        return len(CATALOGUE)
+
+
+LOSSES: Mapping[str, LossSpec] = _Specs()
 """Every loss of :func:`build_loss`, by name (the catalogue's order)."""
 
 

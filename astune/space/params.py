@@ -36,18 +36,60 @@ TRAIN_PARAMS = (
     *INFOBATCH_FIELDS,
 )
 """The keys of a space's ``params`` section (TrainConfig fields; InfoBatch's apply to any loss)."""
+
+
 # The keys of ``speed_params`` (AS-Speed and AS-Skip, AS losses only) are config's SPEED_FIELDS;
 # AS-Skip's (SKIP_FIELDS) are optional in a space (else the config's defaults), sampled only when
 # ``as_skip`` is true.
-LOSS_KEYS: Mapping[str, tuple[str, ...]] = {n: i.config_keys for n, i in CATALOGUE.items()}
+class _LossKeys(Mapping[str, tuple[str, ...]]):
+    """Loss name -> its ``loss_params`` keys, read from the registry as it is now (a plugin's
+    loss included)."""
+
+    def __getitem__(self, name: str) -> tuple[str, ...]:
+        return CATALOGUE[name].config_keys
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(CATALOGUE)
+
+    def __len__(self) -> int:
+        return len(CATALOGUE)
+
+
+LOSS_KEYS: Mapping[str, tuple[str, ...]] = _LossKeys()
 """Loss name -> its ``loss_params`` keys: its parameters, plus ``warmup_ratio`` for an AS loss."""
-LOSS_KEY_NAMES = frozenset(k for keys in LOSS_KEYS.values() for k in keys)
-DOMAINS: Mapping[str, ParamSpec] = {
-    **{name: TRAIN_FIELDS[name] for name in TRAIN_PARAMS + SPEED_FIELDS},
-    **{p.name: p for info in CATALOGUE.values() for p in info.params},
-    WARMUP_RATIO.name: WARMUP_RATIO,
-    **{p.name: p for p in DELTA_CONTROL},
-}
+
+
+class _LossKeyNames:
+    """Whether a name is a ``loss_params`` key of some loss (live)."""
+
+    def __contains__(self, name: object) -> bool:
+        return any(name in keys for keys in LOSS_KEYS.values())
+
+
+LOSS_KEY_NAMES = _LossKeyNames()
+_TRAIN_DOMAINS = {name: TRAIN_FIELDS[name] for name in TRAIN_PARAMS + SPEED_FIELDS}
+_AS_LOOP_DOMAINS = {WARMUP_RATIO.name: WARMUP_RATIO, **{p.name: p for p in DELTA_CONTROL}}
+
+
+class _Domains(Mapping[str, ParamSpec]):
+    """Every searchable key's accepted range: the training fields', the registered losses'
+    parameters' (live) and the AS losses' loop keys'."""
+
+    def _all(self) -> dict[str, ParamSpec]:
+        losses = {p.name: p for info in CATALOGUE.values() for p in info.params}
+        return {**_TRAIN_DOMAINS, **losses, **_AS_LOOP_DOMAINS}
+
+    def __getitem__(self, name: str) -> ParamSpec:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+DOMAINS: Mapping[str, ParamSpec] = _Domains()
 """The values each key accepts: the config's and the catalogue's ParamSpec, not a copy."""
 
 _KINDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {  # kind -> (required, optional) keys

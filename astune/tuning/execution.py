@@ -40,6 +40,10 @@ def init_ray(settings: SearchSettings) -> bool:
         log_to_driver=settings.verbose,
         configure_logging=settings.verbose,
     )
+    if settings.plugins:  # every node's trials import them: Ray uploads their files
+        from astune.plugins import shipped_paths
+
+        kwargs["runtime_env"] = {"py_modules": shipped_paths(settings.plugin_list)}
     if settings.address:
         ray.init(address=settings.address, **kwargs)
         return True

@@ -41,6 +41,7 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     """Validate the settings, the space, the data and the store (ValueError: bad input)."""
     from astune.data.resolve import resolve_dataset
     from astune.metrics.scores import check_metric_computed
+    from astune.plugins import load_plugins
     from astune.space.space import load_space
     from astune.store.uri import check_tracking_uri, resolve_tracking_uri
     from astune.tuning.execution import check_local_gpus
@@ -51,6 +52,7 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
         parent_params,
     )
 
+    load_plugins(settings.plugin_list)  # their losses are names the space and flags may use
     settings.validate()
     ref = resolve_dataset(settings.dataset)  # once: every step below takes it from here
     if settings.name is None:  # the experiment is named after the resolved dataset
@@ -128,6 +130,7 @@ def base_config(settings: SearchSettings, ref: DatasetRef) -> dict[str, Any]:
         max_length=settings.max_length,
         loss_kernel=settings.loss_kernel,
         compile=settings.compile,
+        plugins=settings.plugin_list,
         max_train_samples=settings.max_train_samples,
         max_eval_samples=settings.max_eval_samples,
         seed=settings.seed,

@@ -64,6 +64,7 @@ class SearchSettings:
     data_dir: str | None = None
     validation_fraction: float | None = None
     losses: str | None = None
+    plugins: str | None = None  # modules that register losses (astune.plugins), comma-separated
     scheduler: str | None = None
     objectives: str | None = None  # "objective,train_seconds": astune.metrics.objectives
     sampler: str = "tpe"
@@ -90,10 +91,17 @@ class SearchSettings:
         for name in ("dataset", "space", "data_dir", "reference", "storage_path"):
             if isinstance(getattr(self, name), os.PathLike):
                 setattr(self, name, os.fspath(getattr(self, name)))
-        for name in ("losses", "objectives"):
+        for name in ("losses", "objectives", "plugins"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
-                setattr(self, name, ",".join(str(item) for item in value))
+                setattr(self, name, ",".join(os.fspath(item) for item in value))
+
+    @property
+    def plugin_list(self) -> list[str]:
+        """The plugins as a list (file paths made absolute: a trial runs elsewhere)."""
+        from astune.plugins import plugin_names
+
+        return list(plugin_names(self.plugins)) if self.plugins else []
 
     def validate(self) -> "SearchSettings":
         for name in (

@@ -94,7 +94,9 @@ def trial_config(base: TrainConfig, proposed: Mapping[str, Any], **fixed: Any) -
     """The trial's config: the search's validated base with the proposed keys laid over it
     (flat baseline-loss parameters go to ``loss_params``; ``None`` means "does not apply")."""
     from astune.losses.catalogue import LOSS_PARAM_NAMES
+    from astune.plugins import load_plugins
 
+    load_plugins(base.plugins)  # this worker's own import: their parameters' names below
     values = {k: v for k, v in proposed.items() if v is not None}
     loss_params = {k: values.pop(k) for k in LOSS_PARAM_NAMES if k in values}
     return dataclasses.replace(

@@ -1,0 +1,170 @@
+"""Issue 70 item 5: does history's first config still win at full size? The whole SST-5 and
+CoNLL-2003 training sets, the whole 6-layer MiniLM and the tables' tokens, three seeds:
+
+- ``history``: the first config of the portfolio a search of the dataset's shipped space builds
+  for this target (its rows, all layers, its tokens) from the packaged prior and an empty store;
+- ``paper``: the paper's own setting for the dataset (its lr, batch size, epochs, delta, r);
+- ``scaled``: the paper's setting with the lr the tables scale every space by (``LR_SCALE``).
+
+Each run is one piece, trained by astune's own loop (one torch thread), checkpointed after every
+evaluation in ``--work-dir`` (outside the repository) and resumed from there when the command is
+run again; a finished run's record is appended to ``results/full_size_runs.jsonl``, which the
+summary (``results/full_size.json``: paired differences of the test score with 95% t-intervals,
+over the seeds finished in both arms) is computed from. ``--hours`` stops starting new pieces
+after that long (a piece under way is left to be resumed). About 25 CPU-hours in all.
+
+    python -m benchmarks.search_efficiency.full_size --hours 2     # resumes; run it again
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import provenance
+from benchmarks.common.harness import commit, machine_line
+from benchmarks.common.intervals import mean_ci
+from benchmarks.search_efficiency import RESULTS, settings
+
+RUNS = RESULTS / "full_size_runs.jsonl"
+OUTPUT = RESULTS / "full_size.json"
+DATASETS = ("sst5", "conll2003")
+ARMS = ("history", "paper", "scaled")
+SEEDS = (0, 1, 2)
+NUM_LAYERS = None  # all six
+PAPER_KEYS = ("epochs", "batch_size", "lr", "delta", "warmup_ratio")
+
+
+def arm_config(dataset: str, arm: str) -> dict[str, Any]:
+    """The config ``arm`` trains on ``dataset`` (module docstring)."""
+    from astune.data.registry import REGISTRY
+
+    spec = REGISTRY[dataset]
+    paper = {"loss": "as_softmax", **{k: getattr(spec, k) for k in PAPER_KEYS}}
+    if arm == "paper":
+        return paper
+    if arm == "scaled":
+        return {**paper, "lr": paper["lr"] * settings.LR_SCALE}
+    return history_first(dataset)
+
+
+def history_first(dataset: str) -> dict[str, Any]:
+    """The first config a search of ``dataset``'s shipped space runs at full size."""
+    import tempfile
+
+    from astune.data.resolve import resolve_dataset
+    from astune.recommendation.portfolio_sources import search_portfolio, shipped_space
+    from astune.recommendation.reference import PRIOR_FILE
+    from astune.recommendation.transfer import TaskProfile
+    from astune.store.reader import Store
+
+    task = resolve_dataset(dataset).spec.task
+    rows = sum(1 for _ in open(data_dir() / dataset / "train.jsonl"))
+    target = TaskProfile(None, task, rows, settings.BACKBONE, NUM_LAYERS, max_length(dataset))
+    with tempfile.TemporaryDirectory() as folder:
+        store = Store(f"sqlite:///{folder}/empty.db")
+        found = search_portfolio(
+            target, shipped_space(dataset, task), store=store, reference=PRIOR_FILE
+        )
+    return dict(found.entries[0].config)
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("ASTUNE_DATA_DIR", "../shared/data"))
+
+
+def max_length(dataset: str) -> int:
+    return settings.DATASETS[dataset].max_length
+
+
+def train(dataset: str, arm: str, seed: int, config: dict[str, Any], work: Path) -> dict:
+    """One piece: ``config`` on the whole ``dataset``, resumed from its checkpoint if any."""
+    import torch
+
+    from astune.config import TrainConfig
+    from astune.training import fit
+
+    torch.set_num_threads(settings.THREADS)
+    out = work / f"{dataset}-{arm}-{seed}"
+    fields = {k: v for k, v in config.items() if k in TrainConfig.__dataclass_fields__}
+    train_config = TrainConfig(
+        dataset=dataset, data_dir=str(data_dir()), backbone=settings.BACKBONE,
+        num_layers=NUM_LAYERS, max_length=max_length(dataset), seed=seed, device="cpu",
+        output_dir=str(out), checkpoint_every="eval", **fields,
+    )  # fmt: skip
+    checkpoint = out / "checkpoint"
+    start = time.perf_counter()
+    record = fit(train_config, resume_from=checkpoint if checkpoint.exists() else None)
+    metric = next(k for k in record if k.startswith("test_") and k != "test_loss")
+    return {
+        "dataset": dataset, "arm": arm, "seed": seed, "config": config,
+        "val": float(record["best_objective"]), "test": float(record[metric]),
+        "test_metric": metric, "train_seconds": float(record["train_seconds"]),
+        "wall_seconds_this_piece": time.perf_counter() - start,
+    }  # fmt: skip
+
+
+def finished() -> list[dict[str, Any]]:
+    if not RUNS.exists():
+        return []
+    return [json.loads(line) for line in RUNS.read_text().splitlines() if line.strip()]
+
+
+def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per dataset, each arm's test scores and history's paired differences to the others."""
+    out: dict[str, Any] = {}
+    for dataset in DATASETS:
+        score = {(r["arm"], r["seed"]): r["test"] for r in runs if r["dataset"] == dataset}
+        entry: dict[str, Any] = {"test": {}, "history_minus": {}}
+        for arm in ARMS:
+            entry["test"][arm] = {s: score[arm, s] for s in SEEDS if (arm, s) in score}
+        for other in ("paper", "scaled"):
+            paired = [score["history", s] - score[other, s] for s in SEEDS
+                      if ("history", s) in score and (other, s) in score]  # fmt: skip
+            entry["history_minus"][other] = mean_ci(paired) if len(paired) >= 2 else paired
+        out[dataset] = entry
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--hours", type=float, default=2.0, help="start no piece after this long")
+    p.add_argument("--work-dir", type=Path, default=Path("../full_size_runs"))
+    args = p.parse_args(argv)
+    if not args.hours > 0:
+        raise SystemExit(f"--hours must be > 0, got {args.hours}")
+    code, began = commit(), time.monotonic()
+    done = {(r["dataset"], r["arm"], r["seed"]) for r in finished()}
+    for seed in SEEDS:
+        for dataset in DATASETS:
+            for arm in ARMS:
+                if (dataset, arm, seed) in done:
+                    continue
+                if time.monotonic() - began > args.hours * 3600:
+                    return write_summary(code)
+                config = arm_config(dataset, arm)
+                print(f"{dataset} {arm} seed {seed}: {config}", flush=True)
+                record = {**train(dataset, arm, seed, config, args.work_dir), "commit": code}
+                with RUNS.open("a") as f:
+                    f.write(json.dumps(record) + "\n")
+                print(f"  test {record['test']:.4f} ({record['train_seconds']:.0f} s)", flush=True)
+    return write_summary(code)
+
+
+def write_summary(code: str) -> None:
+    runs = finished()
+    machine = machine_line("cpu", threads=settings.THREADS)
+    result = {"runs": len(runs), "of": len(DATASETS) * len(ARMS) * len(SEEDS),
+              "datasets": summary(runs), "machine": machine, "commit": code}  # fmt: skip
+    OUTPUT.write_text(json.dumps(result, indent=1) + "\n")
+    inputs = provenance.data_inputs(data_dir(), list(DATASETS))
+    provenance.record(OUTPUT, inputs=inputs, machine=machine, commit=code)
+    print(f"wrote {OUTPUT} ({len(runs)} of {result['of']} runs)")
+
+
+if __name__ == "__main__":
+    main()
