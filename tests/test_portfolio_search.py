@@ -53,6 +53,11 @@ def test_the_portfolio_runs_first_in_a_space_that_holds_it(tmp_path, data_dir):
     listed = prepared.notes[1 : n + 1]
     assert [line.split(". ", 1)[0].strip() for line in listed] == [str(i + 1) for i in range(n)]
     assert all("(prior " in line for line in listed)
+    # issue 70 item 2: FIFO behind the portfolio (rules.json); a scheduler the user names stays
+    assert prepared.space.scheduler_type == written.scheduler_type == "none"
+    assert "portfolio: no early stopping (FIFO) behind it" in "\n".join(prepared.notes)
+    asked = dataclasses.replace(settings, scheduler="asha", name="asked")
+    assert prepare_search(asked).space.scheduler_type == "asha"
 
 
 def test_no_portfolio_searches_the_space_as_given(tmp_path, data_dir):

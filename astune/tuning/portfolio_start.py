@@ -60,11 +60,13 @@ def portfolio_start(
         return settings, space, [f"portfolio: none (nothing recorded on {settings.backbone})"]
     path = portfolio_space_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
+    space, scheduler_line = _portfolio_scheduler(space)
     with_portfolio(space, entries, keep=fixed.keys()).dump(path)
     widened = load_space(path)  # as a resume reads it: its source is the file
     lines = [f"portfolio: trials 1-{len(entries)} run what won on past tasks ({path.name})"]
     lines += [f"  {i}. {config_text(e.config)} ({e.source})" for i, e in enumerate(entries, 1)]
     lines += [scale] if scale else []
+    lines += [scheduler_line] if scheduler_line else []
     lines += _fixed_lines(fixed, merged)
     if widened.num_samples <= len(entries):
         lines.append(
@@ -72,6 +74,23 @@ def portfolio_start(
             "configs: this search runs the portfolio alone"
         )
     return dataclasses.replace(settings, space=str(path)), widened, lines
+
+
+PORTFOLIO_SCHEDULER = "none"
+"""What ``scheduler: auto`` runs behind a portfolio with one objective: FIFO, no early stopping.
+Chosen by leave-one-source-out over the recorded tables among ASHA (grace 1 or 2, reduction 2
+or 3), asynchronous Hyperband and FIFO with 2, 4 or 6 portfolio configs: FIFO with 4 had the
+least anytime regret area (benchmarks/search_efficiency/results/rules.json, issue 70)."""
+
+
+def _portfolio_scheduler(space: "SearchSpace") -> tuple["SearchSpace", str | None]:
+    """``space`` with :data:`PORTFOLIO_SCHEDULER` where its scheduler is ``auto`` and it has
+    one objective (several keep successive halving by non-dominated sorting), and the line
+    saying so; as it is otherwise (a scheduler the user chose)."""
+    if space.scheduler.get("type") != "auto" or space.multi_objective:
+        return space, None
+    line = "portfolio: no early stopping (FIFO) behind it; --scheduler asha stops trials early"
+    return space.with_settings(scheduler=PORTFOLIO_SCHEDULER), line
 
 
 def searched_as_fixed(settings: SearchSettings) -> "UserFixed":
