@@ -86,12 +86,17 @@ def send_stop(driver: subprocess.Popen, sig: int, to: str) -> None:
 
 
 def stop_command(
-    command: list[str], signals: list[int], ready: Callable[[], bool], *, to: str = "driver"
+    command: list[str],
+    signals: list[int],
+    ready: Callable[[], bool],
+    *,
+    to: str = "driver",
+    left: list[int] | None = None,
 ) -> tuple[int, str, float]:
     """Run ``command`` (a search or a confirm) in a session of its own, send it ``signals`` (to
     ``to``, one of :data:`STOP_TARGETS`) once ``ready()``; its exit code, stderr and the seconds
-    from the first signal to its exit. Whatever of its processes outlived it is SIGKILLed by
-    PID."""
+    from the first signal to its exit. ``left``: filled with the PIDs of its processes still
+    alive 30 s after it exited. Whatever of its processes outlived it is SIGKILLed by PID."""
     assert to in STOP_TARGETS, to
     driver = subprocess.Popen(
         command,
@@ -114,7 +119,13 @@ def stop_command(
             send_stop(driver, sig, to)
             time.sleep(0.5)
         _, err = driver.communicate(timeout=120)
-        return driver.returncode, err, time.monotonic() - sent
+        seconds = time.monotonic() - sent
+        if left is not None:
+            until = time.monotonic() + 30
+            while any(_alive(p) for p in seen.values()) and time.monotonic() < until:
+                time.sleep(0.5)
+            left.extend(pid for pid, p in seen.items() if _alive(p))
+        return driver.returncode, err, seconds
     finally:
         driver.kill()
         driver.wait()
@@ -123,6 +134,14 @@ def stop_command(
                 process.kill()
             except psutil.NoSuchProcess:
                 pass
+
+
+def _alive(process: psutil.Process) -> bool:
+    """Whether ``process`` (the same one: psutil checks its start time) runs, not a zombie."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def assert_stopped(db: Path, code: int, err: str, seconds: float, sig: signal.Signals) -> None:

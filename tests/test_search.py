@@ -163,9 +163,10 @@ def truncate_checkpoints(root: Path) -> list[str]:
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_a_multi_objective_search_stopped_by_sigterm_and_ctrl_c_resumes_to_its_front(workdir):
-    """A second driver of the running search's --name is refused; SIGTERM to the driver's
-    process group (`timeout`, `kill -- -PGID`) once a trial finished and the next evaluated;
+def test_a_multi_objective_search_stopped_by_a_hangup_and_ctrl_c_resumes_to_its_front(workdir):
+    """A second driver of the running search's --name is refused; SIGHUP to the driver's
+    process group (a closed terminal, a dropped SSH session; it stops as SIGTERM does:
+    test_job_stop) once a trial finished and the next evaluated, no process left behind;
     that trial's checkpoints cut short; Ctrl-C twice (a terminal's, to the group) on the
     resumed search once a trial trains again. Each signal stops the search gracefully, the
     trial with the cut checkpoint restarts from its start, and the last resume loses no trial
@@ -197,11 +198,13 @@ def test_a_multi_objective_search_stopped_by_sigterm_and_ctrl_c_resumes_to_its_f
         # (the evaluation MLflow shows may be the one whose checkpoint Ray has not yet noted)
         return bool(refused) and count_finished(db) >= 1 and running_trials(db, 2) >= 1
 
-    # to the driver's process group, as `kill -TERM -- -PGID` and `timeout` send it: Ray's
-    # processes lead groups of their own, so the driver alone gets it and stops gracefully
-    code, err, seconds = stop_command(command, [signal.SIGTERM], ready, to="group")
+    # to the driver's process group, as a closing terminal sends it: Ray's processes lead
+    # groups of their own, so the driver alone gets it and stops gracefully, Ray's with it
+    left: list[int] = []
+    code, err, seconds = stop_command(command, [signal.SIGHUP], ready, to="group", left=left)
     assert "search 'killed' is running: its driver " in refused[0], refused
-    assert_stopped(db, code, err, seconds, signal.SIGTERM)
+    assert_stopped(db, code, err, seconds, signal.SIGHUP)
+    assert left == []  # 30 s after the driver's exit, no process of the search
     finished = count_finished(db)
     # the unfinished trials' checkpoints cut short, as by an upload that died: each
     # restarts from its start, tagged so, and the search loses none of them

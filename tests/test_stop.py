@@ -154,7 +154,7 @@ def test_during_tunes_loop_the_first_signal_is_tunes_graceful_stop_and_later_one
 
 
 def test_a_fit_without_a_signal_hands_back_its_results_and_the_handlers_come_back():
-    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     variable = os.environ.get(TUNE_SIGINT_VARIABLE)
     with stop_on_signals() as stop:
         assert os.environ[TUNE_SIGINT_VARIABLE] == "1"  # Tune leaves SIGINT to the handler

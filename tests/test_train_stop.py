@@ -28,10 +28,12 @@ def metrics(folder: Path) -> list[dict]:
     return [json.loads(line) for line in lines if line.endswith("}")]
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_a_run_sent_sigterm_ends_after_its_step_with_one_line_and_keeps_its_records(
-    tmp_path, data_dir
+    sig, tmp_path, data_dir
 ):
-    sig = signal.SIGTERM
+    """SIGTERM (Slurm, `timeout`) or SIGHUP (a closed terminal, a dropped SSH session) to the
+    run's process group: the same graceful stop, exit 128 + the signal."""
     out = tmp_path / "run"
     command = [sys.executable, "-m", "astune", "train", "--dataset", "sst5"]
     command += ["--data-dir", str(data_dir), "--backbone", "minilm", "--num-layers", "1"]
