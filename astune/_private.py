@@ -286,3 +286,27 @@ def transformers_bars_off() -> Iterator[None]:
         yield
     finally:
         hf_logging._tqdm_active = was_on
+
+
+# ------------------------------------------------------------------- Ray's internal KV store
+PROGRESS_NAMESPACE = "astune"
+"""The namespace of astune's keys in Ray's internal key-value store (the GCS's)."""
+
+
+def kv_put(key: str, value: bytes) -> None:
+    """``value`` under ``key`` in the GCS's key-value store of the Ray this process joined
+    (``ray.experimental.internal_kv._internal_kv_put``: private, Ray 2.60)."""
+    from ray.experimental import internal_kv
+
+    put = _attribute(internal_kv, "_internal_kv_put", "ray.experimental.internal_kv")
+    put(key.encode(), value, overwrite=True, namespace=PROGRESS_NAMESPACE)
+
+
+def kv_get(key: str) -> bytes | None:
+    """What :func:`kv_put` left under ``key`` (None: nothing, or no Ray joined)."""
+    from ray.experimental import internal_kv
+
+    if not _attribute(internal_kv, "_internal_kv_initialized", "ray.experimental.internal_kv")():
+        return None
+    get = _attribute(internal_kv, "_internal_kv_get", "ray.experimental.internal_kv")
+    return get(key.encode(), namespace=PROGRESS_NAMESPACE)

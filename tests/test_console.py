@@ -4,6 +4,7 @@ lines within the width (commands kept whole, to paste). No Ray is started."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,8 @@ ROWS = {  # a search as it looks midway: several losses, long floats, a failed t
     ),
     "cde546ae": dict(
         status="RUNNING",
+        done="37%",
+        left="4 min",
         evals=1,
         best=0.25,
         masked=0.0,
@@ -64,15 +67,17 @@ def test_the_live_table_at_80_columns_shows_every_header_whole():
     assert lines[0] == "astune search: 4/12 trials, best objective 0.453"
     assert max(len(line) for line in lines) <= 80, lines
     headers = lines[1].split()
-    assert headers == ["trial", "status", "loss", "delta", "speed", "lr", "evals", "best", "masked"]
+    # a running trial's progress (issue 72) ranks above the config's columns
+    headers_seen = ["trial", "status", "loss", "delta", "lr", "done", "left", "evals", "best"]
+    assert headers == headers_seen
     assert "…" not in "\n".join(lines)  # no header, trial id or value cut
     body = {line.split()[0]: line.split() for line in lines[3:]}
     assert set(body) == set(ROWS)
     assert body["59c20b23"][:3] == ["59c20b23", "FAILED", "am_softmax"]
     assert body["1bd7975c"] == [
-        *("1bd7975c", "DONE", "as_softmax", "0.3", "on", "0.00123", "2", "0.453", "0.123"),
+        *("1bd7975c", "DONE", "as_softmax", "0.3", "0.00123", "-", "-", "2", "0.453"),
     ]
-    assert body["cde546ae"][4:6] == ["off", "2.35e-05"]
+    assert body["cde546ae"][3:8] == ["-", "2.35e-05", "37%", "4", "min"]
 
 
 @pytest.mark.parametrize("width", [60, 100, 140])
@@ -231,3 +236,37 @@ def test_a_confirms_table_says_so_and_a_search_pickled_before_says_search():
     old = ConsoleCallback.__new__(ConsoleCallback)
     old.__dict__.update(state, rows=ROWS)
     assert old.view().title().startswith("astune search: 4/4 trials")
+
+
+def test_a_running_trials_progress_and_what_is_left_of_the_search():
+    """Issue 72 item 2, by its definition: a running trial's share and time left from what it
+    published; the search's remaining time from the running trials' and the mean length of a
+    trial times those not started, at the concurrency seen; the heartbeat line says it."""
+    from astune.tuning.progress import SearchProgress, TrialProgress, search_seconds_left
+
+    half = TrialProgress(samples=500, total=1000, rate=10.0, at=0.0)
+    assert (half.fraction, half.seconds_left()) == (0.5, 50.0)
+    # one finished in 100 s; one running 40 s at 40% (100 s in all): (60 + 2 * 100) / 2
+    left = search_seconds_left(
+        running=[(40.0, TrialProgress(400, 1000, 10.0, 0.0))],
+        finished_seconds=[100.0],
+        pending=2,
+        concurrency=2,
+    )
+    assert left == 130.0
+    assert search_seconds_left(running=[(5.0, None)], finished_seconds=[], pending=3,
+                               concurrency=1) is None  # fmt: skip
+    progress = SearchProgress(total=4)
+    progress.started["t1"] = time.monotonic() - 40  # 40 s at 50%: 80 s a trial
+    progress.latest["t1"] = half
+    assert progress.of("t1") == ("50%", "50 s")
+    line = progress.line()
+    assert line.startswith("astune search: 0 s in, 0/4 finished, 1 running (t1 50% 10 samples/s")
+    assert line.endswith("~50 s left); about 5 min left if none stops early")  # (40 + 3 * 80) s
+    callback = ConsoleCallback("objective", 4, live=False)
+    callback.progress = progress
+    callback.rows = {"t1": dict(ROWS["cde546ae"])}
+    console = Console(width=100, record=True, color_system=None)
+    console.print(callback.view())
+    lines = console.export_text().splitlines()
+    assert lines[1] == "0 s in, about 5 min left if none stops early"

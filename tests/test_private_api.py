@@ -225,3 +225,12 @@ def test_a_local_rays_processes_lead_their_own_groups_and_its_head_holds_sigterm
     assert all(group != seen["driver_group"] for _, group, _ in seen["head"])
     assert all(sigterm_blocked for _, _, sigterm_blocked in seen["head"])
     assert seen["groups"] == [True]  # every live process Ray started leads its own group
+
+
+def test_ray_internal_kv_names() -> None:
+    """The KV calls trial progress travels by (tuning/progress.py); outside Ray, nothing."""
+    from ray.experimental import internal_kv
+
+    for name in ("_internal_kv_put", "_internal_kv_get", "_internal_kv_initialized"):
+        assert callable(getattr(internal_kv, name)), name
+    assert _private.kv_get("progress/none") is None  # no Ray joined in this process

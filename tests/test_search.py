@@ -183,7 +183,7 @@ def test_a_multi_objective_search_stopped_by_a_hangup_and_ctrl_c_resumes_to_its_
         objectives=["objective", "train_seconds"],
     )
     db = workdir / "astune-runs" / "mlflow.db"
-    command = search_command("killed", space, "--checkpoint-every", "eval")
+    command = search_command("killed", space, "--checkpoint-every", "eval", "--progress-every", "1")
 
     refused: list[str] = []
 
@@ -205,6 +205,14 @@ def test_a_multi_objective_search_stopped_by_a_hangup_and_ctrl_c_resumes_to_its_
     assert "search 'killed' is running: its driver " in refused[0], refused
     assert_stopped(db, code, err, seconds, signal.SIGHUP)
     assert left == []  # 30 s after the driver's exit, no process of the search
+    # between evaluations each running trial's progress reached MLflow (issue 72 item 2)
+    client = MlflowClient(f"sqlite:///{db}")
+    shares = [
+        [m.value for m in client.get_metric_history(r.info.run_id, "progress")]
+        for r in runs(client, "killed", "trial")
+    ]
+    assert any(shares) and all(0.0 < v <= 1.0 for share in shares for v in share), shares
+    assert all(share == sorted(share) for share in shares), shares  # it only grows
     finished = count_finished(db)
     # the unfinished trials' checkpoints cut short, as by an upload that died: each
     # restarts from its start, tagged so, and the search loses none of them

@@ -3,6 +3,9 @@ fresh seeds (``python -m astune confirm``)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from os import PathLike
 from typing import TYPE_CHECKING
 
 from astune.api._options import call_arguments
@@ -28,11 +31,13 @@ def confirm(
     storage_timeout: float | None = None,
     verbose: bool = False,
     progress: bool = True,
+    plugins: Sequence[str | PathLike[str]] = (),
 ) -> ConfirmResult:
     """Re-run the ``top`` best configs of search ``experiment`` (default 2; with ``front`` the
     Pareto front's) and ``baseline`` with ``seeds`` seeds each, as ``python -m astune confirm``
     does; resources left None take the search's. ``progress``: the live table of the runs;
-    ``verbose``: Ray's and MLflow's own output too. Each run is logged (tag
+    ``verbose``: Ray's and MLflow's own output too; ``plugins``: the modules that register the
+    losses the search's configs name (docs/extending.md). Each run is logged (tag
     ``astune.role=confirm``) with ``confirm.csv`` and ``confirm.md`` on the search's parent run.
 
     Returns the table: mean +- 95% interval per config and the paired difference to the
@@ -43,7 +48,8 @@ def confirm(
     from astune.store.reader import existing_store
     from astune.tuning.confirmation.confirm import ConfirmSettings
 
-    options = call_arguments(confirm, locals(), skip=("progress",))
+    options = call_arguments(confirm, locals(), skip=("progress", "plugins"))
+    options["plugins"] = tuple(os.fspath(p) for p in plugins)
     settings = ConfirmSettings(console=progress, **options).validate()
     existing_store(settings.tracking_uri)  # both before MLflow is imported, as in the command
     from mlflow.exceptions import MlflowException

@@ -57,13 +57,15 @@ def search(
     probe_backbone: str | None = None,
     verbose: bool = False,
     progress: bool = True,
+    progress_every: float = 300.0,
 ) -> SearchResult:
     """Search ``dataset`` (a registry name or a folder) as ``python -m astune search`` does, with
     its flags as keywords (docs/contract.md); ``losses``, ``objectives`` and ``plugins`` (modules
     that register losses: docs/extending.md) also take lists.
 
-    ``progress``: the live trial table (one line per evaluation outside a terminal) and what
-    ``warm_start`` decided; False prints nothing. ``verbose``: Ray's and MLflow's own output
+    ``progress``: the live trial table (one line per evaluation outside a terminal, and one on
+    how far the search is every ``progress_every`` seconds) and what ``warm_start`` decided;
+    False prints nothing. ``verbose``: Ray's and MLflow's own output
     too. ``resume=True`` continues search ``name``: the arguments left at their defaults take
     the values it was started with.
 

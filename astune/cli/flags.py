@@ -92,6 +92,18 @@ def add_storage_timeout_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_progress_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--progress-every",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="outside a terminal (a job's log, nohup), a line on how far the search is this "
+        "often (default 300); MLflow's progress metric of each running trial at most every "
+        "minute",
+    )
+
+
 def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--verbose",

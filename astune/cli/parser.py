@@ -12,6 +12,7 @@ from astune.cli.flags import (
     add_data_flags,
     add_loss_kernel_flag,
     add_plugin_flag,
+    add_progress_flag,
     add_storage_timeout_flag,
     add_tracking_flag,
     add_validation_flag,
@@ -72,6 +73,7 @@ def _add_search_parser(sub: argparse._SubParsersAction) -> None:
     add_loss_kernel_flag(search)
     add_compile_flag(search)
     add_plugin_flag(search)
+    add_progress_flag(search)
     search.add_argument(
         "--warm-start",
         action="store_true",

@@ -43,15 +43,12 @@ def confirm(args: argparse.Namespace) -> int:
     from astune.tuning.confirmation.confirm import ConfirmSettings
 
     names = ("experiment", "top", "seeds", "baseline", "front", "within", "tracking_uri")
-    names += ("max_concurrent", "verbose")
+    names += ("max_concurrent", "verbose", "plugins")
     names += ("cpus_per_trial", "gpus_per_trial", "address", "storage_path", "storage_timeout")
     given = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
     settings = ConfirmSettings(**given)
     with refused_as_bad_input():  # the flags and the store, before MLflow is imported
-        from astune.plugins import load_plugins
-
-        load_plugins(args.plugins or ())  # the losses the search's configs may name
-        settings.validate()
+        settings.validate()  # loads the plugins: the losses the search's configs may name
         existing_store(settings.tracking_uri)
     from mlflow.exceptions import MlflowException
 

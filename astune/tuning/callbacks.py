@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from astune.store.conventions import (
     STOPPED_EARLY_TAG,
 )
 from astune.store.outbox import first_line
+from astune.store.run_writes import log_metrics
 from astune.store.values import result_metrics, trial_run_name
 from astune.store.writer import SearchTracker
 
@@ -118,9 +120,16 @@ class MLflowTrialCallback(Callback):
     one; the search goes on either way.
     """
 
-    def __init__(self, tracker: SearchTracker, recovery: "CheckpointRecovery | None" = None):
+    def __init__(
+        self,
+        tracker: SearchTracker,
+        recovery: "CheckpointRecovery | None" = None,
+        *,
+        progress_every: float = 60.0,
+    ):
         self.tracker = tracker
         self.recovery = recovery  # placed before this callback in the Tuner's list
+        self.progress_every = progress_every  # seconds between a running trial's progress points
         self._runs: dict[str, str] = {}  # trial id -> open child run id
         self._stopped_early: set[str] = set()
         self._last_step: dict[str, int] = {}  # trial id -> last evaluation logged
@@ -143,7 +152,29 @@ class MLflowTrialCallback(Callback):
         self.tracker.outbox.submit(label, write)
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        self._log_progress(trials)
         self.tracker.outbox.flush()  # held writes are retried when due, results or not
+
+    def _log_progress(self, trials: list) -> None:
+        """Each running trial's ``progress`` (its share of its samples, at the samples seen as
+        the step), at most every ``progress_every`` seconds: the UI shows how far it is."""
+        from astune.tuning.progress import read_progress
+
+        every = getattr(self, "progress_every", 60.0)  # a callback pickled before it had one
+        now = time.monotonic()
+        if now - getattr(self, "_progress_at", 0.0) < every:
+            return
+        self._progress_at = now
+        for trial in trials:
+            run_id = self._runs.get(trial.trial_id)
+            progress = read_progress(trial.trial_id) if trial.status == "RUNNING" else None
+            if run_id is None or progress is None:
+                continue
+            values = {"progress": round(progress.fraction, 4)}
+            self._submit(
+                f"the progress of trial {trial.trial_id}",
+                partial(log_metrics, self.tracker.client, run_id, values, progress.samples),
+            )
 
     def on_trial_start(self, iteration: int, trials: list, trial: "Trial", **info: Any) -> None:
         trial_id, config = trial.trial_id, dict(trial.config)

@@ -21,7 +21,8 @@ from ray.tune import Callback
 
 from astune.store.links import runs_view_url
 from astune.tuning.optuna_storage import dashboard_command
-from astune.tuning.settings import SearchResult
+from astune.tuning.progress import SearchProgress, duration_text
+from astune.tuning.settings import PROGRESS_EVERY_S, SearchResult
 
 COLUMNS = ("loss", "delta", "warmup_ratio", "as_speed", "lam", "max_accum_steps", "lr")
 WIDTH = 80  # the closing lines' width: a terminal's default
@@ -56,6 +57,8 @@ class Column:
             return row.get("status", "")
         if self.config:
             return _fmt(row["config"].get(self.key))
+        if self.key in ("done", "left"):
+            return row.get(self.key, "-")
         return str(row["evals"]) if self.key == "evals" else _fmt(row[self.key])
 
 
@@ -70,6 +73,8 @@ TABLE_COLUMNS = (
     Column("lam", "lam", config=True),
     Column("accum", "max_accum_steps", config=True),
     Column("lr", "lr", config=True),
+    Column("done", "done"),
+    Column("left", "left"),
     Column("evals", "evals", always=True),
     Column("best", "best", always=True),
     Column("masked", "masked"),
@@ -77,8 +82,8 @@ TABLE_COLUMNS = (
 )
 # Which columns a narrow terminal keeps, most wanted first: the rest go, last first.
 KEPT_FIRST = (
-    "trial", "status", "loss", "best", "evals", "lr", "delta", "masked", "speed", "test",
-    "lam", "accum", "warmup",
+    "trial", "status", "loss", "best", "evals", "done", "left", "lr", "delta", "masked", "speed",
+    "test", "lam", "accum", "warmup",
 )  # fmt: skip
 GAP = 2  # characters between two columns (rich: collapsed padding, no vertical lines)
 
@@ -94,8 +99,10 @@ class TrialTable:
         metric: str,
         total: int | None,
         command: str = "search",
+        timing: str = "",
     ):
         self.rows, self.metric, self.total, self.command = rows, metric, total, command
+        self.timing = timing  # elapsed and about what is left (tuning/progress.py)
 
     def title(self) -> str:
         total = f"/{self.total}" if self.total else ""
@@ -147,6 +154,8 @@ class TrialTable:
         from rich.text import Text
 
         yield Text(self.title(), overflow="ellipsis", no_wrap=True)
+        if self.timing:
+            yield Text(self.timing, overflow="ellipsis", no_wrap=True)
         yield self.table(options.max_width)
 
 
@@ -162,6 +171,7 @@ class ConsoleCallback(Callback):
         live: bool | None = None,
         *,
         command: str = "search",
+        progress_every: float = PROGRESS_EVERY_S,
     ):
         self.metric, self.command = metric, command
         self.num_samples = num_samples
@@ -169,13 +179,34 @@ class ConsoleCallback(Callback):
         self.rows: dict[str, dict[str, Any]] = {}
         self._live = None
         self._last_draw = 0.0
+        self.progress_every = progress_every  # outside a terminal: a progress line this often
+        self.progress = SearchProgress(num_samples)
+        self._polled = self._said = time.monotonic()
 
     def __getstate__(self) -> dict[str, Any]:  # pickled with the experiment; the screen is not
-        return {**self.__dict__, "_live": None}
+        return {**self.__dict__, "_live": None, "progress": None}
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._row(trial)["status"] = "RUNNING"
+        self._progress().start(trial.trial_id)
         self._draw()
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        """Between evaluations: the running trials' progress (every 2 s in a terminal; outside
+        one, a line every ``progress_every`` seconds)."""
+        now = time.monotonic()
+        every = 2.0 if self.live_mode else getattr(self, "progress_every", PROGRESS_EVERY_S)
+        if now - getattr(self, "_polled", 0.0) < every:
+            return
+        self._polled = now
+        progress = self._progress()
+        progress.poll()
+        for trial_id, row in self.rows.items():
+            row["done"], row["left"] = progress.of(trial_id)
+        if self.live_mode:
+            self._draw(force=True)
+        else:
+            print(progress.line(self.command), flush=True)
 
     def on_trial_result(
         self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
@@ -202,14 +233,17 @@ class ConsoleCallback(Callback):
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         finished = (trial.last_result or {}).get("final")
-        self._row(trial)["status"] = "DONE" if finished else "STOPPED"
+        row = self._row(trial)
+        row["status"], row["done"], row["left"] = "DONE" if finished else "STOPPED", "-", "-"
+        self._progress().end(trial.trial_id)
         self._draw(force=True)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         from astune.tuning.lifecycle.trial_errors import trial_error_message
 
         row = self._row(trial)
-        row["status"] = "FAILED"
+        row["status"], row["done"], row["left"] = "FAILED", "-", "-"
+        self._progress().end(trial.trial_id)
         line = f"[{trial.trial_id}] failed: {trial_error_message(trial)}"
         if not self.live_mode:
             print(line, flush=True)
@@ -227,9 +261,22 @@ class ConsoleCallback(Callback):
 
     def view(self) -> TrialTable:
         """The live table, as rich renders it (at the console's width)."""
+        progress, timing = self._progress(), ""
+        if progress.running():  # while trials run: elapsed, and about what is left
+            timing = f"{duration_text(progress.elapsed())} in, about "
+            timing += f"{duration_text(progress.remaining())} left if none stops early"
         return TrialTable(
-            self.rows, metric=self.metric, total=self.num_samples, command=self.command
+            self.rows,
+            metric=self.metric,
+            total=self.num_samples,
+            command=self.command,
+            timing=timing,
         )
+
+    def _progress(self) -> SearchProgress:
+        if getattr(self, "progress", None) is None:  # a callback pickled before it had one
+            self.progress = SearchProgress(self.num_samples)
+        return self.progress
 
     def _row(self, trial: Any) -> dict[str, Any]:
         row = self.rows.setdefault(

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from astune.store.pareto import FrontPoint
 
 DEFAULT_STORAGE = "astune-runs/ray"
+PROGRESS_EVERY_S = 300.0
+"""The default interval of the progress line outside a terminal (``--progress-every``), and at
+most that of MLflow's ``progress`` metric of a running trial (every minute at the least)."""
 # --sampler: the Optuna sampler (in optuna.samplers) each name stands for
 SAMPLERS = {"tpe": "TPESampler", "nsgaii": "NSGAIISampler", "random": "RandomSampler"}
 
@@ -78,6 +81,7 @@ class SearchSettings:
     keep_checkpoints: bool = False  # False: a finished trial's checkpoints leave the storage path
     reuse_actors: bool = True
     console: bool = True
+    progress_every: float = PROGRESS_EVERY_S  # seconds between progress lines outside a terminal
     # --verbose: Ray's and MLflow's own console output (astune.tuning.notices). Not a setting
     # that shapes the search: not among the parent run's params, free to change on --resume.
     verbose: bool = False
@@ -114,6 +118,7 @@ class SearchSettings:
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1)
         check_range("cpus_per_trial", self.cpus_per_trial, 0.0, None, low_open=True)
+        check_range("progress_every", self.progress_every, 0.0, None, low_open=True)
         if self.gpus_per_trial is not None:
             check_range("gpus_per_trial", self.gpus_per_trial, 0.0)
         if self.epochs is not None:

@@ -33,6 +33,7 @@ def train_trial(config: dict[str, Any], *, data: TrainData, base: TrainConfig) -
     from astune.training import fit
     from astune.training.state import BestWeights
     from astune.tuning.lifecycle.scratch import clean_stale_scratch, make_scratch
+    from astune.tuning.progress import PublishProgress
 
     # The run folder is scratch: Ray persists each reported checkpoint and MLflow every record.
     # Inside the trial folder Ray would copy it again at every experiment snapshot, and a reused
@@ -59,7 +60,10 @@ def train_trial(config: dict[str, Any], *, data: TrainData, base: TrainConfig) -
         noted.clear()
 
     best = BestWeights(filesystem, f"{trial_path}/best")
-    run = functools.partial(fit, train_config, data=data, callback=report, best_weights=best)
+    progress = PublishProgress(tune.get_context().get_trial_id())  # between the evaluations
+    run = functools.partial(
+        fit, train_config, data=data, callback=report, best_weights=best, hooks=[progress]
+    )
     try:
         checkpoint = tune.get_checkpoint()
         if checkpoint is None:

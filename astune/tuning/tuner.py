@@ -50,14 +50,16 @@ def callbacks(
         MLflowTrialCallback,
     )
     from astune.tuning.console import ConsoleCallback
+    from astune.tuning.settings import PROGRESS_EVERY_S
 
     recovery = CheckpointRecovery()
     found: list = [recovery]
     if not settings.keep_checkpoints:  # gone before the run says FINISHED
         found.append(DropFinishedCheckpoints())
-    found.append(MLflowTrialCallback(tracker, recovery))
+    every = getattr(settings, "progress_every", PROGRESS_EVERY_S)
+    found.append(MLflowTrialCallback(tracker, recovery, progress_every=min(60.0, every)))
     if settings.console:
-        found.append(ConsoleCallback(metric, total, command=command))
+        found.append(ConsoleCallback(metric, total, command=command, progress_every=every))
     return found
 
 

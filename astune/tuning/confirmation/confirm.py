@@ -61,6 +61,7 @@ class ConfirmSettings:
     storage_timeout: float | None = None
     console: bool = True
     verbose: bool = False  # --verbose: Ray's and MLflow's own console output
+    plugins: tuple[str, ...] = ()  # modules that register the losses its configs name
 
     @property
     def verdict_within(self) -> float | None:
@@ -70,6 +71,10 @@ class ConfirmSettings:
         return FRONT_WITHIN if self.within is None else self.within
 
     def validate(self) -> "ConfirmSettings":
+        from astune.plugins import load_plugins, plugin_names
+
+        self.plugins = plugin_names(list(self.plugins))
+        load_plugins(self.plugins)  # the losses the search's configs may name
         if self.top is not None:
             check_int("top", self.top, 1)
         check_int("seeds", self.seeds, 2)

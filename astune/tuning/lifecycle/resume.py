@@ -36,6 +36,7 @@ NOT_SEARCH_SETTINGS = {
     "given": "which flags this command gave",
     "console": "how this driver shows progress, not what the trials do",
     "verbose": "whether this driver shows the libraries' own output, not what the trials do",
+    "progress_every": "how often this driver says how far the search is, not what it does",
     "reference": "read at the start by --warm-start and the portfolio: their space is recorded",
     "probe_backbone": "read by --warm-start at the start: the warmed space is recorded",
 }
