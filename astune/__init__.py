@@ -1,9 +1,9 @@
 """astune: hyperparameter search for AS-Softmax and AS-Speed.
 
 The Python API mirrors the commands (:mod:`astune.api`): :func:`search`, :func:`train`,
-:func:`recommend`, :func:`confirm` and :func:`export`, with their results and exceptions. Its
-names load on first use, and heavy packages (ray, mlflow, transformers) only with the modules
-that need them, so that ``import astune.losses`` stays fast.
+:func:`recommend`, :func:`confirm`, :func:`export` and :func:`status`, with their results and
+exceptions. Its names load on first use, and heavy packages (ray, mlflow, transformers) only
+with the modules that need them, so that ``import astune.losses`` stays fast.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     )
     from astune.api import (
         SearchResult as SearchResult,
+    )
+    from astune.api import (
+        SearchStatus as SearchStatus,
     )
     from astune.api import (
         SearchStopped as SearchStopped,
@@ -61,6 +64,9 @@ if TYPE_CHECKING:
         search as search,
     )
     from astune.api import (
+        status as status,
+    )
+    from astune.api import (
         train as train,
     )
 
@@ -73,7 +79,9 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "recommend",
             "confirm",
             "export",
+            "status",
             "SearchResult",
+            "SearchStatus",
             "TrainResult",
             "Recommendation",
             "ConfirmResult",

@@ -68,6 +68,7 @@ def test_the_results_and_exceptions_are_public_names() -> None:
         "format_recommendation",
         "recommend",
         "search",
+        "status",
         "train",
     ]
 

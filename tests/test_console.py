@@ -242,13 +242,14 @@ def test_a_running_trials_progress_and_what_is_left_of_the_search():
     """Issue 72 item 2, by its definition: a running trial's share and time left from what it
     published; the search's remaining time from the running trials' and the mean length of a
     trial times those not started, at the concurrency seen; the heartbeat line says it."""
-    from astune.tuning.progress import SearchProgress, TrialProgress, search_seconds_left
+    from astune.store.estimate import search_seconds_left
+    from astune.tuning.progress import SearchProgress, TrialProgress
 
     half = TrialProgress(samples=500, total=1000, rate=10.0, at=0.0)
     assert (half.fraction, half.seconds_left()) == (0.5, 50.0)
     # one finished in 100 s; one running 40 s at 40% (100 s in all): (60 + 2 * 100) / 2
     left = search_seconds_left(
-        running=[(40.0, TrialProgress(400, 1000, 10.0, 0.0))],
+        running=[(40.0, 0.4)],
         finished_seconds=[100.0],
         pending=2,
         concurrency=2,

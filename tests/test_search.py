@@ -32,6 +32,7 @@ from search_processes import (
 from stores import new_store
 from tiny import TINY, one_ray
 
+import astune
 from astune.cli import main
 from astune.cli.parser import build_parser
 from astune.store.conventions import LOST_TAG
@@ -186,6 +187,7 @@ def test_a_multi_objective_search_stopped_by_a_hangup_and_ctrl_c_resumes_to_its_
     command = search_command("killed", space, "--checkpoint-every", "eval", "--progress-every", "1")
 
     refused: list[str] = []
+    viewed: list = []  # `astune status` from this process while the search runs (issue 72)
 
     def ready() -> bool:  # a second driver of the same --name while the search runs: refused
         # asked as soon as the driver holds the search: the refused one takes seconds to start
@@ -194,6 +196,8 @@ def test_a_multi_objective_search_stopped_by_a_hangup_and_ctrl_c_resumes_to_its_
             again = subprocess.run(command, capture_output=True, text=True, timeout=120)
             assert again.returncode == 2, again.stderr[-2000:]
             refused.append(again.stderr.strip().splitlines()[-1])
+        if not viewed and running_trials(db) >= 1:
+            viewed.append(astune.status("killed", tracking_uri=f"sqlite:///{db}"))
         # one trial finished, the next evaluated twice: Ray's experiment holds its checkpoint
         # (the evaluation MLflow shows may be the one whose checkpoint Ray has not yet noted)
         return bool(refused) and count_finished(db) >= 1 and running_trials(db, 2) >= 1
@@ -213,6 +217,11 @@ def test_a_multi_objective_search_stopped_by_a_hangup_and_ctrl_c_resumes_to_its_
     ]
     assert any(shares) and all(0.0 < v <= 1.0 for share in shares for v in share), shares
     assert all(share == sorted(share) for share in shares), shares  # it only grows
+    live, after = viewed[0], astune.status("killed", tracking_uri=f"sqlite:///{db}")
+    assert live.status == "RUNNING" and not live.stale and live.num_samples == 3
+    assert any(t.status == "RUNNING" for t in live.trials), str(live)
+    assert after.status == "KILLED" and "resume it with: python -m astune search --dataset " \
+        "sst5 --name killed" in str(after)  # fmt: skip
     finished = count_finished(db)
     # the unfinished trials' checkpoints cut short, as by an upload that died: each
     # restarts from its start, tagged so, and the search loses none of them

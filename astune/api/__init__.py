@@ -32,6 +32,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "api._recommend": ["recommend"],
         "api._confirm": ["confirm"],
         "api._export": ["export", "ExportResult"],
+        "api._status": ["status"],
+        "store.status": ["SearchStatus"],
         "tuning.settings": ["SearchResult"],
         "tuning.confirmation.confirm_summary": ["ConfirmResult"],
         "recommendation.result": ["Recommendation"],

@@ -24,6 +24,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "recommend": runs.recommend,
     "report": runs.report,
     "confirm": runs.confirm,
+    "status": runs.status,
     "datasets": data.datasets,
     "backbones": data.backbones,
     "losses": data.losses,

@@ -4,6 +4,7 @@ are in :mod:`astune.cli`)."""
 from __future__ import annotations
 
 import argparse
+import math
 
 from astune.checkpoint_policy import SEARCH_DEFAULT, TRAIN_DEFAULT
 from astune.cli.flags import (
@@ -58,6 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="ask the hub whether each entry's source still resolves (lists files only)",
     )
+    status = sub.add_parser("status", help="a running or finished search, from its store")
+    add_tracking_flag(status)
+    status.add_argument("--experiment", required=True)
+    status.add_argument(
+        "--watch", action="store_true", help="show it again until it is no longer running"
+    )
+    status.add_argument(
+        "--every", type=_positive_seconds, default=10.0, metavar="SECONDS",
+        help="with --watch: seconds between two views (default 10)",
+    )  # fmt: skip
     sub.add_parser("backbones", help="list the backbone aliases")
     losses = sub.add_parser("losses", help="list the losses: the built-ins and the plugins'")
     add_plugin_flag(losses)
@@ -395,3 +406,14 @@ def _add_confirm_parser(sub: argparse._SubParsersAction) -> None:
     confirm.add_argument("--storage-path", default=None)
     add_storage_timeout_flag(confirm)
     add_verbose_flag(confirm)
+
+
+def _positive_seconds(text: str) -> float:
+    """A number of seconds above 0 (argparse's one-line error otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
+    return value

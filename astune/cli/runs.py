@@ -125,6 +125,27 @@ def recommend(args: argparse.Namespace) -> int:
     return 0
 
 
+def status(args: argparse.Namespace) -> int:
+    """The search as its store holds it; ``--watch``: again every ``--every`` seconds until it
+    is no longer RUNNING (or Ctrl-C)."""
+    import time
+
+    from astune.api._status import status as search_status
+
+    while True:
+        with refused_as_bad_input():  # an unknown store or experiment
+            found = search_status(args.experiment, tracking_uri=args.tracking_uri)
+        if args.watch and sys.stdout.isatty():
+            print("\033[H\033[J", end="")  # the screen cleared: the view redraws in place
+        print(found, flush=True)
+        if not args.watch or found.status != "RUNNING" or found.stale:
+            return 0
+        try:
+            time.sleep(args.every)
+        except KeyboardInterrupt:
+            return 0
+
+
 def report(args: argparse.Namespace) -> int:
     with refused_as_bad_input():  # before pandas and MLflow are imported
         existing_store(args.tracking_uri)

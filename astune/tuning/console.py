@@ -19,9 +19,10 @@ from typing import Any
 
 from ray.tune import Callback
 
+from astune.store.estimate import duration_text
 from astune.store.links import runs_view_url
 from astune.tuning.optuna_storage import dashboard_command
-from astune.tuning.progress import SearchProgress, duration_text
+from astune.tuning.progress import SearchProgress
 from astune.tuning.settings import PROGRESS_EVERY_S, SearchResult
 
 COLUMNS = ("loss", "delta", "warmup_ratio", "as_speed", "lam", "max_accum_steps", "lr")

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from astune.store.estimate import duration_text, search_seconds_left
 from astune.training.hooks import LoopHooks
 
 PUBLISH_EVERY_S = 1.0
@@ -91,40 +92,6 @@ def read_progress(trial_id: str) -> TrialProgress | None:
     return TrialProgress.from_bytes(kv_get(progress_key(trial_id)))
 
 
-def search_seconds_left(
-    *,
-    running: list[tuple[float, TrialProgress | None]],
-    finished_seconds: list[float],
-    pending: int,
-    concurrency: int,
-) -> float | None:
-    """What remains of a search, in seconds, if no trial is stopped early: the running trials'
-    time to their end at their rates, and each trial not started yet taking the mean full
-    length seen so far (finished trials', and running ones' elapsed over their fraction), run
-    ``concurrency`` at a time. ``running``: (elapsed seconds, progress) a trial. None: nothing
-    measured yet."""
-    lengths = list(finished_seconds)
-    left = 0.0
-    for elapsed, progress in running:
-        if progress is None or progress.fraction <= 0:
-            continue
-        lengths.append(elapsed / progress.fraction)
-        left += max(0.0, elapsed / progress.fraction - elapsed)
-    if not lengths:
-        return None
-    mean = sum(lengths) / len(lengths)
-    return (left + pending * mean) / max(1, concurrency)
-
-
-def duration_text(seconds: float | None) -> str:
-    """``seconds`` as ``"45 s"``, ``"12 min"`` or ``"3.2 h"``; ``"?"`` when unknown."""
-    if seconds is None:
-        return "?"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
-
-
 class SearchProgress:
     """The driver's view of how far a search is: when each trial started and ended, and what
     the running ones last published; :meth:`poll` reads them, :meth:`line` says it in one line
@@ -167,7 +134,7 @@ class SearchProgress:
 
     def remaining(self) -> float | None:
         now = time.monotonic()
-        running = [(now - self.started[t], self.latest.get(t)) for t in self.running()]
+        running = [(now - self.started[t], self._fraction(t)) for t in self.running()]
         pending = max(0, (self.total or 0) - len(self.started))
         return search_seconds_left(
             running=running,
@@ -175,6 +142,10 @@ class SearchProgress:
             pending=pending,
             concurrency=self.most_running,
         )
+
+    def _fraction(self, trial_id: str) -> float | None:
+        found = self.latest.get(trial_id)
+        return None if found is None else found.fraction
 
     def elapsed(self) -> float:
         return time.monotonic() - self.began

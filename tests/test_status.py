@@ -1,0 +1,94 @@
+"""`astune status` (issue 72 item 3) on real MLflow stores written by hand (no Ray): a finished
+search's trials, best and source; a RUNNING search whose driver's heartbeat went stale, named
+with its resume command; a running trial's progress; one line for an unknown experiment. The
+view of a live search from another process is test_search's signal test."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hand_store import SINGLE_SEARCH, write_search
+from mlflow import MlflowClient
+from stores import new_store
+
+import astune
+from astune.cli import main
+from astune.store.status import STALE_AFTER
+
+
+@pytest.fixture
+def store(tmp_path):
+    uri = new_store(tmp_path)
+    client = MlflowClient(uri)
+    write_search(client, SINGLE_SEARCH, None)
+    return uri, client
+
+
+def test_a_finished_search_lists_its_trials_and_its_best(store):
+    uri, _ = store
+    found = astune.status(SINGLE_SEARCH, tracking_uri=uri)
+    assert found.status == "FINISHED" and not found.stale and found.remaining is not None
+    states = {t.trial_id: t.status for t in found.trials}
+    assert states["stopped"] == "STOPPED" and states["failed"] == "FAILED"
+    assert states["best"] == "FINISHED" and states["close"] == "FINISHED"
+    assert found.best is not None and found.best.trial_id == "best"  # 0.800; "failed" not counted
+    assert all(t.progress == 1.0 for t in found.trials if t.status in ("FINISHED", "STOPPED"))
+    lines = str(found).splitlines()
+    assert lines[0].startswith(f"search {SINGLE_SEARCH!r}: finished, 6 trials, ")
+    assert "left" not in lines[0]  # nothing is left of a finished search
+    assert lines[-1] == "best: best, objective 0.8"
+
+
+def running_search(client: MlflowClient, *, heartbeat_age: float, host: str) -> str:
+    """A RUNNING search whose driver on ``host`` last beat ``heartbeat_age`` s ago, with one
+    RUNNING trial at 40% and one FINISHED; the parent's id."""
+    experiment = client.create_experiment("live")
+    now = time.time()
+    tags = {
+        "astune.role": "search", "astune.search_driver.host": host,
+        "astune.search_driver.pid": "4242", "astune.search_driver.claimed": f"{now - 600:.3f}",
+        "astune.search_driver.heartbeat": f"{now - heartbeat_age:.3f}",
+    }  # fmt: skip
+    parent = client.create_run(experiment, tags=tags).info.run_id
+    for key, value in (("dataset", "sst5"), ("num_samples", 4), ("max_concurrent", 1)):
+        client.log_param(parent, key, str(value))
+    for name, status in (("t_00000", "FINISHED"), ("t_00001", "RUNNING")):
+        tags = {"mlflow.parentRunId": parent, "astune.role": "trial", "astune.trial_id": name}
+        run = client.create_run(experiment, tags=tags).info.run_id
+        client.log_metric(run, "objective", 0.5)
+        if status == "RUNNING":
+            client.log_metric(run, "progress", 0.4, step=400)
+        else:
+            client.set_terminated(run, status)
+    return parent
+
+
+def test_a_running_search_with_a_live_driver_says_how_far_it_is(store):
+    uri, client = store
+    running_search(client, heartbeat_age=5.0, host="elsewhere")
+    found = astune.status("live", tracking_uri=uri)
+    assert found.status == "RUNNING" and not found.stale
+    assert [(t.trial_id, t.progress) for t in found.trials] == [("t_00000", 1.0), ("t_00001", 0.4)]
+    line = str(found).splitlines()[0]
+    assert line.startswith("search 'live': running, 2/4 trials, ") and "left if none stops" in line
+    assert " 40% " in str(found)
+
+
+def test_a_running_search_whose_driver_died_is_named_stale_with_its_resume_command(store, capsys):
+    uri, client = store
+    running_search(client, heartbeat_age=STALE_AFTER + 1, host="elsewhere")
+    assert main(["status", "--experiment", "live", "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == (
+        f"its driver gave no heartbeat for over {STALE_AFTER:.0f} s: it died or lost the store. "
+        f"Resume it with: python -m astune search --dataset sst5 --name live --tracking-uri {uri} "
+        "--resume"
+    )
+
+
+def test_an_unknown_experiment_is_one_line(store, capsys):
+    uri, _ = store
+    assert main(["status", "--experiment", "nope", "--tracking-uri", uri]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no experiment 'nope'" in err and SINGLE_SEARCH in err
