@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, overload
+from typing import Any
 
 from astune._checks import check_choice, check_int, check_range
 
@@ -159,26 +159,6 @@ RESERVED_PARAMS = frozenset(
 """Names a loss's parameter may not take: trial-config keys and module options."""
 
 
-@overload
-def register_loss(
-    name: str,
-    *,
-    params: Sequence[ParamSpec] = (),
-    tasks: Sequence[str] = SINGLE_LABEL_TASKS,
-    is_as: bool = False,
-    fused: bool = False,
-    factory: None = None,
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
-@overload
-def register_loss(
-    name: str,
-    *,
-    params: Sequence[ParamSpec] = (),
-    tasks: Sequence[str] = SINGLE_LABEL_TASKS,
-    is_as: bool = False,
-    fused: bool = False,
-    factory: Callable[..., Any] | str,
-) -> LossInfo: ...
 def register_loss(
     name: str,
     *,
@@ -188,7 +168,8 @@ def register_loss(
     fused: bool = False,
     factory: Callable[..., Any] | str | None = None,
 ) -> Any:
-    """Declare the loss ``name`` once: its searchable ``params`` (each a :class:`ParamSpec`
+    """Declare the loss ``name`` once (returns its :class:`LossInfo`; without ``factory``, a
+    class decorator that returns the class): its searchable ``params`` (each a :class:`ParamSpec`
     with its default and range), the ``tasks`` it serves, whether it is an AS loss (AS-Speed,
     AS-Skip and the delta warm-up apply; its module takes ``delta`` and ``set_delta``) and its
     ``factory``, which builds the ``nn.Module`` from the parameters and ``reduction`` (and
