@@ -171,6 +171,28 @@ def test_the_audit_finds_the_syncs_of_a_step_that_waits(sst5, data_dir, tmp_path
     assert {s.where.split(":")[0] for s in inside} == {Path(__file__).stem}
 
 
+def test_a_trial_publishing_its_progress_adds_no_sync(sst5, data_dir, tmp_path, monkeypatch):
+    """Issue 72: the hook a search's trial publishes its progress with (every optimizer step
+    here) reads host counters only; what it publishes is what the run saw."""
+    from astune import _private
+    from astune.tuning.progress import PublishProgress, TrialProgress
+
+    published: list[TrialProgress] = []  # Ray's KV store is the driver's: kept here instead
+    monkeypatch.setattr(
+        _private, "kv_put", lambda key, v: published.append(TrialProgress.from_bytes(v))
+    )
+    config = run_config(LOOP_BASE, tmp_path, "progress", data_dir, **SIZE, **AS)
+    run = Run(config, data=sst5, hooks=[PublishProgress("t_00000", every=0.0)])
+    audit = SyncAudit()
+    audit.tag(*run_device_state(run))
+    with audit:
+        run.train()
+    _assert_no_step_syncs(audit, run)
+    assert len(published) >= run.pos.steps  # each step, and each evaluation
+    assert published[-1].samples == run.pos.samples == published[-1].total
+    assert [p.samples for p in published] == sorted(p.samples for p in published)
+
+
 # -- AS-Speed one step late ----------------------------------------------------------------------
 
 

@@ -57,7 +57,7 @@ def search(
     probe_backbone: str | None = None,
     verbose: bool = False,
     progress: bool = True,
-    progress_every: float = 300.0,
+    progress_every: float = 60.0,
 ) -> SearchResult:
     """Search ``dataset`` (a registry name or a folder) as ``python -m astune search`` does, with
     its flags as keywords (docs/contract.md); ``losses``, ``objectives`` and ``plugins`` (modules

@@ -99,7 +99,7 @@ def add_progress_flag(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="SECONDS",
         help="outside a terminal (a job's log, nohup), a line on how far the search is this "
-        "often (default 300); MLflow's progress metric of each running trial at most every "
+        "often (default 60); MLflow's progress metric of each running trial at most every "
         "minute",
     )
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from astune.store.pareto import FrontPoint
 
 DEFAULT_STORAGE = "astune-runs/ray"
-PROGRESS_EVERY_S = 300.0
+PROGRESS_EVERY_S = 60.0
 """The default interval of the progress line outside a terminal (``--progress-every``), and at
 most that of MLflow's ``progress`` metric of a running trial (every minute at the least)."""
 # --sampler: the Optuna sampler (in optuna.samplers) each name stands for
