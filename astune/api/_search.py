@@ -13,6 +13,8 @@ from astune.store.storage_retry import DEFAULT_STORAGE_TIMEOUT
 from astune.tuning.settings import SearchSettings
 
 if TYPE_CHECKING:
+    import optuna
+
     from astune.tuning.settings import SearchResult
 
 NOT_OPTIONS = ("dataset", "progress")  # search()'s parameters that are no SearchSettings field
@@ -47,7 +49,7 @@ def search(
     checkpoint_every: str = SEARCH_DEFAULT,
     keep_checkpoints: bool = False,
     objectives: str | Sequence[str] | None = None,
-    sampler: str = "tpe",
+    sampler: str | optuna.samplers.BaseSampler = "tpe",
     loss_kernel: str = "auto",
     compile: bool = False,
     plugins: str | Sequence[str | PathLike[str]] | None = None,
@@ -61,7 +63,9 @@ def search(
 ) -> SearchResult:
     """Search ``dataset`` (a registry name or a folder) as ``python -m astune search`` does, with
     its flags as keywords (docs/contract.md); ``losses``, ``objectives`` and ``plugins`` (modules
-    that register losses: docs/extending.md) also take lists.
+    that register losses: docs/extending.md) also take lists, and ``sampler`` an Optuna sampler
+    object as well as a name (``tpe``, ``random``, ``qmc``, ``cmaes``, ``gp``, ``nsgaii``,
+    ``nsgaiii``).
 
     ``progress``: the live trial table (one line per evaluation outside a terminal, and one on
     how far the search is every ``progress_every`` seconds) and what ``warm_start`` decided;

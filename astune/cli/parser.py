@@ -23,7 +23,7 @@ from astune.config import SKIP_POLICIES
 from astune.exporting import FORMATS
 from astune.losses.catalogue import DELTA_SCHEDULES
 from astune.metrics.objectives import COSTS
-from astune.tuning.settings import SAMPLERS
+from astune.tuning.searchers.samplers import SAMPLERS
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -138,7 +138,10 @@ def _add_search_parser(sub: argparse._SubParsersAction) -> None:
         f"{', '.join(COSTS)}): a multi-objective search with a Pareto front",
     )
     search.add_argument(
-        "--sampler", choices=list(SAMPLERS), default=None, help="Optuna's sampler (default: tpe)"
+        "--sampler",
+        choices=list(SAMPLERS),
+        default=None,
+        help="Optuna's sampler (default: tpe; cmaes searches one objective only)",
     )
     add_checkpoint_flag(search, SEARCH_DEFAULT)
     add_verbose_flag(search)

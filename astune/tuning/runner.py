@@ -18,6 +18,7 @@ from astune.config import TrainConfig
 from astune.data.resolve import DatasetRef, default_backbone
 from astune.data.spec import DatasetSpec
 from astune.space.space import SearchSpace
+from astune.tuning.searchers.samplers import check_sampler
 from astune.tuning.settings import (
     PreparedSearch,
     SearchError,
@@ -100,6 +101,7 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
 
         settings, space, lines = portfolio_start(settings, space, data, tracking_uri=tracking_uri)
         notes += lines
+    check_sampler(settings.sampler, objectives=len(space.objectives))  # now that they are known
     check_unchanged(settings, space, before)
     return PreparedSearch(
         settings=settings,

@@ -17,6 +17,7 @@ from astune.config import TRAIN_FIELDS
 from astune.losses.catalogue import LOSS_KERNELS
 from astune.metrics.objectives import PRIMARY, parse_objectives
 from astune.store.storage_retry import DEFAULT_STORAGE_TIMEOUT
+from astune.tuning.searchers.samplers import check_sampler
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -30,8 +31,6 @@ DEFAULT_STORAGE = "astune-runs/ray"
 PROGRESS_EVERY_S = 60.0
 """The default interval of the progress line outside a terminal (``--progress-every``), and at
 most that of MLflow's ``progress`` metric of a running trial (every minute at the least)."""
-# --sampler: the Optuna sampler (in optuna.samplers) each name stands for
-SAMPLERS = {"tpe": "TPESampler", "nsgaii": "NSGAIISampler", "random": "RandomSampler"}
 
 
 class SearchError(ValueError):
@@ -70,7 +69,7 @@ class SearchSettings:
     plugins: str | None = None  # modules that register losses (astune.plugins), comma-separated
     scheduler: str | None = None
     objectives: str | None = None  # "objective,train_seconds": astune.metrics.objectives
-    sampler: str = "tpe"
+    sampler: Any = "tpe"  # a name of searchers.samplers.SAMPLERS, or an Optuna sampler object
     seed: int = 0
     max_failures: int = 1
     max_length: int = 128
@@ -129,7 +128,7 @@ class SearchSettings:
         check_int("seed", self.seed, 0)
         check_int("max_failures", self.max_failures, 0)
         check_range("storage_timeout", self.storage_timeout, 0.0)
-        check_choice("sampler", self.sampler, SAMPLERS)
+        check_sampler(self.sampler, objectives=1)  # the count is the space's: checked again then
         check_choice("loss_kernel", self.loss_kernel, LOSS_KERNELS)
         cpu = not (self.gpus_per_trial or 0) > 0
         if self.loss_kernel == "triton" and cpu and os.environ.get("TRITON_INTERPRET") != "1":

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from astune.tuning.searchers.samplers import sampler_name
 from astune.tuning.settings import SearchError, SearchSettings
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def search_params(settings: SearchSettings, space: SearchSpace) -> dict[str, Any
         "losses": ",".join(space.losses),
         "scheduler": space.scheduler_type,
         "objectives": ",".join(space.objectives),
-        "sampler": settings.sampler,
+        "sampler": sampler_name(settings.sampler),
         "backbone": settings.backbone,
         "num_layers": settings.num_layers,
         "max_train_samples": settings.max_train_samples,

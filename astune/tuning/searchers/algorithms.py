@@ -31,12 +31,11 @@ def searcher_for(space: SearchSpace, settings: SearchSettings, *, max_concurrent
 
 
 def _sampler(settings: SearchSettings) -> Any:
-    """``--sampler``: Optuna's TPE (one or several objectives), NSGA-II or random search."""
-    import optuna
+    """``--sampler``: a sampler of :data:`~astune.tuning.searchers.samplers.SAMPLERS` seeded
+    with the search's seed, or the Optuna sampler object the Python API was given."""
+    from astune.tuning.searchers.samplers import build_sampler
 
-    from astune.tuning.settings import SAMPLERS
-
-    return getattr(optuna.samplers, SAMPLERS[settings.sampler])(seed=settings.seed)
+    return build_sampler(settings.sampler, seed=settings.seed)
 
 
 def scheduler_for(space: SearchSpace, max_t: int) -> Any:
