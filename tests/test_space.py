@@ -304,9 +304,9 @@ BAD = {
     ),
     "bad mode": ("mode: maximize", "mode", "mode must be one of"),
     "bad scheduler": (
-        "scheduler: {type: hyperband}",
+        "scheduler: {type: pbt}",
         "scheduler.type",
-        "must be one of 'auto', 'asha', 'none'",
+        "must be one of 'auto', 'asha', 'hyperband', 'none'",
     ),
     "seed point unknown param": (
         "seed_points:\n  - {loss: as_softmax, gamma: 2.0}",

@@ -14,6 +14,7 @@ from astune.tuning.settings import SearchSettings
 
 if TYPE_CHECKING:
     import optuna
+    import ray.tune.schedulers
 
     from astune.tuning.settings import SearchResult
 
@@ -45,7 +46,7 @@ def search(
     seed: int = 0,
     data_dir: str | PathLike[str] | None = None,
     losses: str | Sequence[str] | None = None,
-    scheduler: str | None = None,
+    scheduler: str | ray.tune.schedulers.TrialScheduler | None = None,
     checkpoint_every: str = SEARCH_DEFAULT,
     keep_checkpoints: bool = False,
     objectives: str | Sequence[str] | None = None,
@@ -65,7 +66,8 @@ def search(
     its flags as keywords (docs/contract.md); ``losses``, ``objectives`` and ``plugins`` (modules
     that register losses: docs/extending.md) also take lists, and ``sampler`` an Optuna sampler
     object as well as a name (``tpe``, ``random``, ``qmc``, ``cmaes``, ``gp``, ``nsgaii``,
-    ``nsgaiii``).
+    ``nsgaiii``), and ``scheduler`` a Ray Tune scheduler object (one objective) as well as a
+    name (``asha``, ``hyperband``, ``none``).
 
     ``progress``: the live trial table (one line per evaluation outside a terminal, and one on
     how far the search is every ``progress_every`` seconds) and what ``warm_start`` decided;

@@ -23,6 +23,7 @@ from astune.config import SKIP_POLICIES
 from astune.exporting import FORMATS
 from astune.losses.catalogue import DELTA_SCHEDULES
 from astune.metrics.objectives import COSTS
+from astune.space.files import SCHEDULER_TYPES
 from astune.tuning.searchers.samplers import SAMPLERS
 
 
@@ -126,10 +127,11 @@ def _add_search_parser(sub: argparse._SubParsersAction) -> None:
     search.add_argument("--losses", default=None, help="comma-separated losses to compare")
     search.add_argument(
         "--scheduler",
-        choices=["asha", "none"],
+        choices=[t for t in SCHEDULER_TYPES if t != "auto"],
         default=None,
         help="default: the space's (asha: successive halving; with several objectives it "
-        "ranks trials by non-dominated sorting); none: no early stopping",
+        "ranks trials by non-dominated sorting); hyperband: asynchronous Hyperband, every "
+        "bracket (one objective); none: no early stopping",
     )
     search.add_argument(
         "--objectives",

@@ -28,7 +28,11 @@ from astune.space.params import (
 )
 
 _SCHEDULER_KEYS = ("type", "grace_period", "reduction_factor", "max_t")
-SCHEDULER_TYPES = ("auto", "asha", "none")  # auto: asha (with several objectives, by NSGA-II)
+SCHEDULER_TYPES = ("auto", "asha", "hyperband", "none")
+"""What stops trials early (``scheduler.type``, ``--scheduler``): ``asha`` (with several
+objectives successive halving by non-dominated sorting), ``hyperband`` (Ray Tune's asynchronous
+Hyperband, every bracket; one objective), ``none`` (FIFO); ``auto`` is ``asha`` (``none`` behind
+a portfolio with one objective)."""
 
 
 # ---------------------------------------------------------------------------------- sections

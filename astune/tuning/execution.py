@@ -253,7 +253,7 @@ def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
             name=settings.experiment_name,
             tracker=tracker,
             search_alg=searcher_for(space, settings, max_concurrent=limit),
-            scheduler=scheduler_for(space, max_t),
+            scheduler=scheduler_for(space, max_t, settings.scheduler),
             num_samples=space.num_samples,
             metric=space.metric,
         )

@@ -60,7 +60,9 @@ def portfolio_start(
         return settings, space, [f"portfolio: none (nothing recorded on {settings.backbone})"]
     path = portfolio_space_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
-    space, scheduler_line = _portfolio_scheduler(space)
+    scheduler_line = None
+    if settings.scheduler is None or isinstance(settings.scheduler, str):  # not an API object
+        space, scheduler_line = _portfolio_scheduler(space)
     with_portfolio(space, entries, keep=fixed.keys()).dump(path)
     widened = load_space(path)  # as a resume reads it: its source is the file
     lines = [f"portfolio: trials 1-{len(entries)} run what won on past tasks ({path.name})"]

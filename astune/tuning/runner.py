@@ -18,6 +18,7 @@ from astune.config import TrainConfig
 from astune.data.resolve import DatasetRef, default_backbone
 from astune.data.spec import DatasetSpec
 from astune.space.space import SearchSpace
+from astune.tuning.searchers.algorithms import check_scheduler
 from astune.tuning.searchers.samplers import check_sampler
 from astune.tuning.settings import (
     PreparedSearch,
@@ -102,6 +103,7 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
         settings, space, lines = portfolio_start(settings, space, data, tracking_uri=tracking_uri)
         notes += lines
     check_sampler(settings.sampler, objectives=len(space.objectives))  # now that they are known
+    check_scheduler(settings.scheduler, objectives=len(space.objectives))
     check_unchanged(settings, space, before)
     return PreparedSearch(
         settings=settings,
@@ -188,7 +190,7 @@ def _apply_settings(space: SearchSpace, settings: SearchSettings, task: str) -> 
     space = space.with_fixed(**fixed)
     return space.with_settings(
         num_samples=settings.num_samples,
-        scheduler=settings.scheduler,
+        scheduler=settings.scheduler if isinstance(settings.scheduler, str) else None,
         objectives=settings.parsed_objectives(space.metric),  # a bad name is the flag's
     )
 

@@ -67,7 +67,7 @@ class SearchSettings:
     validation_fraction: float | None = None
     losses: str | None = None
     plugins: str | None = None  # modules that register losses (astune.plugins), comma-separated
-    scheduler: str | None = None
+    scheduler: Any = None  # a name of SCHEDULER_TYPES, or (API) a Ray Tune scheduler object
     objectives: str | None = None  # "objective,train_seconds": astune.metrics.objectives
     sampler: Any = "tpe"  # a name of searchers.samplers.SAMPLERS, or an Optuna sampler object
     seed: int = 0

@@ -1,5 +1,6 @@
 """What proposes trials and what stops them: Optuna behind Ray Tune (one mode per objective)
-and the scheduler (ASHA, multi-objective successive halving, or none)."""
+and the scheduler (ASHA, asynchronous Hyperband, multi-objective successive halving, none, or a
+Ray Tune scheduler object from the Python API)."""
 
 from __future__ import annotations
 
@@ -38,13 +39,19 @@ def _sampler(settings: SearchSettings) -> Any:
     return build_sampler(settings.sampler, seed=settings.seed)
 
 
-def scheduler_for(space: SearchSpace, max_t: int) -> Any:
-    """ASHA on the metric; with several objectives successive halving by NSGA-II's order of
-    the metric and costs (:mod:`.mo_halving`); ``none``: FIFO, no early stopping."""
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+def scheduler_for(space: SearchSpace, max_t: int, given: Any = None) -> Any:
+    """``given`` (a Ray Tune scheduler object from the Python API) as it is; else the space's:
+    ASHA on the metric (with several objectives successive halving by NSGA-II's order of the
+    metric and costs: :mod:`.mo_halving`), ``hyperband``: asynchronous Hyperband with every
+    bracket its rungs allow, ``none``: FIFO, no early stopping."""
+    import math
+
+    from ray.tune.schedulers import ASHAScheduler, AsyncHyperBandScheduler, FIFOScheduler
 
     from astune.tuning.searchers.mo_halving import MOHalvingScheduler
 
+    if given is not None and not isinstance(given, str):
+        return given
     options = space.scheduler
     if space.scheduler_type == "none":
         return FIFOScheduler()
@@ -56,4 +63,35 @@ def scheduler_for(space: SearchSpace, max_t: int) -> Any:
     )
     if space.multi_objective:
         return MOHalvingScheduler(list(space.objectives), space.modes, **budget)
+    if space.scheduler_type == "hyperband":
+        rungs = math.log(budget["max_t"] / budget["grace_period"], budget["reduction_factor"])
+        brackets = max(1, int(math.floor(rungs + 1e-9)) + 1)
+        return AsyncHyperBandScheduler(
+            metric=space.metric, mode=space.mode, brackets=brackets, **budget
+        )
     return ASHAScheduler(metric=space.metric, mode=space.mode, **budget)
+
+
+def check_scheduler(scheduler: Any, *, objectives: int) -> None:
+    """ValueError (one line) for a scheduler that cannot serve the search: ``hyperband`` (or a
+    scheduler object) with several objectives, or an object that is no Ray Tune scheduler."""
+    if isinstance(scheduler, str) or scheduler is None:
+        if scheduler == "hyperband" and objectives > 1:
+            raise ValueError(
+                f"scheduler 'hyperband' stops trials on one metric, but the search has "
+                f"{objectives} objectives; use asha (successive halving by non-dominated "
+                "sorting) or none"
+            )
+        return
+    from ray.tune.schedulers import TrialScheduler
+
+    if not isinstance(scheduler, TrialScheduler):
+        raise ValueError(
+            f"scheduler must be a name or a ray.tune.schedulers.TrialScheduler, but got "
+            f"{type(scheduler).__name__}"
+        )
+    if objectives > 1:
+        raise ValueError(
+            f"a scheduler object ({type(scheduler).__name__}) stops trials on one metric, but "
+            f"the search has {objectives} objectives; use --scheduler asha or none"
+        )

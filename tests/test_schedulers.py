@@ -1,0 +1,68 @@
+"""Schedulers by name or object (issue 71 item 3): ``hyperband`` is Ray Tune's asynchronous
+Hyperband with every bracket its rungs allow; a Ray Tune scheduler object from the Python API
+is used as given and recorded by its class; what cannot serve the search is refused in one line.
+(A real search under each: test_search's and the replay's; these need no Ray cluster.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ray.tune.schedulers import (
+    ASHAScheduler,
+    AsyncHyperBandScheduler,
+    FIFOScheduler,
+    HyperBandForBOHB,
+)
+from tiny import tiny_settings
+
+from astune.space.files import SCHEDULER_TYPES
+from astune.space.space import load_space
+from astune.tuning.lifecycle.resume import search_params
+from astune.tuning.searchers.algorithms import check_scheduler, scheduler_for
+
+SPACE = load_space(Path(__file__).with_name("spaces") / "tiny.yaml")  # scheduler: none
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("asha", ASHAScheduler), ("hyperband", AsyncHyperBandScheduler), ("none", FIFOScheduler)],
+)
+def test_each_scheduler_name_builds_its_scheduler(name, kind):
+    space = SPACE.with_settings(scheduler=name)
+    scheduler = scheduler_for(space, 9)
+    assert type(scheduler) is kind
+    if name == "hyperband":  # grace 1, reduction 3, 9 reports: rungs at 1, 3, 9: 3 brackets
+        assert len(scheduler._brackets) == 3
+
+
+def test_a_scheduler_object_is_used_as_given_and_recorded_by_its_class():
+    given = HyperBandForBOHB(time_attr="training_iteration", metric="objective", mode="max")
+    assert scheduler_for(SPACE, 4, given) is given
+    settings = tiny_settings(scheduler=given, space=str(SPACE.source))
+    assert search_params(settings, SPACE)["scheduler"] == "HyperBandForBOHB"
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "message"),
+    [
+        ("hyperband", "scheduler 'hyperband' stops trials on one metric, but the search has 2 "
+         "objectives; use asha (successive halving by non-dominated sorting) or none"),
+        (FIFOScheduler(), "a scheduler object (FIFOScheduler) stops trials on one metric, but "
+         "the search has 2 objectives; use --scheduler asha or none"),
+        (object(), "scheduler must be a name or a ray.tune.schedulers.TrialScheduler, but got "
+         "object"),
+    ],
+)  # fmt: skip
+def test_a_scheduler_that_cannot_serve_the_search_is_refused_in_one_line(scheduler, message):
+    with pytest.raises(ValueError) as err:
+        check_scheduler(scheduler, objectives=2)
+    assert str(err.value) == message
+    check_scheduler("asha", objectives=2)  # successive halving by non-dominated sorting
+
+
+def test_the_cli_offers_every_scheduler():
+    from astune.cli.parser import build_parser
+
+    args = build_parser().parse_args(["search", "--dataset", "sst5", "--scheduler", "hyperband"])
+    assert args.scheduler == "hyperband" and "hyperband" in SCHEDULER_TYPES
