@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from os import PathLike
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from astune.api._options import call_arguments
 from astune.backbones.registry import DEFAULT_BACKBONE
@@ -14,7 +14,6 @@ from astune.tuning.settings import SearchSettings
 
 if TYPE_CHECKING:
     import optuna
-    import ray.tune.schedulers
 
     from astune.tuning.settings import SearchResult
 
@@ -46,7 +45,7 @@ def search(
     seed: int = 0,
     data_dir: str | PathLike[str] | None = None,
     losses: str | Sequence[str] | None = None,
-    scheduler: str | ray.tune.schedulers.TrialScheduler | None = None,
+    scheduler: str | Any = None,  # a name, or a ray.tune.schedulers.TrialScheduler
     checkpoint_every: str = SEARCH_DEFAULT,
     keep_checkpoints: bool = False,
     objectives: str | Sequence[str] | None = None,
