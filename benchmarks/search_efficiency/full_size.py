@@ -151,8 +151,17 @@ def main(argv: list[str] | None = None) -> None:
                 record = {**train(dataset, arm, seed, config, args.work_dir), "commit": code}
                 with RUNS.open("a") as f:
                     f.write(json.dumps(record) + "\n")
+                record_runs(code)
                 print(f"  test {record['test']:.4f} ({record['train_seconds']:.0f} s)", flush=True)
     return write_summary(code)
+
+
+def record_runs(code: str) -> None:
+    """Enter the runs file, as it now is, in its folder's manifest."""
+    inputs = provenance.data_inputs(data_dir(), list(DATASETS))
+    machine = machine_line("cpu", threads=settings.THREADS)
+    provenance.record(RUNS, inputs=inputs, machine=machine, commit=code,
+                      script="python -m benchmarks.search_efficiency.full_size")  # fmt: skip
 
 
 def write_summary(code: str) -> None:
