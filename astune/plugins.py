@@ -16,6 +16,7 @@ to import is one line naming it.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import sys
@@ -56,9 +57,16 @@ def load_plugins(names: Iterable[str] = (), *, installed: bool = True) -> tuple[
     plugin) for one that fails to import or register."""
     modules = [load_plugin(name) for name in names]
     if installed:
-        for point in entry_points(group=ENTRY_POINT_GROUP):
-            modules.append(load_plugin(point.value, label=f"entry point {point.name!r}"))
+        for name, value in _installed():
+            modules.append(load_plugin(value, label=f"entry point {name!r}"))
     return tuple(modules)
+
+
+@functools.cache
+def _installed() -> tuple[tuple[str, str], ...]:
+    """The :data:`ENTRY_POINT_GROUP` group's (name, module) pairs, read from the installed
+    packages' metadata once a process (every config check asks)."""
+    return tuple((point.name, point.value) for point in entry_points(group=ENTRY_POINT_GROUP))
 
 
 def load_plugin(name: str, *, label: str | None = None) -> ModuleType:

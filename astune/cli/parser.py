@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from astune.checkpoint_policy import SEARCH_DEFAULT, TRAIN_DEFAULT
+from astune.checkpoint_policy import SEARCH_DEFAULT
 from astune.cli.flags import (
     add_checkpoint_flag,
     add_compile_flag,
@@ -19,9 +19,8 @@ from astune.cli.flags import (
     add_validation_flag,
     add_verbose_flag,
 )
-from astune.config import SKIP_POLICIES
+from astune.cli.train_parser import add_train_parser
 from astune.exporting import FORMATS
-from astune.losses.catalogue import DELTA_SCHEDULES
 from astune.metrics.objectives import COSTS
 from astune.space.files import SCHEDULER_TYPES
 from astune.tuning.searchers.samplers import SAMPLERS
@@ -44,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     _add_search_parser(sub)
-    _add_train_parser(sub)
+    add_train_parser(sub)
     _add_export_parser(sub)
     _add_recommend_parser(sub)
     report = sub.add_parser("report", help="the paper's analyses for one search, as PNG + markdown")
@@ -153,106 +152,6 @@ def _add_search_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="keep finished trials' checkpoints and best weights on the storage path (default: "
         "deleted when a trial finishes; only an unfinished trial resumes from them)",
-    )
-
-
-def _add_train_parser(sub: argparse._SubParsersAction) -> None:
-    """``train``: one run, its settings as flags (one left unset: --config's or the default)."""
-    train = sub.add_parser("train", help="one training run (the unit of a search trial)")
-    add_data_flags(train)
-    train.add_argument("--config", help="YAML config written by `astune export`")
-    train.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run in --output-dir from its last checkpoint, with the settings it "
-        "was started with (as a run stopped by SIGTERM or Ctrl-C leaves it)",
-    )
-    train.add_argument("--loss", default=None)
-    train.add_argument("--delta", type=float, default=None)
-    train.add_argument("--warmup-ratio", type=float, default=None)
-    train.add_argument(
-        "--delta-schedule",
-        choices=list(DELTA_SCHEDULES),
-        default=None,
-        help="delta after the warm-up: fixed (default, the paper's); target-mask: moved so the "
-        "masked ratio follows a line rising to --mask-target; ema: an average of the margin",
-    )
-    train.add_argument("--mask-target", type=float, default=None, help="default 0.5")
-    train.add_argument("--delta-gain", type=float, default=None, help="default 0.5")
-    train.add_argument("--delta-max-step", type=float, default=None, help="default 0.02")
-    train.add_argument("--delta-min", type=float, default=None, help="default 0.05")
-    train.add_argument("--delta-momentum", type=float, default=None, help="default 0.9")
-    train.add_argument("--lam", type=float, default=None)
-    train.add_argument("--max-accum-steps", type=int, default=None)
-    train.add_argument("--as-speed", action="store_true", default=None)
-    _add_pruning_flags(train)
-    train.add_argument(
-        "--fresh-head",
-        action="store_true",
-        default=None,
-        help="spelling correction: a randomly initialised head instead of the backbone's "
-        "embeddings of the candidate characters",
-    )
-    train.add_argument("--lr", type=float, default=None)
-    train.add_argument("--batch-size", type=int, default=None)
-    train.add_argument("--output-dir", default=None)
-    train.add_argument(
-        "--eval-every", type=int, default=None, help="evaluate every N optimizer steps"
-    )
-    train.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None)
-    train.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None)
-    add_loss_kernel_flag(train)
-    add_compile_flag(train)
-    add_plugin_flag(train)
-    add_checkpoint_flag(train, TRAIN_DEFAULT)
-
-
-def _add_pruning_flags(train: argparse.ArgumentParser) -> None:
-    """``train``'s sample pruning: AS-Skip (issue 11) and InfoBatch, and grouping by length."""
-    train.add_argument("--as-skip", action="store_true", default=None)
-    train.add_argument("--skip-keep", type=float, default=None)
-    train.add_argument("--skip-anneal", type=float, default=None)
-    train.add_argument(
-        "--skip-probe",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="re-check zero-loss samples by a forward pass without gradient (default: on; "
-        "--no-skip-probe trains on them directly, AS-Skip v1)",
-    )
-    train.add_argument(
-        "--skip-backoff",
-        type=float,
-        default=None,
-        help="cap of the re-check back-off: a zero-loss sample is re-checked with chance "
-        "skip_keep / w, w doubling each time it is found zero again (default 8; 1: no back-off)",
-    )
-    train.add_argument(
-        "--skip-policy",
-        choices=list(SKIP_POLICIES),
-        default=None,
-        help="zero: leave out the zero-loss samples (default); soft: also prune low-loss ones "
-        "with chance --skip-prune, their kept peers' loss scaled by 1/(1-p), as InfoBatch does",
-    )
-    train.add_argument(
-        "--skip-prune",
-        type=float,
-        default=None,
-        help="the soft policy's chance of leaving out a sample below the mean loss (default 0.5)",
-    )
-    train.add_argument(
-        "--infobatch",
-        action="store_true",
-        default=None,
-        help="InfoBatch (any loss; not with --as-skip): prune samples below the mean loss with "
-        "chance --infobatch-prune, rescale the kept ones, use all in the last --infobatch-anneal",
-    )
-    train.add_argument("--infobatch-prune", type=float, default=None, help="default 0.5")
-    train.add_argument("--infobatch-anneal", type=float, default=None, help="default 0.125")
-    train.add_argument(
-        "--length-window",
-        type=int,
-        default=None,
-        help="group micro-batches by length within windows of this many (text; default 0: off)",
     )
 
 

@@ -190,9 +190,8 @@ def as_softmax_with_stats(
     check_int("ignore_index", ignore_index)
     flat_logits, flat_labels = flatten_rows(logits, labels)
     inactive = (flat_labels == ignore_index).unsqueeze(1)
-    if (
-        not traced and delta == 1.0
-    ):  # p_t - p_i <= 1 always: nothing is masked, exactly cross-entropy
+    # delta = 1: p_t - p_i <= 1 always, nothing is masked: exactly cross-entropy
+    if not traced and delta == 1.0:
         loss = F.cross_entropy(
             flat_logits, flat_labels, ignore_index=ignore_index, reduction=reduction
         )

@@ -7,7 +7,7 @@ budget). A categorical of one choice is fixed too."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,9 +35,10 @@ class UserFixed:
         """What a config of ``loss`` must hold: the common values and ``loss``'s own."""
         return {**self.values, **self.loss_values.get(loss, {})}
 
-    def with_values(self, extra: Mapping[str, Any]) -> UserFixed:
-        """These values and ``extra`` (a flag's, which wins)."""
-        return UserFixed({**self.values, **extra}, self.loss_values)
+    def with_values(self, extra: Mapping[str, Any], *, without: Iterable[str] = ()) -> UserFixed:
+        """These values less the names ``without``, and ``extra`` (a flag's, which wins)."""
+        kept = {k: v for k, v in self.values.items() if k not in set(without)}
+        return UserFixed({**kept, **extra}, self.loss_values)
 
     def __bool__(self) -> bool:
         return bool(self.values or self.loss_values)

@@ -28,9 +28,9 @@ import torch
 from torch import Tensor, nn
 
 from astune._device import to_device
-from astune.losses.as_base import MaskStats, masked_sums
+from astune.losses.as_base import MaskStats
 from astune.training.compute import Computed, device_inputs, loss_counts
-from astune.training.evaluate import p_margin_rows
+from astune.training.evaluate import step_margin_sums
 
 SMALLEST_BUCKET = 16
 """The shortest padded length on a card; buckets double from it up to the run's max_length."""
@@ -121,18 +121,19 @@ class CompiledStep:
         self.shapes.add(shape)
         padded_rows = len(batch["labels"])
         real = to_device(torch.arange(padded_rows) < rows, self.device)
-        weight = self._padded_weight(weight, rows, padded_rows)
+        weight = self._padded_weight(weight, real, rows)
         inputs = device_inputs(self.model, batch, self.device)
         labels = to_device(batch["labels"], self.device)
         out = self.compiled(inputs, labels, weight, real)
         return self._cut(out, rows, padded_rows)
 
-    def _padded_weight(self, weight: Tensor | None, rows: int, padded_rows: int) -> Tensor:
-        """``(padded_rows,)`` float32 on the device: ``weight`` (None: 1), 0 for padded rows."""
+    def _padded_weight(self, weight: Tensor | None, real: Tensor, rows: int) -> Tensor:
+        """Float32 on the device, one a padded row ``(len(real),)``: ``weight`` (None: 1) on
+        the ``rows`` real rows (``real``), 0 on the padded ones."""
         if weight is None:
-            return to_device((torch.arange(padded_rows) < rows).float(), self.device)
+            return real.float()
         weight = weight.to(self.device, torch.float32, non_blocking=True)
-        return torch.cat([weight, weight.new_zeros(padded_rows - rows)])
+        return torch.cat([weight, weight.new_zeros(len(real) - rows)])
 
     def _forward_and_loss(
         self, inputs: dict[str, Tensor], labels: Tensor, weight: Tensor, real: Tensor
@@ -153,18 +154,11 @@ class CompiledStep:
             masked = torch.zeros_like(active)
         active, masked = active & real_rows, masked & real_rows
         counts = torch.stack([active.sum(), masked.sum()])
-        sums = self._margin_sums(stats, logits, labels) if self.margins else (None, None)
+        sums = step_margin_sums(stats, logits, labels) if self.margins else (None, None)
         per_row = (None, None, None)
         if self.rows and stats is not None:
             per_row = (active, masked, stats.headroom_rows())
         return (computed.loss, counts, computed.sample_losses, *sums, *per_row)
-
-    @staticmethod
-    def _margin_sums(
-        stats: MaskStats | None, logits: Tensor, labels: Tensor
-    ) -> tuple[Tensor, Tensor]:
-        sums = stats.margin_sums() if stats is not None else None
-        return sums if sums is not None else masked_sums(*p_margin_rows(logits.detach(), labels))
 
     @staticmethod
     def _cut(out: tuple[Tensor | None, ...], rows: int, padded_rows: int) -> StepOut:

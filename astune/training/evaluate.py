@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from astune.losses.as_base import MaskStats, masked_sums
 from astune.training.compute import forward, loss_counts
 
 if TYPE_CHECKING:
@@ -52,6 +53,15 @@ def p_margin_rows(logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
     target = flat.masked_fill(~active, 0).unsqueeze(1)
     p_target = probs.gather(1, target).squeeze(1)
     return p_target - probs.scatter(1, target, -1.0).amax(dim=1), active
+
+
+def step_margin_sums(
+    stats: MaskStats | None, logits: Tensor, labels: Tensor
+) -> tuple[Tensor, Tensor]:
+    """A training step's p-margins as ``(sum, count)`` device tensors, without a sync: those
+    the loss's own pass computed (:meth:`MaskStats.margin_sums`), else from the logits."""
+    sums = stats.margin_sums() if stats is not None else None
+    return sums if sums is not None else masked_sums(*p_margin_rows(logits.detach(), labels))
 
 
 def margin_histogram(margins: Tensor) -> dict[str, list]:

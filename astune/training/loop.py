@@ -20,7 +20,6 @@ from torch import Tensor
 from astune._device import sync_place
 from astune.checkpoint_policy import CheckpointPolicy
 from astune.config import TRAIN_DIR, TrainConfig
-from astune.losses.as_base import masked_sums
 from astune.losses.catalogue import loss_info
 from astune.speed.skip import Visit
 from astune.training import state as ckpt
@@ -38,7 +37,7 @@ from astune.training.compute import (
     model_parts,
     update_weights,
 )
-from astune.training.evaluate import Evaluation, evaluate, p_margin_rows
+from astune.training.evaluate import Evaluation, evaluate, step_margin_sums
 from astune.training.hooks import LoopHooks
 from astune.training.leave_out import batch_source
 from astune.training.progress import LinearSchedule, Position, Window
@@ -194,9 +193,7 @@ class Run(Resumable):
         computed = loss_counts(self.loss_fn, logits, labels, weight=weight)
         margins = None
         if self.delta_schedule is not None:  # an AS loss: its margins are logged
-            margins = computed.stats.margin_sums() if computed.stats else None
-            if margins is None:
-                margins = masked_sums(*p_margin_rows(logits.detach(), labels))
+            margins = step_margin_sums(computed.stats, logits, labels)
         return StepOut(computed, margins)
 
     def optimizer_step(self) -> None:

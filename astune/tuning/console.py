@@ -182,7 +182,7 @@ class ConsoleCallback(Callback):
         self._last_draw = 0.0
         self.progress_every = progress_every  # outside a terminal: a progress line this often
         self.progress = SearchProgress(num_samples)
-        self._polled = self._said = time.monotonic()
+        self._polled = time.monotonic()
 
     def __getstate__(self) -> dict[str, Any]:  # pickled with the experiment; the screen is not
         return {**self.__dict__, "_live": None, "progress": None}

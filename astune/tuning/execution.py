@@ -253,7 +253,7 @@ def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
             name=settings.experiment_name,
             tracker=tracker,
             search_alg=searcher_for(space, settings, max_concurrent=limit),
-            scheduler=scheduler_for(space, max_t, settings.scheduler),
+            scheduler=scheduler_for(space, max_t, settings.scheduler_object),
             num_samples=space.num_samples,
             metric=space.metric,
         )

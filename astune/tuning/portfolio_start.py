@@ -61,7 +61,7 @@ def portfolio_start(
     path = portfolio_space_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     scheduler_line = None
-    if settings.scheduler is None or isinstance(settings.scheduler, str):  # not an API object
+    if settings.scheduler_object is None:  # a scheduler object is the user's to run
         space, scheduler_line = _portfolio_scheduler(space)
     with_portfolio(space, entries, keep=fixed.keys()).dump(path)
     widened = load_space(path)  # as a resume reads it: its source is the file
@@ -102,8 +102,8 @@ def searched_as_fixed(settings: SearchSettings) -> "UserFixed":
     from astune.space.user_fixed import user_fixed
 
     fixed = user_fixed(resolve_space_file(settings.space, settings.dataset))
-    fixed.values.pop("seed", None)  # a portfolio config names no seed
-    return fixed.with_values({"epochs": settings.epochs} if settings.epochs is not None else {})
+    flags = {"epochs": settings.epochs} if settings.epochs is not None else {}
+    return fixed.with_values(flags, without=("seed",))  # a portfolio config names no seed
 
 
 def _projected(entry: "PortfolioEntry", fixed: "UserFixed") -> "PortfolioEntry":

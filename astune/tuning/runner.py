@@ -190,7 +190,7 @@ def _apply_settings(space: SearchSpace, settings: SearchSettings, task: str) -> 
     space = space.with_fixed(**fixed)
     return space.with_settings(
         num_samples=settings.num_samples,
-        scheduler=settings.scheduler if isinstance(settings.scheduler, str) else None,
+        scheduler=None if settings.scheduler_object is not None else settings.scheduler,
         objectives=settings.parsed_objectives(space.metric),  # a bad name is the flag's
     )
 

@@ -100,6 +100,12 @@ class SearchSettings:
                 setattr(self, name, ",".join(os.fspath(item) for item in value))
 
     @property
+    def scheduler_object(self) -> Any:
+        """The Ray Tune scheduler object the Python API was given; None for a name (or none),
+        which the space's ``scheduler`` section takes."""
+        return None if self.scheduler is None or isinstance(self.scheduler, str) else self.scheduler
+
+    @property
     def plugin_list(self) -> list[str]:
         """The plugins as a list (file paths made absolute: a trial runs elsewhere)."""
         from astune.plugins import plugin_names

@@ -56,8 +56,8 @@ def search_params(settings: SearchSettings, space: SearchSpace) -> dict[str, Any
         "mode": space.mode,
         "losses": ",".join(space.losses),
         "scheduler": space.scheduler_type
-        if _named(settings.scheduler)
-        else type(settings.scheduler).__name__,
+        if settings.scheduler_object is None
+        else type(settings.scheduler_object).__name__,
         "objectives": ",".join(space.objectives),
         "sampler": sampler_name(settings.sampler),
         "backbone": settings.backbone,
@@ -83,11 +83,6 @@ def search_params(settings: SearchSettings, space: SearchSpace) -> dict[str, Any
         # last: a change that a flag above names is refused by that name first
         SPACE_DIGEST: space_digest(space),
     }
-
-
-def _named(scheduler: Any) -> bool:
-    """Whether the search's scheduler is the space's (named), not a Python API object."""
-    return scheduler is None or isinstance(scheduler, str)
 
 
 def resume_command(settings: SearchSettings) -> str:

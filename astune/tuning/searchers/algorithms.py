@@ -50,7 +50,7 @@ def scheduler_for(space: SearchSpace, max_t: int, given: Any = None) -> Any:
 
     from astune.tuning.searchers.mo_halving import MOHalvingScheduler
 
-    if given is not None and not isinstance(given, str):
+    if given is not None:
         return given
     options = space.scheduler
     if space.scheduler_type == "none":
