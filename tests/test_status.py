@@ -57,6 +57,8 @@ def running_search(client: MlflowClient, *, heartbeat_age: float, host: str) -> 
         tags = {"mlflow.parentRunId": parent, "astune.role": "trial", "astune.trial_id": name}
         run = client.create_run(experiment, tags=tags).info.run_id
         client.log_metric(run, "objective", 0.5)
+        for index in range(2 if status == "FINISHED" else 1):  # as a trial's reports log it
+            client.log_metric(run, "evaluation", index, step=index)
         if status == "RUNNING":
             client.log_metric(run, "progress", 0.4, step=400)
         else:
@@ -70,6 +72,7 @@ def test_a_running_search_with_a_live_driver_says_how_far_it_is(store):
     found = astune.status("live", tracking_uri=uri)
     assert found.status == "RUNNING" and not found.stale
     assert [(t.trial_id, t.progress) for t in found.trials] == [("t_00000", 1.0), ("t_00001", 0.4)]
+    assert [t.evaluations for t in found.trials] == [2, 1]
     line = str(found).splitlines()[0]
     assert line.startswith("search 'live': running, 2/4 trials, ") and "left if none stops" in line
     assert " 40% " in str(found)

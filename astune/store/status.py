@@ -93,13 +93,13 @@ def _trial_status(run: Run, seeded: bool | None, now: float) -> TrialStatus:
     progress = run.data.metrics.get("progress")
     if run.info.status == "FINISHED":
         progress = 1.0
-    evaluations = run.data.metrics.get("best_evaluation")
+    last = run.data.metrics.get("evaluation")  # the latest evaluation's index, from 0
     return TrialStatus(
         trial_id=trial_id(run),
         status=status,
         progress=progress,
         objective=objective(run),
-        evaluations=int(run.data.metrics.get("evaluation", evaluations or 0) or 0),
+        evaluations=0 if last is None else int(last) + 1,
         source="-" if seeded is None else ("seed" if seeded else "searcher"),
         seconds=_seconds(run, now),
     )
