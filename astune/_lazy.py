@@ -15,8 +15,13 @@ def lazy_exports(
     package: str, exports: Mapping[str, Sequence[str]]
 ) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
     """``__all__``, ``__getattr__`` and ``__dir__`` for ``package``, whose ``exports`` map each
-    submodule (relative, e.g. ``"as_softmax"``) to the public names it defines."""
-    where = {name: f"{package}.{module}" for module, names in exports.items() for name in names}
+    submodule (relative, e.g. ``"as_softmax"``, or absolute for a name kept where it moved
+    from, e.g. ``"astune.history.difficulty"``) to the public names it defines."""
+    where = {
+        name: module if module.startswith("astune.") else f"{package}.{module}"
+        for module, names in exports.items()
+        for name in names
+    }
 
     def __getattr__(name: str) -> Any:
         if name not in where:

@@ -26,8 +26,8 @@ REMOVED_IN = "0.3.0"
 (``TrainConfig.speed``): each deprecation message names it (docs/contract.md)."""
 
 MOVED: dict[str, str] = {
-    "astune.probe": "astune.recommendation.probe",
-    "astune.difficulty": "astune.recommendation.difficulty",
+    "astune.probe": "astune.history.probe",
+    "astune.difficulty": "astune.history.difficulty",
     "astune.backbone_registry": "astune.backbones.registry",
     "astune.csc_metrics": "astune.metrics.csc",
     "astune.objectives": "astune.metrics.objectives",
@@ -47,9 +47,20 @@ MOVED: dict[str, str] = {
     "astune.tuning.trial_errors": "astune.tuning.lifecycle.trial_errors",
     "astune.tuning.confirm": "astune.tuning.confirmation.confirm",
     "astune.tuning.confirm_summary": "astune.tuning.confirmation.confirm_summary",
+    # issue 70: the history that starts a search in one package; recommendation/ keeps delta
+    "astune.recommendation.probe": "astune.history.probe",
+    "astune.recommendation.difficulty": "astune.history.difficulty",
+    "astune.recommendation.transfer": "astune.history.transfer",
+    "astune.recommendation.reference": "astune.history.reference",
+    "astune.recommendation.portfolio": "astune.history.portfolio",
+    "astune.recommendation.portfolio_sources": "astune.history.portfolio_sources",
+    "astune.recommendation.portfolio_space": "astune.history.portfolio_space",
+    "astune.recommendation.trial_history": "astune.history.trial_history",
+    "astune.recommendation.history": "astune.recommendation.delta_history",
 }
 """Old dotted path -> the module's home since the third layout, or since issue 61 for the
-modules of ``astune.tuning`` that went into its packages by job."""
+modules of ``astune.tuning`` that went into its packages by job, or since issue 70 for the
+history that starts a search (``astune.history``)."""
 MOVED_PACKAGES: dict[str, str] = {
     "astune.search": "astune.tuning",
     "astune.recommend": "astune.recommendation",

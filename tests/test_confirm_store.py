@@ -75,8 +75,8 @@ def test_export_picks_the_confirmed_winner_over_the_single_run_best(store):
 
 
 def test_recommend_history_uses_the_confirmed_mean(store):
+    from astune.history.difficulty import Difficulty
     from astune.recommendation import history_points
-    from astune.recommendation.difficulty import Difficulty
 
     uri, _ = store
     points, _ = history_points(Store(uri), lambda name, run: Difficulty(name, None, 0.5, 0.1))

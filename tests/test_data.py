@@ -607,7 +607,7 @@ def test_folder_with_a_validation_split_is_read_as_is(tmp_path, data_dir):
 # ------------------------------------------------------------------ --dataset resolution
 def test_resolve_dataset_precedence(tmp_path, data_dir, monkeypatch):
     from astune.data import resolve_dataset
-    from astune.recommendation.difficulty import dataset_name
+    from astune.history.difficulty import dataset_name
     from astune.tuning.runner import SearchSettings
 
     monkeypatch.chdir(tmp_path)

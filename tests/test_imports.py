@@ -36,7 +36,7 @@ FLOORS = (
     ("astune.losses", "astune.speed", "astune.metrics"),
     ("astune.data", "astune.backbones", "astune.config"),
     ("astune.training",),
-    ("astune.space", "astune.store"),
+    ("astune.space", "astune.store", "astune.history"),
     (
         "astune.tuning",
         "astune.confirmation",
@@ -49,6 +49,7 @@ FLOORS = (
 )
 READERS = (
     "astune.exporting",
+    "astune.history",
     "astune.recommendation",
     "astune.analysis",
     "astune.store",

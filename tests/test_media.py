@@ -33,8 +33,8 @@ from astune.data.encoded import load_encoded
 from astune.data.errors import DataError
 from astune.data.media_encoding import MediaData, encode_media
 from astune.data.rows import normalize_rows
+from astune.history.probe import run_probe
 from astune.losses.catalogue import AS_LOSSES, loss_names
-from astune.recommendation.probe import run_probe
 from astune.space.space import load_space
 from astune.training import fit
 from astune.training.batches import SKIP_RECORD_KEYS

@@ -13,7 +13,7 @@ from hand_store import SINGLE_SEARCH, write_search
 from mlflow import MlflowClient
 from stores import new_store
 
-from astune.recommendation.portfolio import (
+from astune.history.portfolio import (
     FLOORS,
     MATCH_RADIUS,
     PORTFOLIO_SIZE,
@@ -25,10 +25,10 @@ from astune.recommendation.portfolio import (
     distance,
     task_weights,
 )
-from astune.recommendation.portfolio_sources import portfolio_for, prior_tasks, store_tasks
-from astune.recommendation.portfolio_space import with_portfolio
-from astune.recommendation.reference import PRIOR_FILE
-from astune.recommendation.transfer import TaskProfile
+from astune.history.portfolio_sources import portfolio_for, prior_tasks, store_tasks
+from astune.history.portfolio_space import with_portfolio
+from astune.history.reference import PRIOR_FILE
+from astune.history.transfer import TaskProfile
 from astune.space.space import load_space
 from astune.store.reader import Store
 
@@ -277,7 +277,7 @@ def test_a_new_tasks_space_holds_every_recorded_tables_winner() -> None:
 def test_the_portfolio_says_the_scale_it_was_learnt_at() -> None:
     """Issue 70 item 5: the packaged tables' rows, layers and tokens beside the search's, and
     which of them the search lies outside."""
-    from astune.recommendation.portfolio_sources import scale_note
+    from astune.history.portfolio_sources import scale_note
 
     tasks = prior_tasks(PRIOR_FILE)
     inside = scale_note(TaskProfile(None, "single_label", 1000, "minilm", 2, 48), tasks)

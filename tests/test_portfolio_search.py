@@ -10,10 +10,10 @@ import pytest
 from mlflow import MlflowClient
 from tiny import tiny_settings
 
-from astune.recommendation.portfolio import PORTFOLIO_SIZE
-from astune.recommendation.portfolio_sources import portfolio_for
-from astune.recommendation.reference import PRIOR_FILE
-from astune.recommendation.transfer import TaskProfile
+from astune.history.portfolio import PORTFOLIO_SIZE
+from astune.history.portfolio_sources import portfolio_for
+from astune.history.reference import PRIOR_FILE
+from astune.history.transfer import TaskProfile
 from astune.space.space import load_space
 from astune.store.reader import Store
 from astune.tuning.runner import execute_search, prepare_search

@@ -13,9 +13,9 @@ from mlflow_searches import tiny_searches
 from stores import new_store
 
 from astune.cli import main
+from astune.history.difficulty import DIFFICULTY_TAG, PROBE_TAG
+from astune.history.portfolio import PORTFOLIO_SIZE
 from astune.recommendation import fit_line, prior_delta, prior_warmup, recommend
-from astune.recommendation.difficulty import DIFFICULTY_TAG, PROBE_TAG
-from astune.recommendation.portfolio import PORTFOLIO_SIZE
 from astune.recommendation.report import format_recommendation
 from astune.space.space import load_space
 
@@ -202,3 +202,55 @@ def _user_dataset(folder: Path, source: Path) -> Path:
     }
     (folder / "dataset.json").write_text(json.dumps(meta))
     return folder
+
+
+@pytest.mark.ray
+def test_a_snapshot_answers_as_the_store_does(searches):
+    from astune.store.reader import Store
+    from astune.store.snapshot import StoreSnapshot
+
+    store = Store(searches.tracking_uri)
+    snapshot = StoreSnapshot(store)
+
+    def ids(runs):
+        return [run.info.run_id for run in runs]
+
+    assert ids(snapshot.searches()) == ids(store.searches()) and len(store.searches()) == 2
+    assert ids(snapshot.trials()) == ids(store.trials()) and store.trials()
+    parent = store.searches()[0]
+    own = [parent.info.experiment_id]
+    assert ids(snapshot.trials(parent.info.run_id, own)) == ids(store.trials(parent.info.run_id))
+    assert ids(snapshot.trials(parent.info.run_id, ["no such id"])) == []
+    for dataset in ("sst5", "conll2003"):
+        assert ids(snapshot.dataset_trials(dataset)) == ids(store.dataset_trials(dataset))
+    assert ids(snapshot.confirm_runs(parent.info.run_id)) == ids(
+        store.confirm_runs(parent.info.run_id)
+    )
+    wanted = ids(store.trials(parent.info.run_id))[:2]
+    assert snapshot.runs_by_id(wanted, own[0]).keys() == store.runs_by_id(wanted, own[0]).keys()
+    assert snapshot.experiment_name(own[0]) == store.experiment_name(own[0])
+    assert sorted(snapshot.experiment_ids()) == sorted(store.experiment_ids())
+
+
+@pytest.mark.ray
+def test_recommend_reads_the_store_once(searches, data_dir, monkeypatch):
+    from mlflow import MlflowClient
+
+    calls: dict[str, int] = {}
+
+    def counted(name):
+        real = getattr(MlflowClient, name)
+
+        def call(self, *args, **kwargs):
+            calls[name] = calls.get(name, 0) + 1
+            return real(self, *args, **kwargs)
+
+        return call
+
+    for name in ("search_runs", "search_experiments", "get_experiment"):
+        monkeypatch.setattr(MlflowClient, name, counted(name))
+    rec = recommend("sst5", tracking_uri=searches.tracking_uri, data_dir=str(data_dir))
+    assert sorted(p.experiment for p in rec.points) == ["conll-tiny", "sst5-tiny"]
+    # one page of runs and one of experiments (read through a Store instead, the same call
+    # asked for experiments 7 times by id, besides its several reads of runs)
+    assert calls == {"search_runs": 1, "search_experiments": 1}

@@ -10,6 +10,7 @@ from hand_store import log_run
 from mlflow import MlflowClient
 from stores import new_store
 
+from astune.history.difficulty import Difficulty
 from astune.recommendation import (
     FRACTIONS,
     HistoryPoint,
@@ -21,7 +22,6 @@ from astune.recommendation import (
     trajectory,
 )
 from astune.recommendation.advice import _recommendation
-from astune.recommendation.difficulty import Difficulty
 from astune.store.reader import Store
 
 EMA = {"delta_momentum": 0.8, "delta_min": 0.05}

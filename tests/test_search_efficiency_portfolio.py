@@ -14,7 +14,7 @@ import pytest
 from stores import new_store
 from synthetic_tables import synthetic_rows
 
-from astune.recommendation.portfolio_sources import store_tasks
+from astune.history.portfolio_sources import store_tasks
 from astune.store.reader import Store, finished_trials
 from benchmarks.search_efficiency import (
     arms,

@@ -9,7 +9,7 @@ import json
 import pytest
 from synthetic_tables import synthetic_rows
 
-from astune.recommendation.reference import PRIOR_FILE, write_reference
+from astune.history.reference import PRIOR_FILE, write_reference
 from benchmarks.search_efficiency import arms, lineup, prior, settings, tables
 from benchmarks.search_efficiency import record as recorder
 

@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 from synthetic_tables import STARTUP, synthetic_rows
 
-from astune.recommendation.difficulty import Difficulty
-from astune.recommendation.reference import load_reference
+from astune.history.difficulty import Difficulty
+from astune.history.reference import load_reference
+from astune.history.transfer import TaskProfile, advise, ranked
 from astune.recommendation.result import Recommendation
 from astune.recommendation.schedules import ScheduleAdvice
-from astune.recommendation.transfer import TaskProfile, advise, ranked
 from benchmarks.search_efficiency import arms, lineup, portfolio_arm, replay, settings, tables, warm
 from benchmarks.search_efficiency import prior as refresh_reference
 

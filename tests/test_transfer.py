@@ -1,4 +1,4 @@
-"""What `recommend` transfers besides delta and r (astune/recommendation/transfer.py and
+"""What `recommend` transfers besides delta and r (astune/history/transfer.py and
 warm_space.py): similarity of tasks, history's weighted centre against a plain reference,
 ranges that move toward history by its weight, the fallback to the shipped space, and the
 packaged prior's file."""
@@ -11,12 +11,10 @@ import math
 
 import pytest
 
-from astune.recommendation.difficulty import Difficulty
-from astune.recommendation.prior import HISTORY_SHRINK
-from astune.recommendation.reference import PRIOR_FILE, load_reference, write_reference
-from astune.recommendation.result import Recommendation
-from astune.recommendation.schedules import ScheduleAdvice
-from astune.recommendation.transfer import (
+from astune.history.difficulty import Difficulty
+from astune.history.reference import PRIOR_FILE, load_reference, write_reference
+from astune.history.transfer import (
+    HISTORY_SHRINK,
     OTHER_BACKBONE,
     OTHER_TASK,
     ReferenceTrial,
@@ -26,6 +24,8 @@ from astune.recommendation.transfer import (
     similarity,
     weight_bound,
 )
+from astune.recommendation.result import Recommendation
+from astune.recommendation.schedules import ScheduleAdvice
 from astune.recommendation.warm_space import PROBE_MIN_WEIGHT, snapped, warm_space
 from astune.space.space import load_space
 

@@ -13,7 +13,7 @@ from stores import new_store
 from tiny import tiny_settings
 
 from astune.cli import main
-from astune.recommendation.reference import write_reference
+from astune.history.reference import write_reference
 from astune.space.space import load_space
 from astune.tuning.runner import prepare_search
 from astune.tuning.settings import SearchError

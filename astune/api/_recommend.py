@@ -46,10 +46,10 @@ def recommend(
             check_int(name, value, 1)
     from mlflow.exceptions import MlflowException
 
+    from astune.history.reference import reference_file
     from astune.recommendation import probe_options
     from astune.recommendation import recommend as recommend_delta
     from astune.recommendation import write_space as write_warm_space
-    from astune.recommendation.reference import reference_file
 
     try:
         rec = recommend_delta(

@@ -98,8 +98,8 @@ def recommend(args: argparse.Namespace) -> int:
                 check_int(f"--{flag.replace('_', '-')}", getattr(args, flag), 1)
     from mlflow.exceptions import MlflowException
 
+    from astune.history.reference import reference_file
     from astune.recommendation import format_recommendation, probe_options, recommend, write_space
-    from astune.recommendation.reference import reference_file
 
     with refused_as_bad_input(MlflowException):  # unknown dataset, bad data or store
         options = probe_options(

@@ -4,7 +4,7 @@ measured difficulty.
 The prior is the paper's rule (:mod:`astune.recommendation.prior`): delta about 0.35 for easy tasks,
 0.3 for most and 0.2 for hard ones on the probe's difficulty scale; r > 0 only for easy tasks.
 
-History (:mod:`astune.recommendation.history`): every search in the MLflow store with finished
+History (:mod:`astune.recommendation.delta_history`): every search in the MLflow store with finished
 AS-Softmax trials gives a point (difficulty of its dataset; delta, r and delta schedule of its
 best AS trial). A weighted least-squares line through them (a weighted mean below 3 points or
 with a single difficulty; predictions kept inside the range of the observed deltas) is blended
@@ -16,6 +16,9 @@ Schedule (:mod:`astune.recommendation.schedules`): per difficulty band, the sche
 searches that compared schedules, with its median parameters (``fixed``, the paper's, where
 none did), and the delta trajectories of the band's best trials: as they ran when adaptive, and
 for fixed-delta trials the ``ema`` schedule replayed on their logged training margins.
+
+The difficulty probe and the history that starts a search (the prior of reference trials, the
+store's searches, the portfolio and its widened space) live in :mod:`astune.history`.
 """
 
 from astune._lazy import lazy_exports
@@ -25,8 +28,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
     "astune.recommendation",
     {
         "advice": ["nothing_to_learn", "probe_options", "recommend"],
-        "difficulty": ["dataset_name", "measure_difficulty"],
-        "history": ["HistoryPoint", "LineFit", "fit_line", "history_points"],
+        "astune.history.difficulty": ["dataset_name", "measure_difficulty"],
+        "delta_history": ["HistoryPoint", "LineFit", "fit_line", "history_points"],
         "prior": ["band_of", "prior_delta", "prior_warmup"],
         "report": ["format_recommendation", "rationale"],
         "result": ["Recommendation"],

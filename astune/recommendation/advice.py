@@ -8,24 +8,24 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from astune.recommendation.difficulty import Difficulty, dataset_name, measure_difficulty
-from astune.recommendation.history import HistoryPoint, fit_line, history_points
-from astune.recommendation.portfolio_sources import search_portfolio, shipped_space
+from astune.history.difficulty import Difficulty, dataset_name, measure_difficulty
+from astune.history.portfolio_sources import search_portfolio, shipped_space
+from astune.history.reference import PRIOR_FILE, load_reference
+from astune.history.transfer import HISTORY_SHRINK, TaskProfile, advise, weight_bound
+from astune.history.trial_history import store_trials
+from astune.recommendation.delta_history import HistoryPoint, fit_line, history_points
 from astune.recommendation.prior import (
-    HISTORY_SHRINK,
     PRIOR_HALF_WIDTH,
     UNKNOWN_DIFFICULTY,
     prior_delta,
     prior_warmup,
 )
-from astune.recommendation.reference import PRIOR_FILE, load_reference
 from astune.recommendation.report import rationale
 from astune.recommendation.result import Recommendation
 from astune.recommendation.schedules import ScheduleAdvice, schedule_advice
-from astune.recommendation.transfer import TaskProfile, advise, weight_bound
-from astune.recommendation.trial_history import store_trials
 from astune.store.conventions import BEST_TAG_PREFIX
 from astune.store.reader import Store, finished_trials
+from astune.store.snapshot import StoreSnapshot
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -54,7 +54,7 @@ def recommend(
     reference file that cannot be read.
     """
     dataset_name(dataset)  # an unknown name fails before anything is opened
-    store = Store(tracking_uri)
+    store = StoreSnapshot(Store(tracking_uri))  # four modules ask it: one read serves them
     target = measure_difficulty(
         dataset, data_dir=data_dir, store=store, probe_options=probe_options
     )

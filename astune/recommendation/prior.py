@@ -3,7 +3,7 @@ bands the schedule advice groups searches by.
 
 The paper's rule (Settings): delta 0.3 for most tasks, about 0.35 for easy ones and about 0.2 for
 hard ones; r > 0 (0.15-0.25) only for easy tasks with a high baseline (Clinc_oos, Conll2003). On
-the probe's difficulty scale (:mod:`astune.recommendation.difficulty`) the paper's easy tasks
+the probe's difficulty scale (:mod:`astune.history.difficulty`) the paper's easy tasks
 measure about 0.3 (Clinc_oos) and 0.4 (Conll2003) and SST5, which it calls hard, about 0.9, so
 the prior runs linearly through (0.45, 0.35), (0.75, 0.30) and (1.0, 0.20), flat outside; r is
 0.2 up to difficulty 0.45 and falls linearly to 0 at 0.6.
@@ -15,9 +15,6 @@ PRIOR_ANCHORS = ((0.45, 0.35), (0.75, 0.30), (1.0, 0.20))
 PRIOR_HALF_WIDTH = 0.05
 R_EASY, R_FULL_UNTIL, R_ZERO_FROM = 0.2, 0.45, 0.6
 UNKNOWN_DIFFICULTY = 0.75  # a task nothing could be measured on counts as medium
-HISTORY_SHRINK = 3.0
-"""History of ``n`` pieces counts ``n / (n + HISTORY_SHRINK)`` against the prior (searches for
-delta's fit and the transfer; a search's trials for its own weight): a thin history defers."""
 BANDS = (("easy", R_ZERO_FROM), ("medium", 0.875), ("hard", float("inf")))
 """Difficulty bands by their upper edge (exclusive): easy where the paper warms up, hard from
 half-way between the medium anchor (0.75) and the hardest (1.0)."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
-from astune.recommendation.portfolio import describe_portfolio
+from astune.history.portfolio import describe_portfolio
+from astune.history.transfer import describe as describe_transfer
 from astune.recommendation.prior import UNKNOWN_DIFFICULTY
 from astune.recommendation.result import Recommendation
 from astune.recommendation.schedules import (
@@ -13,7 +14,6 @@ from astune.recommendation.schedules import (
     ScheduleTally,
     median_trajectory,
 )
-from astune.recommendation.transfer import describe as describe_transfer
 
 
 def rationale(rec: Recommendation) -> str:

@@ -5,18 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from astune.recommendation.difficulty import Difficulty
-from astune.recommendation.history import HistoryPoint
-from astune.recommendation.portfolio import PortfolioEntry
+from astune.history.difficulty import Difficulty
+from astune.history.portfolio import PortfolioEntry
+from astune.history.transfer import TransferAdvice
+from astune.recommendation.delta_history import HistoryPoint
 from astune.recommendation.schedules import ScheduleAdvice
-from astune.recommendation.transfer import TransferAdvice
 
 
 @dataclass
 class Recommendation:
     """delta with its range, r, the delta schedule, the difficulty they rest on, and why; what
-    history transfers of the other keys (:mod:`astune.recommendation.transfer`); the configs a
-    search runs first (:mod:`astune.recommendation.portfolio`)."""
+    history transfers of the other keys (:mod:`astune.history.transfer`); the configs a
+    search runs first (:mod:`astune.history.portfolio`)."""
 
     dataset: str
     delta: float

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from astune.config import TRAIN_FIELDS
 from astune.losses.delta import EmaDelta
-from astune.recommendation.history import HistoryPoint
+from astune.recommendation.delta_history import HistoryPoint
 from astune.recommendation.prior import BANDS, band_of
 from astune.store.reader import Store
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from astune.recommendation.portfolio_sources import shipped_space
-from astune.recommendation.portfolio_space import with_portfolio
+from astune.history.portfolio_sources import shipped_space
+from astune.history.portfolio_space import with_portfolio
 from astune.recommendation.result import Recommendation
 from astune.recommendation.warm_space import warm_space
 

@@ -1,6 +1,6 @@
 """A search space warmed by a recommendation: delta and r moved toward history's fit (or, where
 the space ships no value for them, narrowed to the recommendation), the recommended schedule
-offered, the transferred keys' ranges moved toward history (:mod:`astune.recommendation.transfer`)
+offered, the transferred keys' ranges moved toward history (:mod:`astune.history.transfer`)
 and the recommendation first among the seed points, the best trials of the nearest tasks next.
 
 ``recommend --write-space`` writes it; ``search --warm-start`` searches it.
@@ -13,11 +13,17 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from astune.config import AS_SPEED_FIELDS
-from astune.losses.catalogue import AS_LOSSES, MULTI_LABEL_TASKS
-from astune.recommendation.result import Recommendation
-from astune.recommendation.schedules import ScheduleAdvice
-from astune.recommendation.transfer import (
+from astune.history.space_points import (
+    as_point,
+    consistent,
+    is_number,
+    snapped,
+    space_param,
+    three_digits,
+    tidy,
+    with_points,
+)
+from astune.history.transfer import (
     SWITCHES,
     TRANSFER_KEYS,
     TRANSFER_POINTS,
@@ -25,6 +31,9 @@ from astune.recommendation.transfer import (
     blend,
     history_range,
 )
+from astune.losses.catalogue import MULTI_LABEL_TASKS
+from astune.recommendation.result import Recommendation
+from astune.recommendation.schedules import ScheduleAdvice
 from astune.space.params import Param, named, parse_param
 from astune.space.space import SearchSpace
 
@@ -138,14 +147,6 @@ def _recommended_point(
     return {k: v for k, v in wanted.items() if k in params and params[k].contains(v)}
 
 
-def space_param(space: SearchSpace, key: str, loss: str) -> Param | None:
-    """``key``'s spec for ``loss`` in the space, or None where the space does not have it."""
-    try:
-        return space.param(key, loss)
-    except (KeyError, ValueError):  # ValueError: SpaceError, a name the loss does not take
-        return None
-
-
 def _shipped_value(points: Sequence[dict[str, Any]], key: str, loss: str, param: Param) -> Any:
     """The value the space itself starts ``key`` from: its first seed point's (of ``points``,
     the space's as shipped), else the fixed value or the range's middle (geometric where it is
@@ -193,29 +194,7 @@ def _moved_ranges(
                 space, value = _ranged(space, key, loss, param, advice, value)
         if value is not None:
             values[key] = value
-    return space, _consistent(values, loss)
-
-
-def _consistent(point: dict[str, Any], loss: str) -> dict[str, Any]:
-    """``point`` without the keys its loss or switches leave unsampled: AS-Speed's lam and s
-    without ``as_speed``, the skip policy without ``as_skip``, every speed key and delta/r for a
-    loss that is not AS-Softmax; and InfoBatch turned off where AS-Skip is on (two ways of
-    leaving samples out; AS-Skip, AS-Softmax's own, stays)."""
-    drop = set() if point.get("as_speed") else set(AS_SPEED_FIELDS)
-    drop |= set() if point.get("as_skip") else {"skip_policy"}
-    if point.get("as_skip") and point.get("infobatch") and loss in AS_LOSSES:
-        point = {**point, "infobatch": False}
-    if loss not in AS_LOSSES:
-        drop |= {
-            "as_speed",
-            "as_skip",
-            "skip_policy",
-            "lam",
-            "max_accum_steps",
-            "delta",
-            "warmup_ratio",
-        }
-    return {k: v for k, v in point.items() if k not in drop}
+    return space, consistent(values, loss)
 
 
 def _ranged(
@@ -227,7 +206,7 @@ def _ranged(
         if not is_number(param.value):
             return space, None
         whole = float(param.value).is_integer()
-        value = float(round(value)) if whole else _three_digits(value)
+        value = float(round(value)) if whole else three_digits(value)
         if math.isclose(value, param.value):
             return space, param.value
         low, high = sorted((float(param.value), value))
@@ -254,53 +233,13 @@ def _on_grid(param: Param, low: float, high: float, key: str) -> tuple[float, fl
         low = anchor + math.floor((low - anchor) / step + 1e-9) * step
         high = anchor + math.ceil((high - anchor) / step - 1e-9) * step
     elif param.kind == "float":  # a continuous range: bounds a reader can read (3 digits)
-        low, high = _three_digits(low, math.floor), _three_digits(high, math.ceil)
+        low, high = three_digits(low, math.floor), three_digits(high, math.ceil)
     if key == "lr":
         high = min(high, 1.0)
     low = max(low, param.step or (1 if param.kind == "int" else 1e-12))
     if param.kind == "int":
         return int(round(low)), int(round(high))
-    return _tidy(low), _tidy(high)
-
-
-def _three_digits(x: float, rounding: Any = round) -> float:
-    """``x`` to 3 significant digits, rounded by ``rounding`` (floor: down, ceil: up)."""
-    if x <= 0:
-        return x
-    scale = 10.0 ** (math.floor(math.log10(x)) - 2)
-    return _tidy(rounding(x / scale) * scale)
-
-
-def _tidy(x: float) -> float:
-    """Rounding noise off a grid value (0.30000000000000004 -> 0.3)."""
-    return float(f"{x:.12g}")
-
-
-def snapped(param: Param | None, value: Any) -> Any:
-    """``value`` moved onto ``param``'s domain: clipped and onto its step for a range, the
-    nearest choice (numeric) or the value itself for categoricals; None where it cannot be."""
-    if param is None:
-        return None
-    if param.kind == "fixed":
-        return param.value
-    if param.kind == "categorical":
-        if param.contains(value):
-            return value
-        numbers = [c for c in param.choices if is_number(c) and c > 0]
-        if numbers and is_number(value) and value > 0:  # batch sizes: the nearest by ratio
-            return min(numbers, key=lambda c: abs(math.log(c / value)))
-        return None
-    x = min(max(float(value), param.low), param.high)
-    if param.step is not None:
-        x = param.low + round((x - param.low) / param.step) * param.step
-    elif param.kind == "float":  # inside the range still: its bounds have 3 digits (_on_grid)
-        x = min(max(_three_digits(x), param.low), param.high)
-    x = int(round(x)) if param.kind == "int" else _tidy(x)
-    return x if param.contains(x) else None
-
-
-def is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    return tidy(low), tidy(high)
 
 
 def _trial_points(space: SearchSpace, loss: str, advice: TransferAdvice | None) -> list[dict]:
@@ -317,28 +256,3 @@ def _trial_points(space: SearchSpace, loss: str, advice: TransferAdvice | None) 
         if len(points) == TRANSFER_POINTS - 1:
             break
     return points
-
-
-def as_point(space: SearchSpace, loss: str, config: dict[str, Any]) -> dict[str, Any] | None:
-    """A reference trial's config as a seed point of the space: its loss if searched (its
-    family's AS loss otherwise), each of its values the space can hold, snapped."""
-    name = config.get("loss")
-    if name not in space.losses:
-        name = loss if name in AS_LOSSES or name is None else None
-    if name is None or name not in space.losses:
-        return None
-    point: dict[str, Any] = {"loss": name}
-    for key in (*TRANSFER_KEYS, "delta", "warmup_ratio"):
-        if config.get(key) is None or (param := space_param(space, key, name)) is None:
-            continue
-        value = snapped(param, config[key])
-        if value is not None:
-            point[key] = value
-    return _consistent(point, name)
-
-
-def with_points(space: SearchSpace, first: list[dict[str, Any]]) -> SearchSpace:
-    """``first`` (those with a loss) ahead of the space's own points that are not among them."""
-    new = [p for p in first if p.get("loss")]
-    rest = [p for p in space.points if p not in new]
-    return dataclasses.replace(space, points=(*new, *rest))

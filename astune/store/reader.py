@@ -157,7 +157,11 @@ class Store:
     def search_experiment_names(self) -> list[str]:
         """The names of the experiments that hold at least one astune search, sorted."""
         ids = {run.info.experiment_id for run in self.searches()}
-        return sorted(self.client.get_experiment(i).name for i in ids)
+        return sorted(self.experiment_name(i) for i in ids)
+
+    def experiment_name(self, experiment_id: str) -> str:
+        """The name of the experiment ``experiment_id``."""
+        return self.client.get_experiment(experiment_id).name
 
 
 def existing_store(tracking_uri: str | None) -> Store:
@@ -193,13 +197,20 @@ def field_kinds(cls: type) -> dict[str, type]:
     return kinds
 
 
-@functools.cache
 def _schema_kinds() -> dict[str, type]:
-    """The scalar type of each TrainConfig field and flat loss parameter."""
+    """The scalar type of each TrainConfig field and flat loss parameter of the losses
+    registered now (a plugin's loss registers after the first read)."""
+    from astune.losses.catalogue import CATALOGUE
+
+    return _kinds_of(tuple(CATALOGUE))
+
+
+@functools.cache
+def _kinds_of(losses: tuple[str, ...]) -> dict[str, type]:
     from astune.config import TrainConfig
     from astune.losses.catalogue import CATALOGUE
 
-    kinds: dict[str, type] = {p.name: p.kind for info in CATALOGUE.values() for p in info.params}
+    kinds: dict[str, type] = {p.name: p.kind for n in losses for p in CATALOGUE[n].params}
     return {**kinds, **field_kinds(TrainConfig)}
 
 

@@ -1,6 +1,6 @@
 """A search starts from what is known (issue 62): the portfolio of configs that won on past
 tasks of its backbone (the packaged prior and the store's searches,
-:mod:`astune.recommendation.portfolio`) runs first, in a space widened to hold them; the
+:mod:`astune.history.portfolio`) runs first, in a space widened to hold them; the
 searcher is told their results and goes on. The space is written beside the search, as
 ``--warm-start``'s is, so that ``--resume`` reads it again rather than choosing anew.
 ``--no-portfolio`` searches the space as given."""
@@ -17,7 +17,7 @@ from astune.tuning.warm_start import space_beside
 
 if TYPE_CHECKING:
     from astune.data.media_encoding import TrainData
-    from astune.recommendation.portfolio import PortfolioEntry
+    from astune.history.portfolio import PortfolioEntry
     from astune.space.space import SearchSpace
     from astune.space.user_fixed import UserFixed
 
@@ -35,11 +35,11 @@ def portfolio_start(
     portfolio, which its seed points start with, and the console's lines (where each first
     trial came from); the space as given when nothing of the backbone was recorded. What the
     user fixed (:func:`searched_as_fixed`) stays fixed: each config holds those values."""
-    from astune.recommendation.portfolio import config_text
-    from astune.recommendation.portfolio_sources import search_portfolio
-    from astune.recommendation.portfolio_space import with_portfolio
-    from astune.recommendation.reference import reference_file
-    from astune.recommendation.transfer import TaskProfile
+    from astune.history.portfolio import config_text
+    from astune.history.portfolio_sources import search_portfolio
+    from astune.history.portfolio_space import with_portfolio
+    from astune.history.reference import reference_file
+    from astune.history.transfer import TaskProfile
     from astune.space.space import load_space
     from astune.store.reader import Store
 

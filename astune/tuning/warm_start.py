@@ -49,9 +49,9 @@ def warm_start(settings: SearchSettings, ref: "DatasetRef") -> tuple[SearchSetti
     to learn from (:func:`astune.recommendation.nothing_to_learn`: no finished trials in the store,
     no reference trials that could weigh) the dataset is not probed and the space is searched
     as given."""
+    from astune.history.reference import reference_file
+    from astune.history.transfer import describe
     from astune.recommendation import nothing_to_learn, probe_options, recommend
-    from astune.recommendation.reference import reference_file
-    from astune.recommendation.transfer import describe
     from astune.recommendation.warm_space import warm_space
     from astune.space.space import load_space
 

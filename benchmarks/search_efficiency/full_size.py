@@ -57,9 +57,9 @@ def history_first(dataset: str) -> dict[str, Any]:
     import tempfile
 
     from astune.data.resolve import resolve_dataset
-    from astune.recommendation.portfolio_sources import search_portfolio, shipped_space
-    from astune.recommendation.reference import PRIOR_FILE
-    from astune.recommendation.transfer import TaskProfile
+    from astune.history.portfolio_sources import search_portfolio, shipped_space
+    from astune.history.reference import PRIOR_FILE
+    from astune.history.transfer import TaskProfile
     from astune.store.reader import Store
 
     task = resolve_dataset(dataset).spec.task

@@ -25,7 +25,7 @@ from benchmarks.search_efficiency.prior import recorded_difficulty
 from benchmarks.search_efficiency.warm import base_space, grid_arm, held_out_reference
 
 if TYPE_CHECKING:
-    from astune.recommendation.transfer import TaskProfile
+    from astune.history.transfer import TaskProfile
 
 PORTFOLIO_ARM = "astune-portfolio"
 STORE_ARM = "astune-portfolio-store"
@@ -45,7 +45,7 @@ PORTFOLIO_ARMS = {
 class PortfolioStart:
     """What a portfolio arm of one held-out dataset starts from."""
 
-    entries: tuple  # astune.recommendation.portfolio.PortfolioEntry, run first in this order
+    entries: tuple  # astune.history.portfolio.PortfolioEntry, run first in this order
     seconds: float  # building it, on one thread
     reference_datasets: tuple[str, ...]  # the datasets it learnt from
     source: str = "prior"  # of SOURCES
@@ -57,9 +57,9 @@ def portfolio_start(
     """The portfolio ``dataset``'s search would run first (timed), learnt from the other
     datasets alone: their tables (under ``root``) as the prior holds them, or, given
     ``store_uri``, the searches of the MLflow store there (:mod:`.history_store`)."""
-    from astune.recommendation.portfolio import build_portfolio
-    from astune.recommendation.portfolio_sources import portfolio_for, store_tasks
-    from astune.recommendation.reference import reference_searches
+    from astune.history.portfolio import build_portfolio
+    from astune.history.portfolio_sources import portfolio_for, store_tasks
+    from astune.history.reference import reference_searches
     from astune.store.reader import Store
 
     losses = list(base_space(dataset, fast=False).losses)
@@ -91,7 +91,7 @@ def portfolio_start(
 def target_profile(dataset: str) -> TaskProfile:
     """The held-out dataset's slice as a portfolio sees it: no probe, so no difficulty."""
     from astune.data.resolve import resolve_dataset
-    from astune.recommendation.transfer import TaskProfile
+    from astune.history.transfer import TaskProfile
 
     data = settings.DATASETS[dataset]
     return TaskProfile(
@@ -108,7 +108,7 @@ def portfolio_arm(
 ) -> arms.Arm:
     """The portfolio arm ``name`` (of :data:`PORTFOLIO_ARMS`) of ``dataset`` on the grid
     (``fast``: its space holds the fast levers too, as the speed/accuracy search's does)."""
-    from astune.recommendation.portfolio_space import with_portfolio
+    from astune.history.portfolio_space import with_portfolio
 
     source, schedule = PORTFOLIO_ARMS[name]
     if start.source != source:

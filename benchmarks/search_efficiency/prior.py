@@ -1,4 +1,4 @@
-"""Build the prior packaged with astune (astune/recommendation/reference_trials.json) from the
+"""Build the prior packaged with astune (astune/history/reference_trials.json) from the
 recorded tables at their pinned digests (tables/PINNED.json): per dataset, its probe difficulty
 and every complete grid config, ranked by the seed-mean validation score of its final
 evaluation (the warm start reads the best quarter, the portfolio all).
@@ -23,13 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from astune.recommendation.reference import (
+from astune.history.reference import (
     PRIOR_FILE,
     reference_entry,
     reference_searches,
     write_reference,
 )
-from astune.recommendation.transfer import TaskProfile, ranked
+from astune.history.transfer import TaskProfile, ranked
 from benchmarks.search_efficiency import settings, tables
 
 DifficultyOf = Callable[[str], tuple[float | None, str | None]]
@@ -69,7 +69,7 @@ def config_scores(
 
 def difficulty_of(dataset: str) -> tuple[float | None, str | None]:
     """The probe's difficulty and task family of ``dataset`` (an empty store: the probe alone)."""
-    from astune.recommendation.difficulty import measure_difficulty
+    from astune.history.difficulty import measure_difficulty
 
     with tempfile.TemporaryDirectory() as folder:
         d = measure_difficulty(dataset, tracking_uri=f"sqlite:///{folder}/probe.db")

@@ -60,7 +60,7 @@ INNER_REPETITIONS = 10
 def subset_reference(datasets: Sequence[str], folder: Path, root: Path | None) -> Path:
     """A reference file in ``folder`` of ``datasets``' tables only, their recorded difficulty
     (no probe)."""
-    from astune.recommendation.reference import write_reference
+    from astune.history.reference import write_reference
     from benchmarks.search_efficiency.prior import recorded_difficulty, reference_entries
 
     entries = reference_entries(
@@ -73,8 +73,8 @@ def subset_reference(datasets: Sequence[str], folder: Path, root: Path | None) -
 def rule_arm(dataset: str, sources: Sequence[str], rule: Rule, root: Path | None) -> arms.Arm:
     """The portfolio arm of ``dataset`` under ``rule``: the portfolio of ``rule.size`` learnt
     from ``sources``' tables, run first in the astune space widened to hold it."""
-    from astune.recommendation.portfolio_sources import portfolio_for
-    from astune.recommendation.portfolio_space import with_portfolio
+    from astune.history.portfolio_sources import portfolio_for
+    from astune.history.portfolio_space import with_portfolio
     from astune.store.reader import Store
 
     space = base_space(dataset, fast=False)

@@ -88,9 +88,9 @@ def even_draw(rows: list[dict], count: int, rng: random.Random, meta: dict) -> l
 def history_first() -> dict[str, Any]:
     """The first config of the portfolio ``search`` would build for the unseen task from the
     packaged prior and an empty store."""
-    from astune.recommendation.portfolio_sources import portfolio_for
-    from astune.recommendation.reference import PRIOR_FILE
-    from astune.recommendation.transfer import TaskProfile
+    from astune.history.portfolio_sources import portfolio_for
+    from astune.history.reference import PRIOR_FILE
+    from astune.history.transfer import TaskProfile
     from astune.space import load_space
     from astune.store.reader import Store
 

@@ -41,7 +41,7 @@ def held_out_reference(
 ) -> Path:
     """A reference file in ``folder`` made from every other dataset's table (under ``root``);
     ``difficulty`` as :func:`.prior.reference_entries` takes it (None: probed now)."""
-    from astune.recommendation.reference import write_reference
+    from astune.history.reference import write_reference
     from benchmarks.search_efficiency.prior import difficulty_of, reference_entries
 
     others = [name for name in settings.DATASETS if name != dataset]

@@ -6,7 +6,7 @@ probe's validation slice. The difficulty is one minus their weighted mean::
 
     difficulty = 1 - sum_i(w_i * s_i) / sum_i(w_i)
 
-- the probe (:mod:`astune.recommendation.probe`): weight 1;
+- the probe (:mod:`astune.history.probe`): weight 1;
 - the best finished ``softmax`` trial of the dataset in MLflow: weight
   ``2 * min(1, samples_seen / 5000)``: a fine-tuned run that saw 5,000 examples counts twice the
   probe; a tiny run counts in proportion to what it saw.
@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from astune.recommendation.probe import ProbeResult, normalized, run_probe
+from astune.history.probe import ProbeResult, normalized, run_probe
 from astune.store.reader import (
     SOFTMAX_LOSSES,
     Store,
@@ -135,7 +135,7 @@ def measure_difficulty(
         except (ValueError, OSError) as err:
             notes.append(f"probe failed: {str(err).splitlines()[0]}")
     else:
-        notes.append("probe result reused from MLflow tag astune.recommendation.probe")
+        notes.append("probe result reused from MLflow tag astune.history.probe")
     evidence = [_probe_evidence(probe)] if probe is not None else []
     baseline = softmax_evidence(store, name, probe)
     if baseline is not None:
@@ -164,7 +164,7 @@ def softmax_evidence(store: Store, name: str, probe: ProbeResult | None) -> Evid
     best = best_trial(trials, "max")  # the dataset's primary metric: higher is better
     seen = best.data.metrics.get("samples_seen") or 0.0
     weight = MLFLOW_WEIGHT * min(1.0, seen / FULL_WEIGHT_SAMPLES)
-    experiment = store.client.get_experiment(best.info.experiment_id).name
+    experiment = store.experiment_name(best.info.experiment_id)
     detail = (
         f"best of {len(trials)} softmax trial(s) in MLflow, search {experiment!r}, "
         f"{seen:.0f} examples seen"

@@ -1,4 +1,4 @@
-"""The past tasks a portfolio learns from (:mod:`astune.recommendation.portfolio`): the packaged
+"""The past tasks a portfolio learns from (:mod:`astune.history.portfolio`): the packaged
 prior's recorded tables and every search in the user's MLflow store, each with its configs'
 scores. No probe runs: a portfolio weighs tasks by family, training rows and backbone, the
 difficulty of each left unknown (so alike for all)."""
@@ -10,15 +10,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from astune.recommendation.difficulty import Difficulty
-from astune.recommendation.portfolio import (
+from astune.history.difficulty import Difficulty
+from astune.history.portfolio import (
     PORTFOLIO_SIZE,
     PortfolioEntry,
     SourceTask,
     build_portfolio,
 )
-from astune.recommendation.transfer import TaskProfile
-from astune.recommendation.trial_history import config_of, finished_searches, profile_of
+from astune.history.transfer import TaskProfile
+from astune.history.trial_history import config_of, finished_searches, profile_of
 from astune.store.conventions import TASK_TAG
 from astune.store.reader import Store, dataset_of, objective, search_mode
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 def prior_tasks(path: str | Path, *, exclude: Iterable[str] = ()) -> list[SourceTask]:
     """The tasks of a reference file (the packaged prior: one per recorded table), leaving out
     the datasets named in ``exclude``; ValueError (one line) for a file that cannot be read."""
-    from astune.recommendation.reference import reference_searches
+    from astune.history.reference import reference_searches
 
     out = []
     for entry in reference_searches(path, exclude=exclude):

@@ -4,8 +4,8 @@ that a fresh install's first `recommend` (and `search --warm-start`) already tra
 The file (:data:`PRIOR_FILE`, JSON) holds one entry per reference search, keyed by backbone
 (and the layers kept) and training rows, with the task's family and probe difficulty and its
 configs ranked by seed-mean validation score, best first, each with its score. The warm start
-learns from the best quarter of each (:data:`~astune.recommendation.transfer.BEST_SHARE`); the
-portfolio scores every config (:mod:`astune.recommendation.portfolio_sources`). A file that
+learns from the best quarter of each (:data:`~astune.history.transfer.BEST_SHARE`); the
+portfolio scores every config (:mod:`astune.history.portfolio_sources`). A file that
 holds only a search's best trials reads the same for the warm start. ``python -m
 benchmarks.search_efficiency.prior`` builds it from the search-efficiency tables at their pinned
 digests (benchmarks/search_efficiency/tables/PINNED.json), which the file names.
@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from astune.recommendation.transfer import ReferenceTrial, TaskProfile, best_count
+from astune.history.transfer import ReferenceTrial, TaskProfile, best_count
 
 PRIOR_FILE = Path(__file__).with_name("reference_trials.json")
 FORMAT = 1

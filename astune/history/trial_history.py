@@ -1,5 +1,5 @@
 """The store's searches as reference trials for the transfer
-(:mod:`astune.recommendation.transfer`): each search's finished trials ranked by objective, its
+(:mod:`astune.history.transfer`): each search's finished trials ranked by objective, its
 best quarter kept, placed at its dataset's difficulty, task family, training rows and
 backbone."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from astune.recommendation.difficulty import Difficulty
-from astune.recommendation.transfer import TRANSFER_KEYS, ReferenceTrial, TaskProfile, ranked
+from astune.history.difficulty import Difficulty
+from astune.history.transfer import TRANSFER_KEYS, ReferenceTrial, TaskProfile, ranked
 from astune.store.conventions import PARENT_TAG
 from astune.store.reader import Store, dataset_of, finished_trials, objective, param, search_mode
 
@@ -44,7 +44,7 @@ def finished_searches(store: Store) -> Iterator[tuple["Run", list["Run"], str]]:
     for parent in store.searches():
         trials = by_parent.get(parent.info.run_id, [])
         if trials:
-            yield parent, trials, store.client.get_experiment(parent.info.experiment_id).name
+            yield parent, trials, store.experiment_name(parent.info.experiment_id)
 
 
 def config_of(trial: "Run") -> dict[str, Any]:

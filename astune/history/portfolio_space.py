@@ -11,8 +11,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from astune.recommendation.portfolio import PortfolioEntry
-from astune.recommendation.warm_space import as_point, is_number, space_param, with_points
+from astune.history.portfolio import PortfolioEntry
+from astune.history.space_points import as_point, is_number, space_param, with_points
 from astune.space.params import Param
 from astune.space.space import SearchSpace
 

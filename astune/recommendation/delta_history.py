@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from astune.config import TRAIN_FIELDS
+from astune.history.difficulty import Difficulty
+from astune.history.transfer import HISTORY_SHRINK
 from astune.losses.delta import SCHEDULE_KEYS
-from astune.recommendation.difficulty import Difficulty
-from astune.recommendation.prior import HISTORY_SHRINK
 from astune.store.confirmed import confirmed_configs, confirmed_winner
 from astune.store.conventions import PARENT_TAG
 from astune.store.reader import (
@@ -65,7 +65,7 @@ def history_points(
         trials = [t for t in by_parent.get(parent.info.run_id, []) if param(t, "delta") is not None]
         if not trials:
             continue
-        name = store.client.get_experiment(parent.info.experiment_id).name
+        name = store.experiment_name(parent.info.experiment_id)
         difficulty = difficulty_of(dataset_of(parent) or "", parent)
         if difficulty.value is None:
             notes.append(f"search {name!r} left out: difficulty of {dataset_of(parent)!r} unknown")

@@ -1,8 +1,8 @@
 """What `recommend` transfers besides delta and r: the learning rate, the epochs, the batch size
 and the speed knobs of the best trials of similar tasks, as seed points and narrowed ranges.
 
-Reference trials come from the store (:func:`astune.recommendation.trial_history.store_trials`)
-and from the prior packaged with astune (:mod:`astune.recommendation.reference`), so that a fresh
+Reference trials come from the store (:func:`astune.history.trial_history.store_trials`)
+and from the prior packaged with astune (:mod:`astune.history.reference`), so that a fresh
 install transfers too. Each search keeps its best quarter of trials (:data:`BEST_SHARE`).
 
 Weights: a trial counts with its task's :func:`similarity` to the target (difficulty, task
@@ -29,7 +29,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from astune.losses.catalogue import MULTI_LABEL_TASKS
-from astune.recommendation.prior import HISTORY_SHRINK
+
+HISTORY_SHRINK = 3.0
+"""History of ``n`` pieces counts ``n / (n + HISTORY_SHRINK)`` against the prior (searches for
+delta's fit and the transfer; a search's trials for its own weight): a thin history defers."""
 
 TRANSFER_KEYS = (
     "lr", "epochs", "batch_size", "as_speed", "lam", "max_accum_steps", "as_skip",

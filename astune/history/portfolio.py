@@ -8,7 +8,7 @@ first config is the one that is good on most tasks, and each next one covers the
 earlier ones left worst served.
 
 The tasks are the packaged prior's recorded tables and the store's searches (issue 62). A
-task's weight is its :func:`~astune.recommendation.transfer.similarity` to the target as a share
+task's weight is its :func:`~astune.history.transfer.similarity` to the target as a share
 of the nearest task's, raised to at least a floor: similarity weights a task, it never silences
 one. How much similarity counts is learnt from the tasks themselves (:func:`chosen_floor`):
 each floor of :data:`FLOORS` builds, for each task left out in turn, the portfolio of the others
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from astune.history.transfer import LOG_KEYS, TaskProfile, similarity, value_text
 from astune.losses.catalogue import family_loss
 from astune.metrics.objectives import MODES
-from astune.recommendation.transfer import LOG_KEYS, TaskProfile, similarity, value_text
 
 PORTFOLIO_SIZE = 4
 """Configs a portfolio holds by default: the first trials of a search."""
