@@ -19,7 +19,7 @@ worse than by-hand's on every source, the least mean cost wins; where none is, t
 least summed excess over by-hand. The rules, repetitions and budgets are the first round's.
 
     python -m benchmarks.search_efficiency rules --datasets sst5,clinc_oos,conll2003,go_emotions
-    python -m benchmarks.search_efficiency rules --criterion no-worse -o .../rules_no_worse.json
+    python -m benchmarks.search_efficiency rules --criterion no-worse --output .../rules_no_worse.json
 """
 
 from __future__ import annotations
