@@ -224,6 +224,26 @@ def front_store(tmp_path_factory) -> tuple[str, dict[str, str]]:
     return write_front_store(tmp_path_factory.mktemp("front-store"))
 
 
+@pytest.fixture
+def registry():
+    """The loss registry and the plugins loaded, as they were before the test (a plugin a test
+    loads leaves this process's catalogue and modules when it ends)."""
+    import sys
+
+    from astune import plugins
+    from astune.losses import catalogue
+
+    losses, loaded = dict(catalogue._REGISTRY), dict(plugins._LOADED)
+    yield
+    for key, module in list(plugins._LOADED.items()):
+        if key not in loaded:
+            sys.modules.pop(module.__name__, None)
+    catalogue._REGISTRY.clear()
+    catalogue._REGISTRY.update(losses)
+    plugins._LOADED.clear()
+    plugins._LOADED.update(loaded)
+
+
 @pytest.fixture(scope="module")
 def shared_ray():
     """One local Ray that the module's in-process searches join (``tiny.one_ray``) instead of

@@ -1,7 +1,8 @@
 """A user's own loss without forking astune (issue 71, items 1 and 2): one registration a loss,
 the built-ins included; a plugin module named by ``--plugin``, ``plugins=`` or a config, whose
 loss is listed, built, trained and exported like a built-in; one line for a plugin that cannot
-be imported or registers a malformed loss."""
+be imported or registers a malformed loss. Searched, exported and confirmed from a user's own
+file on the installed wheel: tests/test_installed.py runs docs/extending.md."""
 
 from __future__ import annotations
 
@@ -15,25 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from astune import plugins
 from astune.cli import main
-from astune.losses import catalogue
 from astune.losses.catalogue import CATALOGUE, LOSS_PARAM_NAMES, ParamSpec, register_loss
 
 PLUGIN = Path(__file__).parent / "plugins" / "focal_losses.py"
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def registry():
-    """The registry and the plugins loaded, as they were before the test."""
-    losses, loaded = dict(catalogue._REGISTRY), dict(plugins._LOADED)
-    yield
-    catalogue._REGISTRY.clear()
-    catalogue._REGISTRY.update(losses)
-    plugins._LOADED.clear()
-    plugins._LOADED.update(loaded)
-    sys.modules.pop(PLUGIN.stem, None)
 
 
 def test_each_loss_is_declared_once_in_the_source():
@@ -89,6 +76,15 @@ def test_a_plugins_loss_is_listed_built_and_carried_flat(registry, capsys):
         build_loss("focal", gamma=-1.0)
 
 
+def test_a_plugins_parameter_is_read_from_the_store_by_its_kind(registry):
+    from astune.store.reader import parse_value
+
+    assert parse_value("2", "gamma") == 2  # read before the plugin: YAML's int
+    assert main(["losses", "--plugin", str(PLUGIN)]) == 0
+    value = parse_value("2", "gamma")  # a float parameter logged as "2" stays a float
+    assert value == 2.0 and isinstance(value, float)
+
+
 @pytest.mark.parametrize(
     "name, message",
     [
@@ -129,46 +125,3 @@ def test_a_plugins_loss_trains_from_the_command_line(registry, tmp_path, data_di
     assert done.returncode == 0, done.stderr[-2000:]
     final = json.loads((out / "final.json").read_text())
     assert final["optimizer_steps"] == 2 and math.isfinite(final["test_loss"])
-
-
-@pytest.mark.ray
-def test_a_search_tries_the_plugins_loss_and_exports_it(registry, tmp_path, data_dir):
-    """A tiny search of a space that names the plugin's loss, the plugin given as a file
-    (``plugins=``): the trials train it with the searched gamma, MLflow records the plugin, and
-    the exported script trains the winner."""
-    import yaml
-    from mlflow import MlflowClient
-    from tiny import tiny_settings
-
-    from astune.exporting import export
-    from astune.tuning.runner import execute_search, prepare_search
-
-    space = tmp_path / "focal.yaml"
-    space.write_text(yaml.safe_dump({
-        "extends": "default", "num_samples": 2, "losses": ["focal"], "seed_points": [],
-        "scheduler": {"type": "none"},
-        "params": {"lr": {"type": "fixed", "value": 1e-3}, "batch_size": 16,
-                   "epochs": {"type": "fixed", "value": 1}},
-        "loss_params": {"focal": {"gamma": {"type": "float", "low": 0.5, "high": 3.0}}},
-    }))  # fmt: skip
-    settings = tiny_settings(root=tmp_path, data_dir=data_dir, space=str(space),
-                             plugins=[PLUGIN], max_concurrent=1, name="focal")  # fmt: skip
-    result = execute_search(prepare_search(settings))
-    client = MlflowClient(settings.tracking_uri)
-    assert client.get_run(result.parent_run_id).data.params["plugins"] == str(PLUGIN)
-    trials = client.search_runs(
-        [result.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{result.parent_run_id}'"
-    )
-    assert len(trials) == 2
-    for trial in trials:
-        assert (
-            trial.data.params["loss"] == "focal" and 0.5 <= float(trial.data.params["gamma"]) <= 3
-        )
-        assert trial.info.status == "FINISHED"
-    script = export("focal", "python", tracking_uri=settings.tracking_uri)
-    ns: dict = {"__name__": "best"}
-    exec(compile(script, "best.py", "exec"), ns)
-    assert ns["LOSS"] == "focal" and ns["PLUGINS"] == [str(PLUGIN)]
-    assert type(ns["loss_fn"]).__name__ == "FocalLoss"
-    final = ns["main"](["--output-dir", str(tmp_path / "best"), "--data-dir", str(data_dir)])
-    assert final["optimizer_steps"] > 0 and math.isfinite(final["test_loss"])

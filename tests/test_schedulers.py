@@ -1,10 +1,12 @@
 """Schedulers by name or object (issue 71 item 3): ``hyperband`` is Ray Tune's asynchronous
 Hyperband with every bracket its rungs allow; a Ray Tune scheduler object from the Python API
-is used as given and recorded by its class; what cannot serve the search is refused in one line.
+is used as given and recorded by its class; what cannot serve the search (population-based
+training among it) is refused in one line.
 (A real search under each: test_search's and the replay's; these need no Ray cluster.)"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from ray.tune.schedulers import (
     AsyncHyperBandScheduler,
     FIFOScheduler,
     HyperBandForBOHB,
+    PopulationBasedTraining,
 )
 from tiny import tiny_settings
 
@@ -59,6 +62,33 @@ def test_a_scheduler_that_cannot_serve_the_search_is_refused_in_one_line(schedul
         check_scheduler(scheduler, objectives=2)
     assert str(err.value) == message
     check_scheduler("asha", objectives=2)  # successive halving by non-dominated sorting
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "named"),
+    [
+        ("pbt", "scheduler 'pbt'"),
+        ("pb2", "scheduler 'pb2'"),
+        (
+            PopulationBasedTraining(hyperparam_mutations={"lr": [1e-4, 1e-3]}),
+            "a scheduler object (PopulationBasedTraining)",
+        ),
+    ],
+)
+def test_population_based_training_is_refused_in_one_line(scheduler, named, tmp_path):
+    message = (
+        f"{named} (population-based training) cannot serve an astune search: Ray Tune runs it "
+        "only without a search algorithm, and Optuna proposes every astune trial; use asha, "
+        "hyperband or none"
+    )
+    with pytest.raises(ValueError) as err:
+        tiny_settings(scheduler=scheduler).validate()  # before any space or Ray is read
+    assert str(err.value) == message
+    if isinstance(scheduler, str):  # and in a space file, where the file is named
+        space = tmp_path / "pbt.yaml"
+        space.write_text(f"extends: default\nscheduler: {{type: {scheduler}}}\n")
+        with pytest.raises(ValueError, match=re.escape(f"pbt.yaml: scheduler.type: {message}")):
+            load_space(space)
 
 
 def test_the_cli_offers_every_scheduler():

@@ -33,6 +33,24 @@ SCHEDULER_TYPES = ("auto", "asha", "hyperband", "none")
 objectives successive halving by non-dominated sorting), ``hyperband`` (Ray Tune's asynchronous
 Hyperband, every bracket; one objective), ``none`` (FIFO); ``auto`` is ``asha`` (``none`` behind
 a portfolio with one objective)."""
+POPULATION_BASED = ("pbt", "pb2")
+"""Ray Tune's population-based schedulers, refused by name and as objects: Ray Tune runs them
+only without a search algorithm, and Optuna proposes every trial of an astune search."""
+
+
+def population_based_refusal(what: str) -> str:
+    """The one line that refuses a population-based scheduler, ``what`` naming it."""
+    return (
+        f"{what} (population-based training) cannot serve an astune search: Ray Tune runs it "
+        "only without a search algorithm, and Optuna proposes every astune trial; use asha, "
+        "hyperband or none"
+    )
+
+
+def _check_scheduler_type(value: Any) -> Any:
+    if value in POPULATION_BASED:
+        raise ValueError(population_based_refusal(f"scheduler {value!r}"))
+    return check_choice("scheduler.type", value, SCHEDULER_TYPES)
 
 
 # ---------------------------------------------------------------------------------- sections
@@ -96,7 +114,7 @@ def parse_scheduler(raw: Any) -> dict[str, Any]:
                 f"scheduler.{key}", f"unknown key; expected one of {', '.join(_SCHEDULER_KEYS)}"
             )
     checks = {
-        "type": lambda v: check_choice("scheduler.type", v, SCHEDULER_TYPES),
+        "type": _check_scheduler_type,
         "grace_period": lambda v: check_int("scheduler.grace_period", v, 1),
         "reduction_factor": lambda v: check_range(
             "scheduler.reduction_factor", v, 1, low_open=True

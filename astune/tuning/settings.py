@@ -17,6 +17,7 @@ from astune.config import TRAIN_FIELDS
 from astune.losses.catalogue import LOSS_KERNELS
 from astune.metrics.objectives import PRIMARY, parse_objectives
 from astune.store.storage_retry import DEFAULT_STORAGE_TIMEOUT
+from astune.tuning.searchers.algorithms import check_scheduler
 from astune.tuning.searchers.samplers import check_sampler
 
 if TYPE_CHECKING:
@@ -135,6 +136,7 @@ class SearchSettings:
         check_int("max_failures", self.max_failures, 0)
         check_range("storage_timeout", self.storage_timeout, 0.0)
         check_sampler(self.sampler, objectives=1)  # the count is the space's: checked again then
+        check_scheduler(self.scheduler, objectives=1)  # so are the schedulers'
         check_choice("loss_kernel", self.loss_kernel, LOSS_KERNELS)
         cpu = not (self.gpus_per_trial or 0) > 0
         if self.loss_kernel == "triton" and cpu and os.environ.get("TRITON_INTERPRET") != "1":

@@ -1,0 +1,64 @@
+"""Every sampler and scheduler the CLI lists runs a tiny search (issue 71): a real search of a
+real space through Ray Tune and Optuna, two trials of two evaluations one at a time, recorded
+in MLflow under the name it was asked by (``auto`` under what it resolved to).
+(tests/test_samplers.py and test_schedulers.py check each piece without Ray: the configs a
+sampler proposes, the scheduler a name builds, and the one-line refusals.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow import MlflowClient
+from tiny import tiny_settings
+
+from astune.space.files import SCHEDULER_TYPES
+from astune.tuning.runner import execute_search, prepare_search
+from astune.tuning.searchers.samplers import SAMPLER_KINDS
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+TRIALS = 2
+RESOLVED = {"auto": "asha"}  # auto, with no portfolio in front: successive halving
+SEVERAL = {"nsgaii", "nsgaiii"}  # searched with two objectives, as they are meant to be
+CASES = [("sampler", kind.name) for kind in SAMPLER_KINDS]
+CASES += [("scheduler", name) for name in SCHEDULER_TYPES]
+
+
+def tiny_space(folder: Path) -> Path:
+    """tests/spaces/tiny.yaml with no seed points: every trial is the sampler's."""
+    space = yaml.safe_load((Path(__file__).with_name("spaces") / "tiny.yaml").read_text())
+    space.update(num_samples=TRIALS, seed_points=[])
+    path = folder / "space.yaml"
+    path.write_text(yaml.safe_dump(space))
+    return path
+
+
+@pytest.mark.parametrize(("kind", "name"), CASES, ids=[f"{k}-{n}" for k, n in CASES])
+def test_each_listed_sampler_and_scheduler_runs_a_tiny_search(
+    kind, name, shared_ray, tmp_path, data_dir
+):
+    changes = {kind: name, "space": str(tiny_space(tmp_path)), "max_concurrent": 1}
+    if name in SEVERAL:
+        changes["objectives"] = "objective,train_seconds"
+    settings = tiny_settings(
+        root=tmp_path, data_dir=data_dir, name=f"{kind}-{name}", max_train_samples=32, **changes
+    )
+    result = execute_search(prepare_search(settings))
+
+    client = MlflowClient(settings.tracking_uri)
+    parent = client.get_run(result.parent_run_id)
+    assert parent.info.status == "FINISHED"
+    assert parent.data.params[kind] == RESOLVED.get(name, name)
+    trials = client.search_runs(
+        [result.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{result.parent_run_id}'"
+    )
+    assert len(trials) == TRIALS and {t.info.status for t in trials} == {"FINISHED"}
+    for trial in trials:  # each a config of the space, evaluated at least once
+        assert trial.data.params["loss"] in ("as_softmax", "softmax")
+        if trial.data.params["loss"] == "as_softmax":
+            assert 0.1 <= float(trial.data.params["delta"]) <= 0.5
+        assert "objective" in trial.data.metrics
+    if name in SEVERAL:
+        assert len(result.objectives) == 2 and result.front
