@@ -108,6 +108,29 @@ def test_a_resume_refuses_a_changed_checkpoint_setting():
         check_unchanged(changed, shaped_space(changed), old)
 
 
+@pytest.mark.parametrize(
+    ("key", "recorded"), [("sampler", "CmaEsSampler"), ("scheduler", "HyperBandForBOHB")]
+)
+def test_a_search_run_with_an_object_is_not_resumed_without_it(key, recorded):
+    old = {**logged(SearchSettings(dataset="sst5", space=str(SPACE))), key: recorded}
+    with pytest.raises(ValueError) as err:
+        as_before(SearchSettings(dataset="sst5", name="own", resume=True), old)
+    assert str(err.value) == (
+        f"--resume: the search 'own' ran with a {key} object ({recorded}) from the Python API; "
+        f"resume it there with the same object: astune.search(..., name='own', resume=True, "
+        f"{key}=...)"
+    )
+    as_before(
+        SearchSettings(
+            dataset="sst5",
+            name="own",
+            resume=True,
+            **{key: "random" if key == "sampler" else "none"},
+        ),
+        old,
+    )  # given: no refusal
+
+
 def test_a_search_started_before_a_setting_was_recorded_resumes_with_its_default():
     new_keys = ("max_failures", "reuse_actors", "loss_kernel", "checkpoint_every")
     new_keys += ("keep_checkpoints",)

@@ -141,6 +141,7 @@ def as_before(settings: SearchSettings, old: Mapping[str, str]) -> SearchSetting
     from astune.store.reader import as_kind, field_kinds
 
     given = _given(settings)
+    _check_no_object(settings, old, given)
     fields = {f.name for f in dataclasses.fields(SearchSettings)}
     kinds = field_kinds(SearchSettings)
     filled = {
@@ -149,6 +150,23 @@ def as_before(settings: SearchSettings, old: Mapping[str, str]) -> SearchSetting
         if key in fields and key not in given and not (key == "space" and value == "<memory>")
     }
     return dataclasses.replace(settings, **filled)
+
+
+def _check_no_object(settings: SearchSettings, old: Mapping[str, str], given: set[str]) -> None:
+    """SearchError (one line) for a search the Python API ran with a sampler or scheduler
+    object (recorded by its class) resumed without one: a class name is no name to rebuild."""
+    from astune.space.files import SCHEDULER_TYPES
+    from astune.tuning.searchers.samplers import SAMPLERS
+
+    for key, names in (("sampler", SAMPLERS), ("scheduler", SCHEDULER_TYPES)):
+        value = old.get(key)
+        if key not in given and value is not None and value not in names:
+            name = settings.experiment_name
+            raise SearchError(
+                f"--resume: the search {name!r} ran with a {key} object ({value}) from the "
+                f"Python API; resume it there with the same object: astune.search(..., "
+                f"name={name!r}, resume=True, {key}=...)"
+            )
 
 
 def check_unchanged(settings: SearchSettings, space: SearchSpace, old: Mapping[str, str]) -> None:
