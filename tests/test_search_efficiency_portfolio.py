@@ -105,13 +105,13 @@ def test_the_portfolio_verdict_pairs_repetitions_and_asks_for_no_worse_regret():
     fast = _result([300.0, 240.0, 360.0, 270.0, 330.0], regret=0.5)  # 0.3x each
     worse = _result([300.0, 240.0, 360.0, 270.0, 330.0], regret=0.6)
     slow = _result([2000.0, 1700.0, 2500.0, 1900.0, 2300.0], regret=0.1)
-    results = {"by-hand": hand, "astune-portfolio": fast, "astune-portfolio-fifo": worse}
+    results = {"by-hand": hand, "astune-portfolio": fast, "astune-portfolio-asha": worse}
     check = verdicts.portfolio_check({**results, "astune-portfolio-store": slow}, counts=True)
     ours = check["astune-portfolio"]["T_common"]
     assert ours["ratio_of_medians"] == pytest.approx(0.3)
     assert ours["paired_ratio"]["median"] == pytest.approx(0.3) and ours["met"]
     assert not ours["stretch_met"]  # 0.3 > 0.25
-    assert not check["astune-portfolio-fifo"]["T_se"]["met"]  # a worse final regret
+    assert not check["astune-portfolio-asha"]["T_se"]["met"]  # a worse final regret
     assert check["astune-portfolio-store"]["T_common"]["paired_ratio"]["wholly_above_one"]
     assert not check["astune-portfolio-store"]["T_common"]["met"]
     uncounted = verdicts.portfolio_check(results, counts=False)

@@ -21,7 +21,7 @@ ARM_STYLES = {
     "astune-fast-cold": ("C3", ":"),
     "astune-portfolio": ("C4", "-"),
     "astune-portfolio-hyperband": ("C4", "-."),
-    "astune-portfolio-fifo": ("C4", ":"),
+    "astune-portfolio-asha": ("C4", ":"),
     "astune-portfolio-store": ("C5", "-"),
 }
 

@@ -8,8 +8,9 @@ as the packaged prior would hold them, read through an empty MLflow store; in mo
 ``with_portfolio`` a search runs: the portfolio is built for the held-out dataset's slice (its
 task family, training rows, backbone and layers; no probe) and run first, in the cold astune
 arm's space widened to hold it, laid on the grid. Its own seconds (building the portfolio, on
-one thread) open the replay, paid by every worker. The ``-hyperband`` and ``-fifo`` arms are
-mode a under another scheduler (item 3).
+one thread) open the replay, paid by every worker. Both run behind FIFO, astune's default
+behind a portfolio since issue 70's rules study; the ``-hyperband`` and ``-asha`` arms are mode a
+under another scheduler (ASHA: the default until then).
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ SOURCES = ("prior", "store")
 """Where a portfolio arm learns from: item 5's mode a (the tables as the packaged prior holds
 them) and mode b (an MLflow store of replayed searches)."""
 PORTFOLIO_ARMS = {
-    PORTFOLIO_ARM: ("prior", "asha"),
+    PORTFOLIO_ARM: ("prior", "fifo"),
     "astune-portfolio-hyperband": ("prior", "hyperband"),
-    "astune-portfolio-fifo": ("prior", "fifo"),
-    STORE_ARM: ("store", "asha"),
+    "astune-portfolio-asha": ("prior", "asha"),
+    STORE_ARM: ("store", "fifo"),
 }
-"""Each portfolio arm's source (of :data:`SOURCES`) and scheduler (of :data:`arms.SCHEDULES`)."""
+"""Each portfolio arm's source (of :data:`SOURCES`) and scheduler (of :data:`arms.SCHEDULES`):
+astune's default (FIFO behind the portfolio since issue 70's rules study) in both modes, and
+mode a under the other schedulers (ASHA: the default before)."""
 
 
 @dataclasses.dataclass(frozen=True)

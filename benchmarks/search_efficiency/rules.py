@@ -1,4 +1,4 @@
-"""Issue 70 item 2: the scheduler and the portfolio size a search from history runs with, chosen
+r"""Issue 70 item 2: the scheduler and the portfolio size a search from history runs with, chosen
 by leave-one-source-out on the sources alone (as ``chosen_floor`` chooses its floor), then the
 final replay of every held-out dataset under the rule its own sources chose, beside by-hand.
 
@@ -19,7 +19,8 @@ worse than by-hand's on every source, the least mean cost wins; where none is, t
 least summed excess over by-hand. The rules, repetitions and budgets are the first round's.
 
     python -m benchmarks.search_efficiency rules --datasets sst5,clinc_oos,conll2003,go_emotions
-    python -m benchmarks.search_efficiency rules --criterion no-worse --output .../rules_no_worse.json
+    python -m benchmarks.search_efficiency rules --criterion no-worse \
+        --output benchmarks/search_efficiency/results/rules_no_worse.json
 """
 
 from __future__ import annotations
