@@ -40,8 +40,12 @@ def test_each_scheduler_name_builds_its_scheduler(name, kind):
 
 
 def test_a_scheduler_object_is_used_as_given_and_recorded_by_its_class():
-    given = HyperBandForBOHB(time_attr="training_iteration", metric="objective", mode="max")
+    given = HyperBandForBOHB(time_attr="training_iteration", metric="val_loss", mode="min")
     assert scheduler_for(SPACE, 4, given) is given
+    assert (given.metric, given._mode) == ("val_loss", "min")  # its own stay
+    bare = ASHAScheduler(grace_period=1)  # as Ray's examples make one: no metric, no mode
+    assert scheduler_for(SPACE, 4, bare) is bare
+    assert (bare.metric, bare._mode) == (SPACE.metric, SPACE.mode)
     settings = tiny_settings(scheduler=given, space=str(SPACE.source))
     assert search_params(settings, SPACE)["scheduler"] == "HyperBandForBOHB"
 

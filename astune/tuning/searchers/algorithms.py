@@ -40,7 +40,8 @@ def _sampler(settings: SearchSettings) -> Any:
 
 
 def scheduler_for(space: SearchSpace, max_t: int, given: Any = None) -> Any:
-    """``given`` (a Ray Tune scheduler object from the Python API) as it is; else the space's:
+    """``given`` (a Ray Tune scheduler object from the Python API) as it is, the search's metric
+    and mode set where it has none; else the space's:
     ASHA on the metric (with several objectives successive halving by NSGA-II's order of the
     metric and costs: :mod:`.mo_halving`), ``hyperband``: asynchronous Hyperband with every
     bracket its rungs allow, ``none``: FIFO, no early stopping."""
@@ -51,6 +52,9 @@ def scheduler_for(space: SearchSpace, max_t: int, given: Any = None) -> Any:
     from astune.tuning.searchers.mo_halving import MOHalvingScheduler
 
     if given is not None:
+        # One made without a metric (as Ray's examples make them) takes the search's, as a
+        # TuneConfig naming it would set it; its own metric and mode stay.
+        given.set_search_properties(space.metric, space.mode)
         return given
     options = space.scheduler
     if space.scheduler_type == "none":
