@@ -50,7 +50,7 @@ def marked_commands(page: Path) -> list[list[str]]:
 
 def test_the_wheel_holds_every_file_the_package_reads(wheel: Installed) -> None:
     data = package_data()
-    assert "astune/recommendation/reference_trials.json" in data  # the walk sees the package's data
+    assert "astune/history/reference_trials.json" in data  # the walk sees the package's data
     assert sorted(data - wheel.wheel_files()) == []
 
 
@@ -65,7 +65,7 @@ def test_package_data_counts_what_is_not_python(tmp_path: Path) -> None:
 def test_the_installed_package_is_the_wheels_not_the_checkout(
     wheel: Installed, tmp_path: Path
 ) -> None:
-    code = "import astune, astune.recommendation.reference as r; "
+    code = "import astune, astune.history.reference as r; "
     code += "print(astune.__file__, r.PRIOR_FILE)"
     done = wheel.run(["-c", code], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -171,3 +171,48 @@ def test_the_python_pages_examples_run_as_user_scripts(wheel: Installed, tmp_pat
     )
     assert roles == ["search", "trial"]  # as `astune search` writes them
     assert (tmp_path / "astune-runs" / "ray" / "own-tuner").is_dir()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_extending_pages_examples_run_as_user_scripts(wheel: Installed, tmp_path: Path) -> None:
+    """docs/extending.md as a user runs it: their focal loss in their own file, searched in a
+    tiny search, exported (the script trains the winner, importing the plugin) and confirmed;
+    a search with CMA-ES by name; a search with a Ray Tune scheduler object."""
+    (_, plugin), (_, space), (language, session) = marked_blocks(REPO / "docs" / "extending.md")
+    assert language == "python" and plugin.startswith("# my_losses.py")
+    (tmp_path / "my_losses.py").write_text(plugin)
+    (tmp_path / "focal.yaml").write_text(space)
+    (tmp_path / "session.py").write_text(session)
+    done = wheel.run(["session.py"], cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line.split(":")[0] for line in done.stdout.splitlines()]
+    assert lines[-4:] == ["focal search", "confirmed", "cmaes search", "own scheduler"], lines
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'astune-runs' / 'mlflow.db'}")
+    focal = _runs(client, "focal")
+    assert focal["search"][0].data.params["plugins"] == str(tmp_path / "my_losses.py")
+    gammas = [
+        float(t.data.params["gamma"]) for t in focal["trial"] if t.data.params["loss"] == "focal"
+    ]
+    assert gammas == [2.0], focal["trial"]  # the seed point, first of the two trials
+    assert len(focal["confirm"]) >= 2  # the winner over two seeds (and the baseline's)
+    assert _runs(client, "cmaes")["search"][0].data.params["sampler"] == "cmaes"
+    scheduler = _runs(client, "own-scheduler")["search"][0].data.params["scheduler"]
+    assert scheduler == "AsyncHyperBandScheduler"  # Ray's ASHAScheduler is this class
+
+    script = (tmp_path / "best_focal.py").read_text()
+    assert str(tmp_path / "my_losses.py") in script
+    done = wheel.run(["best_focal.py", "--output-dir", "best"], cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "val_accuracy" in json.loads((tmp_path / "best" / "final.json").read_text())
+
+
+def _runs(client: MlflowClient, experiment: str) -> dict[str, list]:
+    """The experiment's runs by their ``astune.role`` (search, trial, confirm)."""
+    found = client.get_experiment_by_name(experiment)
+    assert found is not None, experiment
+    out: dict[str, list] = {}
+    for run in client.search_runs([found.experiment_id]):
+        out.setdefault(run.data.tags.get("astune.role", ""), []).append(run)
+    return out

@@ -77,7 +77,7 @@ def search_params(settings: SearchSettings, space: SearchSpace) -> dict[str, Any
         "max_failures": settings.max_failures,
         "reuse_actors": settings.reuse_actors,
         "loss_kernel": settings.loss_kernel,
-        "plugins": settings.plugins,
+        "plugins": ",".join(settings.plugin_list) or None,  # files by their absolute paths
         "checkpoint_every": settings.checkpoint_every,
         "keep_checkpoints": settings.keep_checkpoints,
         # last: a change that a flag above names is refused by that name first
