@@ -1,6 +1,7 @@
 """A search on a real two-node Ray cluster, with an MLflow tracking server over HTTP and trial
 storage on a local S3-compatible server, under faults: a worker node's raylet SIGKILLed after
-the first evaluation, then the driver SIGKILLed and the search resumed as a Ray job.
+the first evaluation, then the driver SIGKILLed and the search resumed as a Ray job. It searches
+a user's own loss (a plugin only the driver can import) beside AS-Softmax.
 
 Everything runs as separate processes on this machine (README, "Clusters", gives the same
 recipe by hand); every process is ended by its PID when the module ends, passed or failed.
@@ -8,8 +9,10 @@ recipe by hand); every process is ended by its PID when the module ends, passed 
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,9 +43,13 @@ from astune.cli import main
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 BUCKET = "astune-test"
-EVALUATIONS = 3  # one per epoch: a kill after the first leaves two to resume
+EVALUATIONS = 4  # one per epoch: a kill after the first leaves three to resume (four: the
+# window in which both trials run is wide enough on a busy machine, where a trial's first
+# worker on a node starts cold with the plugins' runtime environment)
 TRIALS = 2  # one per node: the worker's is retried on the head, then resumed
 SPACE = fifo_space(trials=4, epochs=EVALUATIONS)
+PLUGIN = Path(__file__).parent / "plugins" / "focal_losses.py"
+SHIPPED = "focal_shipped"  # the plugin's module name where only the driver can import it
 
 
 class Cluster:
@@ -163,15 +170,27 @@ def assert_complete(cluster: Cluster, name: str, trials: int) -> list:
 
 
 def test_a_worker_node_lost_then_the_driver_killed_the_search_resumes_as_a_ray_job(
-    cluster, worker, tmp_path
+    cluster, worker, tmp_path, registry, monkeypatch
 ):
     """One search under both faults, one after the other: the raylet of the worker node
     SIGKILLed after the first evaluation (its trial retried on the head), then the driver
     SIGKILLed with a trial finished and one unfinished, and the search resumed by a Ray job
     (`ray job submit`: its driver runs on the head node and joins the cluster, --address auto)."""
     name = "faults"
-    space = write_space(tmp_path, num_samples=TRIALS)
-    driver = cluster.procs.start(name, cluster.search_argv(name, space))
+    # A user's loss beside AS-Softmax, from a module on the driver's PYTHONPATH only: a trial
+    # on either node imports it from the copy Ray's runtime environment shipped there.
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    shutil.copy(PLUGIN, plugins / f"{SHIPPED}.py")
+    space = write_space(
+        tmp_path,
+        num_samples=TRIALS,
+        losses=["focal", "as_softmax"],
+        loss_params={"focal": {"gamma": {"type": "float", "low": 0.5, "high": 3.0}}},
+        seed_points=[{"loss": "focal", "gamma": 2.0}, {"loss": "as_softmax", "delta": 0.3}],
+    )
+    search = cluster.search_argv(name, space, "--plugin", SHIPPED)
+    driver = cluster.procs.start(name, search, env={"PYTHONPATH": str(plugins)})
     # both slots busy, each trial evaluated once: one of them runs on the worker node
     wait_for(lambda: len(cluster.evaluated(name)) == 2, "two trials evaluated", timeout=180)
     raylet_of(cluster.procs, worker).kill()  # SIGKILL
@@ -188,9 +207,11 @@ def test_a_worker_node_lost_then_the_driver_killed_the_search_resumes_as_a_ray_j
     # were deleted when it ended
     (done,), (running,) = finished(), cluster.evaluated(name)
     assert not cluster.checkpoint_keys(name, done) and cluster.checkpoint_keys(name, running)
-    resume = cluster.search_argv(name, space, "--resume", "--address", "auto")
+    resume = cluster.search_argv(name, space, "--plugin", SHIPPED, "--resume", "--address", "auto")
     submit = [str(BIN / "ray"), "job", "submit", "--address"]
-    submit += [f"http://127.0.0.1:{cluster.dashboard}", "--", *resume]
+    submit += [f"http://127.0.0.1:{cluster.dashboard}"]
+    submit += ["--runtime-env-json", json.dumps({"env_vars": {"PYTHONPATH": str(plugins)}})]
+    submit += ["--", *resume]
     resumed = subprocess.run(
         submit, env=cluster.procs.env, capture_output=True, text=True, timeout=400
     )
@@ -205,13 +226,14 @@ def test_a_worker_node_lost_then_the_driver_killed_the_search_resumes_as_a_ray_j
         assert not cluster.checkpoint_keys(name, child), folder
 
     exported = tmp_path / "best.yaml"  # in this process: a second interpreter costs 10 CPU-s
+    monkeypatch.syspath_prepend(str(plugins))  # the config names the plugin: export imports it
     argv = ["export", "--experiment", name, "--tracking-uri", cluster.tracking_uri]
     assert main([*argv, "-o", str(exported)]) == 0
     config = yaml.safe_load(exported.read_text())
     config = config.get("config", config)
-    assert (
-        config["dataset"] == "sst5" and config["num_layers"] == 1 and config["loss"] == "as_softmax"
-    )
+    assert config["dataset"] == "sst5" and config["num_layers"] == 1
+    assert config["loss"] in ("focal", "as_softmax") and config["plugins"] == [SHIPPED]
+    assert sorted(c.data.params["loss"] for c in children) == ["as_softmax", "focal"]
 
 
 def retried_runs(cluster: Cluster, name: str) -> list:
