@@ -22,7 +22,8 @@ from tiny import tiny_settings
 from astune.space.files import SCHEDULER_TYPES
 from astune.space.space import load_space
 from astune.tuning.lifecycle.resume import search_params
-from astune.tuning.searchers.algorithms import check_scheduler, scheduler_for
+from astune.tuning.searchers.algorithms import scheduler_for
+from astune.tuning.searchers.scheduler_checks import check_scheduler
 
 SPACE = load_space(Path(__file__).with_name("spaces") / "tiny.yaml")  # scheduler: none
 

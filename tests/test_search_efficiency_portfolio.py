@@ -74,7 +74,7 @@ def test_mode_b_learns_from_replayed_searches_of_the_other_datasets(tmp_path, mo
     assert start.source == "store" and start.reference_datasets == ("conll2003",)
     assert {e.source for e in start.entries} == {"search 'astune-conll2003'"}
     arm = lineup.build_arm(portfolio_arm.STORE_ARM, "sst5", portfolios={"store": start})
-    assert arm.seed_points and arm.schedule == "asha"
+    assert arm.seed_points and arm.schedule == "fifo"  # the default behind a portfolio
     with pytest.raises(ValueError, match="needs its portfolio"):
         lineup.build_arm(portfolio_arm.STORE_ARM, "sst5", portfolios={"prior": start})
     # the replay gives each repetition its own store: store i holds the searches seeded i

@@ -304,7 +304,7 @@ BAD = {
     ),
     "bad mode": ("mode: maximize", "mode", "mode must be one of"),
     "bad scheduler": (
-        "scheduler: {type: pbt}",
+        "scheduler: {type: median}",
         "scheduler.type",
         "must be one of 'auto', 'asha', 'hyperband', 'none'",
     ),

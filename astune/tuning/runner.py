@@ -18,8 +18,8 @@ from astune.config import TrainConfig
 from astune.data.resolve import DatasetRef, default_backbone
 from astune.data.spec import DatasetSpec
 from astune.space.space import SearchSpace
-from astune.tuning.searchers.algorithms import check_scheduler
 from astune.tuning.searchers.samplers import check_sampler
+from astune.tuning.searchers.scheduler_checks import check_scheduler
 from astune.tuning.settings import (
     PreparedSearch,
     SearchError,

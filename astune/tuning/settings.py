@@ -17,8 +17,8 @@ from astune.config import TRAIN_FIELDS
 from astune.losses.catalogue import LOSS_KERNELS
 from astune.metrics.objectives import PRIMARY, parse_objectives
 from astune.store.storage_retry import DEFAULT_STORAGE_TIMEOUT
-from astune.tuning.searchers.algorithms import check_scheduler
 from astune.tuning.searchers.samplers import check_sampler
+from astune.tuning.searchers.scheduler_checks import check_scheduler
 
 if TYPE_CHECKING:
     import pyarrow.fs

@@ -74,39 +74,3 @@ def scheduler_for(space: SearchSpace, max_t: int, given: Any = None) -> Any:
             metric=space.metric, mode=space.mode, brackets=brackets, **budget
         )
     return ASHAScheduler(metric=space.metric, mode=space.mode, **budget)
-
-
-def check_scheduler(scheduler: Any, *, objectives: int) -> None:
-    """ValueError (one line) for a scheduler that cannot serve the search: ``hyperband`` (or a
-    scheduler object) with several objectives, population-based training (Ray Tune runs it
-    without a search algorithm only), or an object that is no Ray Tune scheduler."""
-    if isinstance(scheduler, str) or scheduler is None:
-        from astune.space.files import POPULATION_BASED, population_based_refusal
-
-        if scheduler in POPULATION_BASED:
-            raise ValueError(population_based_refusal(f"scheduler {scheduler!r}"))
-        if scheduler == "hyperband" and objectives > 1:
-            raise ValueError(
-                f"scheduler 'hyperband' stops trials on one metric, but the search has "
-                f"{objectives} objectives; use asha (successive halving by non-dominated "
-                "sorting) or none"
-            )
-        return
-    from ray.tune.schedulers import PopulationBasedTraining, TrialScheduler
-
-    from astune.space.files import population_based_refusal
-
-    if not isinstance(scheduler, TrialScheduler):
-        raise ValueError(
-            f"scheduler must be a name or a ray.tune.schedulers.TrialScheduler, but got "
-            f"{type(scheduler).__name__}"
-        )
-    if isinstance(scheduler, PopulationBasedTraining):  # PB2 is one too
-        raise ValueError(
-            population_based_refusal(f"a scheduler object ({type(scheduler).__name__})")
-        )
-    if objectives > 1:
-        raise ValueError(
-            f"a scheduler object ({type(scheduler).__name__}) stops trials on one metric, but "
-            f"the search has {objectives} objectives; use --scheduler asha or none"
-        )
