@@ -96,6 +96,19 @@ def test_population_based_training_is_refused_in_one_line(scheduler, named, tmp_
             load_space(space)
 
 
+def test_a_scheduler_object_on_another_metric_is_refused_in_one_line():
+    own = HyperBandForBOHB(time_attr="training_iteration", metric="val_loss", mode="min")
+    with pytest.raises(ValueError) as err:
+        check_scheduler(own, objectives=1, metric="objective")
+    assert str(err.value) == (
+        "a scheduler object (HyperBandForBOHB) stops trials on 'val_loss', but the search's "
+        "trials report 'objective'; make it with metric='objective', or with none (the "
+        "search's is set)"
+    )
+    check_scheduler(ASHAScheduler(), objectives=1, metric="objective")  # none: the search's
+    check_scheduler(ASHAScheduler(metric="objective"), objectives=1, metric="objective")
+
+
 def test_the_cli_offers_every_scheduler():
     from astune.cli.parser import build_parser
 

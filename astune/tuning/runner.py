@@ -103,7 +103,7 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
         settings, space, lines = portfolio_start(settings, space, data, tracking_uri=tracking_uri)
         notes += lines
     check_sampler(settings.sampler, objectives=len(space.objectives))  # now that they are known
-    check_scheduler(settings.scheduler, objectives=len(space.objectives))
+    check_scheduler(settings.scheduler, objectives=len(space.objectives), metric=space.metric)
     check_unchanged(settings, space, before)
     return PreparedSearch(
         settings=settings,

@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 
-def check_scheduler(scheduler: Any, *, objectives: int) -> None:
+def check_scheduler(scheduler: Any, *, objectives: int, metric: str | None = None) -> None:
     """ValueError (one line) for a scheduler that cannot serve the search: ``hyperband`` (or a
     scheduler object) with several objectives, population-based training (Ray Tune runs it
-    without a search algorithm only), or an object that is no Ray Tune scheduler."""
+    without a search algorithm only), an object that is no Ray Tune scheduler, or (given the
+    search's ``metric``, which every trial reports) an object that stops trials on another."""
     if isinstance(scheduler, str) or scheduler is None:
         from astune.space.files import POPULATION_BASED, population_based_refusal
 
@@ -40,4 +41,11 @@ def check_scheduler(scheduler: Any, *, objectives: int) -> None:
         raise ValueError(
             f"a scheduler object ({type(scheduler).__name__}) stops trials on one metric, but "
             f"the search has {objectives} objectives; use --scheduler asha or none"
+        )
+    own = getattr(scheduler, "metric", None)
+    if metric is not None and own is not None and own != metric:
+        raise ValueError(
+            f"a scheduler object ({type(scheduler).__name__}) stops trials on {own!r}, but "
+            f"the search's trials report {metric!r}; make it with metric={metric!r}, or with "
+            "none (the search's is set)"
         )
