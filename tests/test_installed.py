@@ -13,6 +13,7 @@ import pytest
 import yaml
 from installed import REPO, Installed, installed, package_data
 from mlflow import MlflowClient
+from search_processes import runs
 
 MARKER = "<!-- runs as written:"  # the line before a README block that a test runs
 FENCE = re.compile(r"^```")
@@ -190,15 +191,14 @@ def test_the_extending_pages_examples_run_as_user_scripts(wheel: Installed, tmp_
     assert lines[-4:] == ["focal search", "confirmed", "cmaes search", "own scheduler"], lines
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'astune-runs' / 'mlflow.db'}")
-    focal = _runs(client, "focal")
-    assert focal["search"][0].data.params["plugins"] == str(tmp_path / "my_losses.py")
-    gammas = [
-        float(t.data.params["gamma"]) for t in focal["trial"] if t.data.params["loss"] == "focal"
-    ]
-    assert gammas == [2.0], focal["trial"]  # the seed point, first of the two trials
-    assert len(focal["confirm"]) >= 2  # the winner over two seeds (and the baseline's)
-    assert _runs(client, "cmaes")["search"][0].data.params["sampler"] == "cmaes"
-    scheduler = _runs(client, "own-scheduler")["search"][0].data.params["scheduler"]
+    (focal,) = runs(client, "focal", "search")
+    assert focal.data.params["plugins"] == str(tmp_path / "my_losses.py")
+    trials = runs(client, "focal", "trial")
+    gammas = [float(t.data.params["gamma"]) for t in trials if t.data.params["loss"] == "focal"]
+    assert gammas == [2.0], trials  # the seed point, first of the two trials
+    assert len(runs(client, "focal", "confirm")) >= 2  # the winner over two seeds (and baseline)
+    assert runs(client, "cmaes", "search")[0].data.params["sampler"] == "cmaes"
+    scheduler = runs(client, "own-scheduler", "search")[0].data.params["scheduler"]
     assert scheduler == "AsyncHyperBandScheduler"  # Ray's ASHAScheduler is this class
 
     script = (tmp_path / "best_focal.py").read_text()
@@ -206,13 +206,3 @@ def test_the_extending_pages_examples_run_as_user_scripts(wheel: Installed, tmp_
     done = wheel.run(["best_focal.py", "--output-dir", "best"], cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "val_accuracy" in json.loads((tmp_path / "best" / "final.json").read_text())
-
-
-def _runs(client: MlflowClient, experiment: str) -> dict[str, list]:
-    """The experiment's runs by their ``astune.role`` (search, trial, confirm)."""
-    found = client.get_experiment_by_name(experiment)
-    assert found is not None, experiment
-    out: dict[str, list] = {}
-    for run in client.search_runs([found.experiment_id]):
-        out.setdefault(run.data.tags.get("astune.role", ""), []).append(run)
-    return out

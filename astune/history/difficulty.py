@@ -135,7 +135,7 @@ def measure_difficulty(
         except (ValueError, OSError) as err:
             notes.append(f"probe failed: {str(err).splitlines()[0]}")
     else:
-        notes.append("probe result reused from MLflow tag astune.history.probe")
+        notes.append(f"probe result reused from MLflow tag {PROBE_TAG}")
     evidence = [_probe_evidence(probe)] if probe is not None else []
     baseline = softmax_evidence(store, name, probe)
     if baseline is not None:

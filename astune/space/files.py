@@ -47,9 +47,14 @@ def population_based_refusal(what: str) -> str:
     )
 
 
+def check_not_population_based(name: Any) -> None:
+    """ValueError (one line) for a population-based scheduler's name (:data:`POPULATION_BASED`)."""
+    if name in POPULATION_BASED:
+        raise ValueError(population_based_refusal(f"scheduler {name!r}"))
+
+
 def _check_scheduler_type(value: Any) -> Any:
-    if value in POPULATION_BASED:
-        raise ValueError(population_based_refusal(f"scheduler {value!r}"))
+    check_not_population_based(value)
     return check_choice("scheduler.type", value, SCHEDULER_TYPES)
 
 

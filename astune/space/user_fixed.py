@@ -37,7 +37,8 @@ class UserFixed:
 
     def with_values(self, extra: Mapping[str, Any], *, without: Iterable[str] = ()) -> UserFixed:
         """These values less the names ``without``, and ``extra`` (a flag's, which wins)."""
-        kept = {k: v for k, v in self.values.items() if k not in set(without)}
+        dropped = set(without)
+        kept = {k: v for k, v in self.values.items() if k not in dropped}
         return UserFixed({**kept, **extra}, self.loss_values)
 
     def __bool__(self) -> bool:

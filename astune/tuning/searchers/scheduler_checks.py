@@ -13,10 +13,9 @@ def check_scheduler(scheduler: Any, *, objectives: int, metric: str | None = Non
     without a search algorithm only), an object that is no Ray Tune scheduler, or (given the
     search's ``metric``, which every trial reports) an object that stops trials on another."""
     if isinstance(scheduler, str) or scheduler is None:
-        from astune.space.files import POPULATION_BASED, population_based_refusal
+        from astune.space.files import check_not_population_based
 
-        if scheduler in POPULATION_BASED:
-            raise ValueError(population_based_refusal(f"scheduler {scheduler!r}"))
+        check_not_population_based(scheduler)
         if scheduler == "hyperband" and objectives > 1:
             raise ValueError(
                 f"scheduler 'hyperband' stops trials on one metric, but the search has "
