@@ -66,14 +66,21 @@ def history_first(dataset: str) -> dict[str, Any]:
     from astune.store.reader import Store
 
     task = resolve_dataset(dataset).spec.task
-    rows = sum(1 for _ in open(data_dir() / dataset / "train.jsonl"))
-    target = TaskProfile(None, task, rows, settings.BACKBONE, NUM_LAYERS, max_length(dataset))
+    target = TaskProfile(
+        None, task, train_rows(dataset), settings.BACKBONE, NUM_LAYERS, max_length(dataset)
+    )
     with tempfile.TemporaryDirectory() as folder:
         store = Store(f"sqlite:///{folder}/empty.db")
         found = search_portfolio(
             target, shipped_space(dataset, task), store=store, reference=PRIOR_FILE
         )
     return dict(found.entries[0].config)
+
+
+def train_rows(dataset: str) -> int:
+    """The rows of ``dataset``'s whole training set."""
+    with open(data_dir() / dataset / "train.jsonl") as f:
+        return sum(1 for _ in f)
 
 
 def data_dir() -> Path:
