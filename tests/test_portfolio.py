@@ -5,6 +5,7 @@ a space grows to hold the portfolio, which it runs first."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 
@@ -17,9 +18,11 @@ from astune.history.portfolio import (
     FLOORS,
     MATCH_RADIUS,
     PORTFOLIO_SIZE,
+    SIZE_FACTOR,
     UNIFORM,
     PortfolioEntry,
     SourceTask,
+    at_nearest_size,
     build_portfolio,
     chosen_floor,
     distance,
@@ -69,7 +72,7 @@ def tasks_of(scores: list[list[float]], profiles: list[TaskProfile]) -> list[Sou
 
 PROFILES = [
     MINILM,
-    TaskProfile(None, "single_label", 10_000, "minilm", 2),  # another size
+    TaskProfile(None, "single_label", 3_000, "minilm", 2),  # another size, within SIZE_FACTOR
     TaskProfile(None, "token", 1000, "minilm", 2),  # another family
     TaskProfile(None, "single_label", 1000, "minilm", 6),  # other layers
 ]
@@ -96,7 +99,7 @@ def test_similarity_weights_a_task_but_never_silences_it() -> None:
     them apart, and the portfolio follows it: its weight is at least the floor, not ~0."""
     near = [0.5, 0.5, 0.1, 0.1, 0.1]
     far = [0.2, 0.9, 0.1, 0.1, 0.1]
-    far_profile = TaskProfile(None, "token", 100_000, "minilm", 6)
+    far_profile = TaskProfile(None, "token", 3_000, "minilm", 6)
     tasks = tasks_of([near, far], [MINILM, far_profile])
     weights = task_weights(MINILM, tasks, min(FLOORS))
     assert weights[0] == 1.0 and weights[1] == min(FLOORS)
@@ -136,10 +139,31 @@ def test_the_floor_is_the_one_that_serves_left_out_tasks_best(seed: int) -> None
 def test_too_few_tasks_to_leave_one_out_weigh_alike() -> None:
     near = [0.5, 0.5, 0.1, 0.1, 0.1]
     far = [0.2, 0.9, 0.1, 0.1, 0.1]
-    tasks = tasks_of([near, far], [MINILM, TaskProfile(None, "token", 100_000, "minilm", 6)])
+    tasks = tasks_of([near, far], [MINILM, TaskProfile(None, "token", 3_000, "minilm", 6)])
     assert chosen_floor(tasks, losses=None) == UNIFORM == 1.0
     portfolio = build_portfolio(MINILM, tasks, size=1)  # alike: the far task's pick wins
     assert portfolio[0].config == CONFIGS[1]
+
+
+def test_only_tasks_recorded_at_the_nearest_size_count() -> None:
+    """A task ten times larger than the target is set aside while one of the target's size
+    exists, and decides alone for a target of its own size; a task of unknown rows always
+    counts, and a target of unknown rows learns from every task."""
+    small = [0.1, 0.9, 0.1, 0.1, 0.1]
+    large = [0.9, 0.1, 0.1, 0.1, 0.1]
+    unknown = [0.1, 0.1, 0.1, 0.9, 0.1]
+    big = TaskProfile(None, "single_label", 10_000, "minilm", 2)
+    nameless = TaskProfile(None, "single_label", None, "minilm", 2)
+    tasks = tasks_of([small, large, unknown], [MINILM, big, nameless])
+    assert SIZE_FACTOR == 4.0
+    assert [t.name for t in at_nearest_size(MINILM, tasks)] == ["t0", "t2"]
+    assert [t.name for t in at_nearest_size(big, tasks)] == ["t1", "t2"]
+    assert at_nearest_size(dataclasses.replace(MINILM, train_size=None), tasks) == tasks
+    between = dataclasses.replace(MINILM, train_size=2_500)  # within 4x of 1,000 and 10,000
+    assert [t.name for t in at_nearest_size(between, tasks)] == ["t0", "t2"]
+    first = build_portfolio(big, tasks[:2], size=1, floor=UNIFORM)[0]
+    assert first.config == CONFIGS[0] and first.source == "t1"
+    assert build_portfolio(MINILM, tasks[:2], size=1, floor=UNIFORM)[0].config == CONFIGS[1]
 
 
 def test_tasks_of_another_backbone_are_left_out() -> None:
@@ -288,7 +312,14 @@ def test_the_portfolio_says_the_scale_it_was_learnt_at() -> None:
     full = scale_note(TaskProfile(None, "single_label", 8544, "minilm", None, 128), tasks)
     assert full.endswith(
         "this search: 8,544 training rows, all layers, 128 tokens. Outside them in training "
-        "rows, tokens: its configs won at another scale, and whether they win at this one is "
-        "not measured"
+        "rows, tokens: its configs won at another scale; on larger runs their learning rates "
+        "have run high (docs/searching.md): keep lower ones in your space"
+    )
+    smaller = scale_note(TaskProfile(None, "single_label", 64, "minilm", 1, 48), tasks)
+    assert smaller.endswith(
+        "Outside them in training rows, layers: its configs won at another scale"
+    )
+    assert "(1 task(s) recorded at other sizes set aside)" in scale_note(
+        TaskProfile(None, "single_label", 1000, "minilm", 2, 48), tasks, set_aside=1
     )
     assert scale_note(MINILM, []) is None

@@ -15,6 +15,7 @@ from astune.history.portfolio import (
     PORTFOLIO_SIZE,
     PortfolioEntry,
     SourceTask,
+    at_nearest_size,
     build_portfolio,
 )
 from astune.history.transfer import TaskProfile
@@ -120,12 +121,15 @@ def search_portfolio(
     unknown = dataclasses.replace(target, difficulty=None)
     entries = build_portfolio(unknown, tasks, losses=list(space.losses))
     same = [t for t in tasks if t.profile.backbone == target.backbone]
-    return SearchPortfolio(entries, scale_note(target, same) if entries else None)
+    used = at_nearest_size(target, same)
+    note = scale_note(target, used, set_aside=len(same) - len(used)) if entries else None
+    return SearchPortfolio(entries, note)
 
 
-def scale_note(target: TaskProfile, tasks: list[SourceTask]) -> str | None:
+def scale_note(target: TaskProfile, tasks: list[SourceTask], *, set_aside: int = 0) -> str | None:
     """The training rows, layers and tokens ``tasks`` were recorded at beside ``target``'s,
-    saying plainly which of them ``target`` lies outside (None: no task)."""
+    saying plainly which of them ``target`` lies outside, and how many tasks of other sizes
+    were ``set_aside`` (None: no task)."""
     if not tasks:
         return None
     recorded, yours, outside = [], [], []
@@ -146,9 +150,14 @@ def scale_note(target: TaskProfile, tasks: list[SourceTask]) -> str | None:
         f"portfolio: learnt on {len(tasks)} past task(s) of {', '.join(recorded)}; "
         f"this search: {', '.join(yours)}"
     )
+    if set_aside:
+        line += f" ({set_aside} task(s) recorded at other sizes set aside)"
     if outside:
-        line += (
-            f". Outside them in {', '.join(outside)}: its configs won at another scale, and "
-            "whether they win at this one is not measured"
-        )
+        line += f". Outside them in {', '.join(outside)}: its configs won at another scale"
+        sizes = [t.profile.train_size for t in tasks if t.profile.train_size]
+        if target.train_size and sizes and target.train_size > max(sizes):
+            line += (
+                "; on larger runs their learning rates have run high (docs/searching.md): "
+                "keep lower ones in your space"
+            )
     return line
