@@ -4,6 +4,7 @@ full-size runs' best arm per seed."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -72,12 +73,73 @@ def test_a_full_size_run_is_marked_best_of_its_dataset_and_seed():
     assert points[0]["steps"] == 8544 * 7 / 16
 
 
-def test_the_full_size_study_runs_history_and_the_paper_first():
-    """Every seed's history and paper runs start before any scaled one, and a dataset named
-    that the study has not is refused in one line."""
+def test_the_full_size_study_runs_the_learnt_configs_and_the_paper_first():
+    """Every seed's history, at-scale and paper runs start before any scaled one, and a dataset
+    named that the study has not is refused in one line."""
     order = full_size.run_order(["sst5"])
     assert len(order) == len(full_size.ARMS) * len(full_size.SEEDS)
-    first = order[: 2 * len(full_size.SEEDS)]
-    assert {arm for _, arm, _ in first} == {"history", "paper"}
+    first = order[: 3 * len(full_size.SEEDS)]
+    assert {arm for _, arm, _ in first} == {"history", "at_scale", "paper"}
     with pytest.raises(SystemExit, match="--datasets: mnist not one of sst5, conll2003"):
         full_size.main(["--datasets", "mnist"])
+
+
+def full_size_run(dataset: str, arm: str, seed: int, lr: float, val: float) -> dict:
+    config = {"loss": "as_softmax", "lr": lr, "batch_size": 16, "epochs": 4, "delta": 0.3}
+    return {"dataset": dataset, "arm": arm, "seed": seed, "config": config, "val": val,
+            "test": val, "test_metric": "test_f1"}  # fmt: skip
+
+
+def test_full_size_runs_are_a_task_a_dataset_scored_over_their_seeds():
+    """Two seeds of one config average; a config as the paper states it gains the switches a
+    trial logs; a dataset of one config is no task."""
+    runs = [
+        full_size_run("conll2003", "paper", 0, 2e-5, 0.80),
+        full_size_run("conll2003", "paper", 1, 2e-5, 0.90),
+        full_size_run("conll2003", "history", 0, 3e-4, 0.70),
+        full_size_run("sst5", "paper", 0, 2e-5, 0.50),
+    ]
+    [entry] = full_size.full_size_entries(runs)
+    assert entry["dataset"] == "conll2003" and entry["metric"] == "f1"
+    assert entry["train_size"] == full_size.train_rows("conll2003") == 14_041
+    assert entry["num_layers"] is None and entry["max_length"] == 64
+    assert [t["score"] for t in entry["trials"]] == [pytest.approx(0.85), 0.70]
+    assert entry["trials"][0]["config"] == {
+        **full_size.TRIAL_DEFAULTS, **runs[0]["config"]
+    }  # fmt: skip
+
+
+def test_at_scale_learns_from_the_other_datasets_full_size_runs(tmp_path, monkeypatch):
+    """At full size the other dataset's runs decide the first config over every table; a
+    dataset's own runs never enter its choice; the choice is kept for its later seeds, and
+    waits while the other dataset holds fewer than two configs."""
+    monkeypatch.setattr(full_size, "RUNS", tmp_path / "runs.jsonl")
+    monkeypatch.setattr(full_size, "DECIDED", tmp_path / "configs.json")
+    monkeypatch.setattr(full_size, "record_file", lambda path, code: None)
+
+    def write(runs: list[dict]) -> None:
+        full_size.RUNS.write_text("".join(json.dumps(r) + "\n" for r in runs))
+
+    write(
+        [
+            full_size_run("sst5", "paper", 0, 2e-5, 0.9),
+            full_size_run("sst5", "at_scale", 0, 1e-5, 1.0),
+        ]
+    )
+    assert full_size.arm_config("sst5", "at_scale") is None  # its own runs never count
+    assert full_size.arm_config("conll2003", "at_scale") is None  # one source config so far
+    write([
+        full_size_run("sst5", "history", 0, 3e-4, 0.45),
+        full_size_run("sst5", "paper", 0, 5e-5, 0.48),
+        full_size_run("conll2003", "paper", 0, 1e-5, 0.99),
+    ])  # fmt: skip
+    chosen = full_size.arm_config("conll2003", "at_scale")
+    assert chosen is not None and chosen["lr"] == 5e-5  # not a table's 3e-4 or 1e-3
+    write(
+        [
+            full_size_run("sst5", "history", 0, 3e-4, 0.9),
+            full_size_run("sst5", "paper", 0, 5e-5, 0.1),
+        ]
+    )
+    assert full_size.arm_config("conll2003", "at_scale") == chosen  # decided once
+    assert json.loads(full_size.DECIDED.read_text()) == {"conll2003": {"at_scale": chosen}}

@@ -3,17 +3,25 @@ CoNLL-2003 training sets, the whole 6-layer MiniLM and the tables' tokens, three
 
 - ``history``: the first config of the portfolio a search of the dataset's shipped space builds
   for this target (its rows, all layers, its tokens) from the packaged prior and an empty store;
+- ``at_scale``: the same from the packaged prior beside the other dataset's full-size runs of
+  the three arms below and ``history`` (:func:`full_size_entries`), the dataset's own left out
+  of both: the portfolio learns only from the tasks recorded at the size nearest the target's
+  (``astune.history.portfolio.at_nearest_size``), so the other dataset's full-size runs decide;
 - ``paper``: the paper's own setting for the dataset (its lr, batch size, epochs, delta, r);
 - ``scaled``: the paper's setting with the lr the tables scale every space by (``LR_SCALE``).
 
-Each run is one piece, trained by astune's own loop (one torch thread), checkpointed after every
-evaluation in ``--work-dir`` (outside the repository) and resumed from there when the command is
-run again; a finished run's record is appended to ``results/full_size_runs.jsonl``, which the
-summary (``results/full_size.json``: paired differences of the test score with 95% t-intervals,
-over the seeds finished in both arms) is computed from. ``--hours`` stops starting new pieces
-after that long (a piece under way is left to be resumed). About 25 CPU-hours in all.
+The two configs history chooses are decided once a dataset, when its first run starts, and kept
+in ``results/full_size_configs.json``, so that every seed trains the same one; ``at_scale``
+waits (its runs are passed over) until the other dataset's runs hold two configs. Each run is
+one piece, trained by astune's own loop (one torch thread), checkpointed after every evaluation
+in ``--work-dir`` (outside the repository) and resumed from there when the command is run again;
+a finished run's record is appended to ``results/full_size_runs.jsonl``, which the summary
+(``results/full_size.json``: paired differences of the test score with 95% t-intervals, over
+the seeds finished in both arms) is computed from. ``--hours`` stops starting new pieces after
+that long (a piece under way is left to be resumed). CoNLL-2003's paper setting trains 20
+epochs of 14,041 rows, about 5 CPU-hours a run here; the study is about 50 CPU-hours in all.
 
-    python -m benchmarks.search_efficiency.full_size --hours 2     # resumes; run it again
+    python -m benchmarks.search_efficiency.full_size --hours 2 --datasets sst5   # resumes
 """
 
 from __future__ import annotations
@@ -23,27 +31,43 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.common import provenance
 from benchmarks.common.harness import commit, machine_line
 from benchmarks.common.intervals import mean_ci
 from benchmarks.search_efficiency import RESULTS, settings
 
+if TYPE_CHECKING:
+    from astune.history.transfer import TaskProfile
+
 RUNS = RESULTS / "full_size_runs.jsonl"
 OUTPUT = RESULTS / "full_size.json"
 DATASETS = ("sst5", "conll2003")
-ARMS = ("history", "paper", "scaled")
-ROUNDS = (("history", "paper"), ("scaled",))
-"""The order runs are started in: history against the paper's setting over every seed first
-(the issue's question), the scaled setting after."""
+DECIDED = RESULTS / "full_size_configs.json"
+ARMS = ("history", "at_scale", "paper", "scaled")
+LEARNT_ARMS = ("history", "at_scale")
+"""The arms whose config history chooses (decided once a dataset, :data:`DECIDED`)."""
+SOURCE_ARMS = ("history", "paper", "scaled")
+"""The arms whose runs ``at_scale`` learns from: not ``at_scale`` itself, whose config came
+from the other dataset's runs."""
+ROUNDS = (("history", "at_scale", "paper"), ("scaled",))
+"""The order runs are started in: history, at scale and the paper's setting over every seed
+first (the issue's question), the scaled setting after."""
 SEEDS = (0, 1, 2)
 NUM_LAYERS = None  # all six
 PAPER_KEYS = ("epochs", "batch_size", "lr", "delta", "warmup_ratio")
+TRIAL_DEFAULTS = {
+    "lr_warmup_ratio": 0.0, "as_speed": False, "as_skip": False, "infobatch": False,
+    "length_window": 0,
+}  # fmt: skip
+"""What a config of the paper's leaves unsaid, as a trial logs it (a portfolio matches configs
+on these switches)."""
 
 
-def arm_config(dataset: str, arm: str) -> dict[str, Any]:
-    """The config ``arm`` trains on ``dataset`` (module docstring)."""
+def arm_config(dataset: str, arm: str) -> dict[str, Any] | None:
+    """The config ``arm`` trains on ``dataset`` (module docstring); None for ``at_scale`` while
+    the other dataset's runs hold fewer than two configs."""
     from astune.data.registry import REGISTRY
 
     spec = REGISTRY[dataset]
@@ -52,29 +76,94 @@ def arm_config(dataset: str, arm: str) -> dict[str, Any]:
         return paper
     if arm == "scaled":
         return {**paper, "lr": paper["lr"] * settings.LR_SCALE}
-    return history_first(dataset)
+    decided = decided_configs()
+    if arm in decided.get(dataset, {}):
+        return decided[dataset][arm]
+    config = first_config(dataset) if arm == "history" else at_scale_first(dataset)
+    if config is not None:
+        decided.setdefault(dataset, {})[arm] = config
+        DECIDED.write_text(json.dumps(decided, indent=1, sort_keys=True) + "\n")
+        record_file(DECIDED, commit())
+    return config
 
 
-def history_first(dataset: str) -> dict[str, Any]:
-    """The first config a search of ``dataset``'s shipped space runs at full size."""
+def decided_configs() -> dict[str, dict[str, dict[str, Any]]]:
+    """Dataset -> arm -> the config history chose for it, as decided so far."""
+    return json.loads(DECIDED.read_text()) if DECIDED.exists() else {}
+
+
+def first_config(dataset: str, reference: Path | None = None) -> dict[str, Any]:
+    """The first config a search of ``dataset``'s shipped space runs at full size, learnt from
+    ``reference`` (None: the packaged prior) and an empty store."""
     import tempfile
 
     from astune.data.resolve import resolve_dataset
     from astune.history.portfolio_sources import search_portfolio, shipped_space
     from astune.history.reference import PRIOR_FILE
-    from astune.history.transfer import TaskProfile
     from astune.store.reader import Store
 
     task = resolve_dataset(dataset).spec.task
-    target = TaskProfile(
-        None, task, train_rows(dataset), settings.BACKBONE, NUM_LAYERS, max_length(dataset)
-    )
     with tempfile.TemporaryDirectory() as folder:
         store = Store(f"sqlite:///{folder}/empty.db")
         found = search_portfolio(
-            target, shipped_space(dataset, task), store=store, reference=PRIOR_FILE
-        )
+            full_size_profile(dataset), shipped_space(dataset, task), store=store,
+            reference=reference or PRIOR_FILE,
+        )  # fmt: skip
     return dict(found.entries[0].config)
+
+
+def at_scale_first(dataset: str) -> dict[str, Any] | None:
+    """The first config at full size from the packaged prior and the other datasets' full-size
+    runs of :data:`SOURCE_ARMS`, ``dataset``'s own left out of both; None while those runs hold
+    fewer than two configs."""
+    import tempfile
+
+    from astune.history.reference import PRIOR_FILE, reference_searches, write_reference
+
+    runs = [r for r in finished() if r["dataset"] != dataset and r["arm"] in SOURCE_ARMS]
+    entries = full_size_entries(runs)
+    if not entries:
+        return None
+    with tempfile.TemporaryDirectory() as folder:
+        tables = reference_searches(PRIOR_FILE, exclude=[dataset])
+        reference = write_reference(Path(folder) / "at-scale.json", [*tables, *entries])
+        return first_config(dataset, reference)
+
+
+def full_size_entries(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The reference-file entries of full-size ``runs``: a task a dataset holding two configs
+    or more, each scored by its mean best validation score over the seeds it ran."""
+    from astune.history.reference import reference_entry
+    from astune.history.transfer import ranked
+
+    entries = []
+    for dataset in dict.fromkeys(r["dataset"] for r in runs):
+        mine = [r for r in runs if r["dataset"] == dataset]
+        scores: dict[str, list[float]] = {}
+        for run in mine:
+            config = {**TRIAL_DEFAULTS, **run["config"]}
+            scores.setdefault(json.dumps(config, sort_keys=True), []).append(run["val"])
+        if len(scores) < 2:
+            continue
+        scored = [(json.loads(k), sum(v) / len(v)) for k, v in scores.items()]
+        name = f"full size {dataset}"
+        trials = ranked(name, dataset, full_size_profile(dataset), scored, share=1.0)
+        by_key = {json.dumps(c, sort_keys=True): s for c, s in scored}
+        ordered = [by_key[json.dumps(dict(t.config), sort_keys=True)] for t in trials]
+        metric = mine[0]["test_metric"].removeprefix("test_")
+        entries.append(reference_entry(trials, scores=ordered, metric=metric, mode="max"))
+    return entries
+
+
+def full_size_profile(dataset: str) -> "TaskProfile":
+    """``dataset`` at full size as a portfolio sees it: all its rows and layers, no probe."""
+    from astune.data.resolve import resolve_dataset
+    from astune.history.transfer import TaskProfile
+
+    task = resolve_dataset(dataset).spec.task
+    return TaskProfile(
+        None, task, train_rows(dataset), settings.BACKBONE, NUM_LAYERS, max_length(dataset)
+    )
 
 
 def train_rows(dataset: str) -> int:
@@ -129,13 +218,15 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for dataset in DATASETS:
         score = {(r["arm"], r["seed"]): r["test"] for r in runs if r["dataset"] == dataset}
-        entry: dict[str, Any] = {"test": {}, "history_minus": {}}
+        entry: dict[str, Any] = {"test": {}}
         for arm in ARMS:
             entry["test"][arm] = {s: score[arm, s] for s in SEEDS if (arm, s) in score}
-        for other in ("paper", "scaled"):
-            paired = [score["history", s] - score[other, s] for s in SEEDS
-                      if ("history", s) in score and (other, s) in score]  # fmt: skip
-            entry["history_minus"][other] = mean_ci(paired) if len(paired) >= 2 else paired
+        for arm in LEARNT_ARMS:
+            entry[f"{arm}_minus"] = {}
+            for other in ("paper", "scaled"):
+                paired = [score[arm, s] - score[other, s] for s in SEEDS
+                          if (arm, s) in score and (other, s) in score]  # fmt: skip
+                entry[f"{arm}_minus"][other] = mean_ci(paired) if len(paired) >= 2 else paired
         out[dataset] = entry
     return out
 
@@ -162,6 +253,9 @@ def main(argv: list[str] | None = None) -> None:
         if time.monotonic() - began > args.hours * 3600:
             break
         config = arm_config(dataset, arm)
+        if config is None:
+            print(f"{dataset} {arm} seed {seed}: waits for the other dataset's runs", flush=True)
+            continue
         print(f"{dataset} {arm} seed {seed}: {config}", flush=True)
         record = {**train(dataset, arm, seed, config, args.work_dir), "commit": code}
         with RUNS.open("a") as f:
@@ -178,9 +272,14 @@ def run_order(datasets: list[str]) -> list[tuple[str, str, int]]:
 
 def record_runs(code: str) -> None:
     """Enter the runs file, as it now is, in its folder's manifest."""
+    record_file(RUNS, code)
+
+
+def record_file(path: Path, code: str) -> None:
+    """Enter ``path``, as it now is, in its folder's manifest."""
     inputs = provenance.data_inputs(data_dir(), list(DATASETS))
     machine = machine_line("cpu", threads=settings.THREADS)
-    provenance.record(RUNS, inputs=inputs, machine=machine, commit=code,
+    provenance.record(path, inputs=inputs, machine=machine, commit=code,
                       script="python -m benchmarks.search_efficiency.full_size")  # fmt: skip
 
 
