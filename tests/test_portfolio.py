@@ -279,6 +279,34 @@ def test_a_stores_search_is_a_task_of_the_portfolio(tmp_path) -> None:
     assert store_tasks(Store(uri), exclude=["sst5"]) == []
 
 
+def test_a_search_in_the_store_at_your_size_decides_over_the_tables(tmp_path) -> None:
+    """Issue 70 item 5: a past search of 64 rows decides alone for a search of 64 rows, the
+    packaged tables (500-2,000 rows) set aside, and is set aside itself for one of 1,000 rows;
+    the console line counts what was set aside."""
+    from astune.history.portfolio_sources import search_portfolio
+
+    uri = new_store(tmp_path)
+    client = MlflowClient(uri)
+    write_search(client, SINGLE_SEARCH, None)
+    (parent,) = Store(uri).searches()
+    client.set_tag(parent.info.run_id, "astune.task", "single_label")
+    client.log_param(parent.info.run_id, "max_train_samples", 64)
+    space = load_space("default")
+    small = search_portfolio(
+        TaskProfile(None, "single_label", 64, "minilm", 1), space, store=Store(uri),
+        reference=PRIOR_FILE,
+    )  # fmt: skip
+    assert {e.source for e in small.entries} == {f"search {SINGLE_SEARCH!r}"}
+    assert "learnt on 1 past task(s) of 64 training rows" in small.scale
+    assert "(4 task(s) recorded at other sizes set aside)" in small.scale
+    large = search_portfolio(
+        TaskProfile(None, "single_label", 1000, "minilm", 2), space, store=Store(uri),
+        reference=PRIOR_FILE,
+    )  # fmt: skip
+    assert large.entries and all(e.source.startswith("prior ") for e in large.entries)
+    assert "(1 task(s) recorded at other sizes set aside)" in large.scale
+
+
 def test_a_new_tasks_space_holds_every_recorded_tables_winner() -> None:
     """Issue 62 item 2 on the packaged prior: for a task none of its tables hold, the portfolio
     of the four tables covers each table's best config (a weighted mean regret of 0), so the
