@@ -176,3 +176,18 @@ def test_the_unseen_task_refuses_seeds_it_cannot_make_an_interval_of(seeds: str)
     expected = f"--seeds needs 3 or more comma-separated seeds >= 0 for an interval, got '{seeds}'"
     with pytest.raises(SystemExit, match=f"^{re.escape(expected)}$"):
         unseen.main(["--seeds", seeds])
+
+
+def test_a_rule_that_hands_over_lets_tpe_model_once_the_seed_points_are_in():
+    """The rules study's third round: a hand-over rule's arm starts TPE modelling after its
+    seed points (the portfolio's and the space's), the others after Optuna's default 10."""
+    from benchmarks.search_efficiency import rules
+
+    sources = ["sst5", "clinc_oos"]
+    handed = rules.rule_arm("conll2003", sources, rules.HANDOVER_RULES["fifo-n4-tpe"], None)
+    kept = rules.rule_arm("conll2003", sources, rules.HANDOVER_RULES["fifo-n4"], None)
+    assert handed.seed_points == kept.seed_points and len(handed.seed_points) >= 4
+    assert handed.startup_trials == len(handed.seed_points) and kept.startup_trials is None
+    assert handed.sampler(0)._n_startup_trials == len(handed.seed_points)  # optuna 5.0
+    assert kept.sampler(0)._n_startup_trials == 10
+    assert (handed.schedule, kept.schedule) == ("fifo", "fifo")

@@ -50,6 +50,9 @@ class Arm:
     Ray Tune's default, and so by-hand's, does not)."""
     schedule: str = "asha"
     """Which of :data:`SCHEDULES` stops trials early."""
+    startup_trials: int | None = None
+    """TPE's ``n_startup_trials``: the trials, seed points included, before it models (None:
+    Optuna's default, 10)."""
 
     def define_by_run(self, trial: Any) -> dict[str, Any]:
         """Ray's define-by-run space over this arm's grid cells (conditional on the loss); the
@@ -77,7 +80,6 @@ class Arm:
 
     def searcher(self, seed: int) -> Any:
         """A fresh Ray Tune searcher of this arm, its TPE sampler seeded by ``seed``."""
-        import optuna
         from ray.tune.search.optuna import OptunaSearch
 
         from astune.tuning.searchers.searcher import PruneAwareOptunaSearch
@@ -88,8 +90,15 @@ class Arm:
             metric="objective",
             mode="max",
             points_to_evaluate=[dict(p) for p in self.seed_points],
-            sampler=optuna.samplers.TPESampler(seed=seed),
+            sampler=self.sampler(seed),
         )
+
+    def sampler(self, seed: int) -> Any:
+        """This arm's TPE sampler, seeded by ``seed``."""
+        import optuna
+
+        startup = {} if self.startup_trials is None else {"n_startup_trials": self.startup_trials}
+        return optuna.samplers.TPESampler(seed=seed, **startup)
 
     def scheduler(self) -> Any:
         """A fresh scheduler of :attr:`schedule` over evaluations (``training_iteration``)."""

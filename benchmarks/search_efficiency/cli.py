@@ -141,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--criterion", choices=("area", "no-worse"), default="area",
         help="how the sources choose a rule (rules.py's docstring; default: %(default)s)",
     )  # fmt: skip
+    rul.add_argument(
+        "--candidates", choices=("schedulers", "handover"), default="schedulers",
+        help="the rules to choose among (rules.py's CANDIDATES; default: %(default)s)",
+    )  # fmt: skip
     one = sub.add_parser("real", help="one real search of an arm (the replay's check)")
     one.add_argument("--dataset", default="sst5", help="the dataset (default: %(default)s)")
     one.add_argument("--arm", required=True, help=", ".join(lineup.NAMES))
@@ -230,8 +234,9 @@ def choose_rules(args: Any) -> None:
     datasets = [settings.check_dataset(d) for d in args.datasets.split(",")]
     code = commit()
     found = rules.study(
-        datasets, root=args.tables, repetitions=args.repetitions, criterion=args.criterion
-    )
+        datasets, root=args.tables, repetitions=args.repetitions, criterion=args.criterion,
+        rules=rules.CANDIDATES[args.candidates],
+    )  # fmt: skip
     machine = machine_line("cpu", threads=settings.THREADS, libraries=("ray", "optuna"))
     result = {"commit": code, "machine": machine, "datasets": found.pop("held_out"), **found}
     save(args, result)

@@ -18,9 +18,15 @@ issue's target a constraint of the choice: among the rules whose median final re
 worse than by-hand's on every source, the least mean cost wins; where none is, the rule of
 least summed excess over by-hand. The rules, repetitions and budgets are the first round's.
 
+``--candidates handover`` (the third round, also added after the first rounds were seen) asks
+the same of the portfolio's hand-over to TPE (:data:`HANDOVER_RULES`): FIFO behind the
+portfolio, TPE modelling once the seed points are in or after Optuna's default 10 trials.
+
     python -m benchmarks.search_efficiency rules --datasets sst5,clinc_oos,conll2003,go_emotions
     python -m benchmarks.search_efficiency rules --criterion no-worse \
         --output benchmarks/search_efficiency/results/rules_no_worse.json
+    python -m benchmarks.search_efficiency rules --criterion no-worse --candidates handover \
+        --output benchmarks/search_efficiency/results/rules_handover.json
 """
 
 from __future__ import annotations
@@ -41,13 +47,16 @@ from benchmarks.search_efficiency.warm import base_space, grid_arm
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    """A scheduler of :data:`arms.SCHEDULES` with its grace period and reduction factor, and
-    the portfolio's size."""
+    """A scheduler of :data:`arms.SCHEDULES` with its grace period and reduction factor, the
+    portfolio's size, and its hand-over to TPE: ``handover`` lets TPE model from the trials of
+    the seed points on (its ``n_startup_trials`` their number), else after Optuna's default 10
+    trials, random ones filling the gap."""
 
     schedule: str
     grace_period: int
     reduction_factor: int
     size: int
+    handover: bool = False
 
 
 RULES = {
@@ -61,6 +70,16 @@ RULES = {
     "fifo-n6": Rule("fifo", 1, 3, 6),
 }
 """The candidate rules, fixed before any replay of this study (2026-11-29)."""
+HANDOVER_RULES = {
+    "fifo-n4": Rule("fifo", 1, 3, 4),  # astune's default since the first two rounds
+    "fifo-n4-tpe": Rule("fifo", 1, 3, 4, handover=True),
+    "fifo-n6-tpe": Rule("fifo", 1, 3, 6, handover=True),
+}
+"""The third round's candidates (``--candidates handover``): the hand-over to TPE, which the
+issue names beside the scheduler and the size; fixed before any replay of that round
+(2026-11-29, after the first two rounds' results were seen)."""
+CANDIDATES = {"schedulers": RULES, "handover": HANDOVER_RULES}
+"""The candidate sets ``--candidates`` names."""
 INNER_REPETITIONS = 10
 """Repetitions of each inner (choosing) replay; the final replay takes the CLI's."""
 CRITERIA = ("area", "no-worse")
@@ -102,6 +121,7 @@ def rule_arm(dataset: str, sources: Sequence[str], rule: Rule, root: Path | None
         schedule=rule.schedule,
         grace_period=rule.grace_period,
         reduction_factor=rule.reduction_factor,
+        startup_trials=len(arm.seed_points) if rule.handover else None,
     )
 
 
@@ -146,16 +166,18 @@ def choose_rule(
     root: Path | None,
     repetitions: int = INNER_REPETITIONS,
     criterion: str = "area",
+    rules: dict[str, Rule] = RULES,
 ) -> dict[str, Any]:
-    """The rule ``criterion`` chooses over ``sources`` left out in turn, and every rule's
-    costs (each source's regret area; with ``no-worse`` its final regret and by-hand's too)."""
+    """The rule of ``rules`` that ``criterion`` chooses over ``sources`` left out in turn, and
+    every rule's costs (each source's regret area; with ``no-worse`` its final regret and
+    by-hand's too)."""
     found = {
         name: rule_cost(sources, rule, root=root, repetitions=repetitions)
-        for name, rule in RULES.items()
+        for name, rule in rules.items()
     }
     costs = {name: {s: c["area"] for s, c in by.items()} for name, by in found.items()}
     means = {name: float(np.mean(list(c.values()))) for name, c in costs.items()}
-    order = {name: (round(means[name], 9), list(RULES).index(name)) for name in RULES}
+    order = {name: (round(means[name], 9), list(rules).index(name)) for name in rules}
     out: dict[str, Any] = {"sources": list(sources), "criterion": criterion}
     if criterion == "no-worse":
         hand = rule_cost(sources, None, root=root, repetitions=repetitions)
@@ -163,24 +185,29 @@ def choose_rule(
             name: sum(max(0.0, by[s]["final"] - hand[s]["final"]) for s in sources)
             for name, by in found.items()
         }
-        order = {name: (round(excess[name], 9), *order[name]) for name in RULES}
+        order = {name: (round(excess[name], 9), *order[name]) for name in rules}
         out["final_regret"] = {
             name: {s: c["final"] for s, c in by.items()} for name, by in found.items()
         }
         out["final_regret_by_hand"] = {s: c["final"] for s, c in hand.items()}
         out["excess"] = excess
-    chosen = min(RULES, key=lambda name: order[name])
+    chosen = min(rules, key=lambda name: order[name])
     return {**out, "chosen": chosen, "mean_cost": means, "costs": costs}
 
 
 def held_out_replay(
-    dataset: str, choice: dict[str, Any], *, root: Path | None, repetitions: int
+    dataset: str,
+    choice: dict[str, Any],
+    *,
+    root: Path | None,
+    repetitions: int,
+    rules: dict[str, Rule] = RULES,
 ) -> dict[str, Any]:
     """``dataset`` replayed under the rule its sources chose and as by-hand, side by side."""
     table = replay.Table(tables.complete_table(dataset, root))
     goal = arms.targets(table, dataset)
     budget = settings.BUDGET_TRIAL_LENGTHS * table.trial_length()
-    rule = RULES[choice["chosen"]]
+    rule = rules[choice["chosen"]]
     chosen = rule_arm(dataset, choice["sources"], rule, root)
     hand = arms.by_hand(dataset)
     out = {}
@@ -192,19 +219,24 @@ def held_out_replay(
 
 
 def study(
-    datasets: Sequence[str], *, root: Path | None, repetitions: int, criterion: str = "area"
+    datasets: Sequence[str],
+    *,
+    root: Path | None,
+    repetitions: int,
+    criterion: str = "area",
+    rules: dict[str, Rule] = RULES,
 ) -> dict[str, Any]:
-    """Each dataset held out in turn (its rule chosen on the others by ``criterion``, then
-    replayed), and the rule chosen on all of them: the product's default."""
-    result: dict[str, Any] = {"rules": {k: dataclasses.asdict(v) for k, v in RULES.items()}}
+    """Each dataset held out in turn (its rule of ``rules`` chosen on the others by
+    ``criterion``, then replayed), and the rule chosen on all of them: the product's default."""
+    result: dict[str, Any] = {"rules": {k: dataclasses.asdict(v) for k, v in rules.items()}}
     result["held_out"] = {}
     for dataset in datasets:
         others = [d for d in datasets if d != dataset]
-        choice = choose_rule(others, root=root, criterion=criterion)
+        choice = choose_rule(others, root=root, criterion=criterion, rules=rules)
         print(f"{dataset}: its sources choose {choice['chosen']}", flush=True)
         result["held_out"][dataset] = held_out_replay(
-            dataset, choice, root=root, repetitions=repetitions
+            dataset, choice, root=root, repetitions=repetitions, rules=rules
         )
-    result["default"] = choose_rule(list(datasets), root=root, criterion=criterion)
+    result["default"] = choose_rule(list(datasets), root=root, criterion=criterion, rules=rules)
     print(f"all four: {result['default']['chosen']}", flush=True)
     return result
