@@ -143,3 +143,61 @@ def test_at_scale_learns_from_the_other_datasets_full_size_runs(tmp_path, monkey
     )
     assert full_size.arm_config("conll2003", "at_scale") == chosen  # decided once
     assert json.loads(full_size.DECIDED.read_text()) == {"conll2003": {"at_scale": chosen}}
+
+
+def test_a_prior_holds_the_full_size_runs_it_pins(tmp_path, monkeypatch):
+    """Pinned, the full-size runs build a task a dataset marked as recorded at full size, kept
+    in the prior's provenance; runs appended later leave the pinned ones as they were, a changed
+    one is refused in one line; and at_scale never reads the prior's full-size tasks (it takes
+    the runs themselves)."""
+    from benchmarks.search_efficiency import prior
+
+    monkeypatch.setattr(full_size, "RUNS", tmp_path / "runs.jsonl")
+    runs = [
+        full_size_run("sst5", "history", 0, 3e-4, 0.45),
+        full_size_run("sst5", "paper", 0, 2e-5, 0.48),
+    ]
+    full_size.RUNS.write_text("".join(json.dumps(r) + "\n" for r in runs))
+    pinned = full_size.runs_pin()
+    assert pinned["runs"] == 2
+    with full_size.RUNS.open("a") as f:
+        f.write(json.dumps(full_size_run("sst5", "paper", 1, 2e-5, 0.1)) + "\n")
+    assert full_size.pinned_runs(pinned) == runs  # the later run is not among them
+    [entry] = full_size.full_size_entries(full_size.pinned_runs(pinned))
+    assert entry["recorded"] == full_size.RECORDED and entry["trials"][0]["config"]["lr"] == 2e-5
+    monkeypatch.setattr(prior, "reference_entries", lambda names, **_: [])
+    monkeypatch.setattr(prior, "check_pins", lambda names, pins: None)
+    entries, about = prior.build_prior(["sst5"], {}, full_size_runs=pinned)
+    assert entries == [entry] and about["full_size_runs"] == pinned
+    runs[1]["val"] = 0.3
+    full_size.RUNS.write_text("".join(json.dumps(r) + "\n" for r in runs))
+    with pytest.raises(
+        SystemExit, match="its first 2 runs hash to [0-9a-f]{64} .* not to their pin"
+    ):
+        full_size.pinned_runs(pinned)
+
+
+def test_at_scale_takes_the_runs_and_never_the_priors_full_size_tasks(tmp_path, monkeypatch):
+    """A packaged prior holding full-size tasks that favour lr 3e-4 does not move at_scale's
+    choice: it learns from the runs file alone (no task counted twice, none of a later pin)."""
+    from astune.history import reference
+
+    monkeypatch.setattr(full_size, "RUNS", tmp_path / "runs.jsonl")
+    monkeypatch.setattr(full_size, "DECIDED", tmp_path / "configs.json")
+    monkeypatch.setattr(full_size, "record_file", lambda path, code: None)
+    favour = [
+        full_size_run(name, arm, 0, lr, val)
+        for name in ("clinc_oos", "go_emotions")
+        for arm, lr, val in (("history", 3e-4, 0.9), ("paper", 2e-5, 0.1))
+    ]
+    packaged = reference.reference_searches(reference.PRIOR_FILE)
+    prior_file = reference.write_reference(
+        tmp_path / "prior.json", [*packaged, *full_size.full_size_entries(favour)]
+    )
+    runs = [
+        full_size_run("sst5", "history", 0, 3e-4, 0.45),
+        full_size_run("sst5", "paper", 0, 2e-5, 0.48),
+    ]
+    full_size.RUNS.write_text("".join(json.dumps(r) + "\n" for r in runs))
+    monkeypatch.setattr(reference, "PRIOR_FILE", prior_file)
+    assert full_size.arm_config("conll2003", "at_scale")["lr"] == 2e-5

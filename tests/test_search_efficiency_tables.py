@@ -155,7 +155,11 @@ def test_the_packaged_prior_is_the_one_its_pinned_tables_build(tmp_path):
         assert json.loads((folder / tables.DIGEST_FILE).read_text())["sha256"] == digest
     packaged = json.loads(PRIOR_FILE.read_text())
     assert packaged["tables"] == pins
-    entries, about = prior.build_prior(list(pins), pins, difficulty=prior.recorded_difficulty())
+    runs = packaged.get("full_size_runs")
+    assert runs == prior.read_full_size_pin()
+    entries, about = prior.build_prior(
+        list(pins), pins, difficulty=prior.recorded_difficulty(), full_size_runs=runs
+    )
     rebuilt = json.loads(write_reference(tmp_path / "prior.json", entries, **about).read_text())
     assert {**rebuilt, "made_on": None} == {**packaged, "made_on": None}
 

@@ -27,6 +27,7 @@ epochs of 14,041 rows, about 5 CPU-hours a run here; the study is about 50 CPU-h
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import time
@@ -57,6 +58,8 @@ first (the issue's question), the scaled setting after."""
 SEEDS = (0, 1, 2)
 NUM_LAYERS = None  # all six
 PAPER_KEYS = ("epochs", "batch_size", "lr", "delta", "warmup_ratio")
+RECORDED = "full size"
+"""The ``recorded`` value of a reference entry made of full-size runs (the tables' have none)."""
 TRIAL_DEFAULTS = {
     "lr_warmup_ratio": 0.0, "as_speed": False, "as_skip": False, "infobatch": False,
     "length_window": 0,
@@ -125,7 +128,10 @@ def at_scale_first(dataset: str) -> dict[str, Any] | None:
     if not entries:
         return None
     with tempfile.TemporaryDirectory() as folder:
-        tables = reference_searches(PRIOR_FILE, exclude=[dataset])
+        tables = [
+            e for e in reference_searches(PRIOR_FILE, exclude=[dataset])
+            if e.get("recorded") != RECORDED
+        ]  # fmt: skip
         reference = write_reference(Path(folder) / "at-scale.json", [*tables, *entries])
         return first_config(dataset, reference)
 
@@ -151,8 +157,28 @@ def full_size_entries(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         by_key = {json.dumps(c, sort_keys=True): s for c, s in scored}
         ordered = [by_key[json.dumps(dict(t.config), sort_keys=True)] for t in trials]
         metric = mine[0]["test_metric"].removeprefix("test_")
-        entries.append(reference_entry(trials, scores=ordered, metric=metric, mode="max"))
+        entry = reference_entry(trials, scores=ordered, metric=metric, mode="max")
+        entries.append({**entry, "recorded": RECORDED})
     return entries
+
+
+def runs_pin(count: int | None = None) -> dict[str, Any]:
+    """The first ``count`` finished runs (None: all so far) as a prior pins them: their number
+    and the SHA-256 of their lines."""
+    lines = [x for x in RUNS.read_text().splitlines() if x.strip()] if RUNS.exists() else []
+    lines = lines if count is None else lines[:count]
+    return {"runs": len(lines), "sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest()}
+
+
+def pinned_runs(pin: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runs ``pin`` names; SystemExit (one line) when the runs file no longer holds them."""
+    now = runs_pin(pin["runs"])
+    if now != pin:
+        raise SystemExit(
+            f"{RUNS}: its first {pin['runs']} runs hash to {now['sha256']} ({now['runs']} "
+            f"held), not to their pin {pin['sha256']}; restore the file or pin it anew"
+        )
+    return finished()[: pin["runs"]]
 
 
 def full_size_profile(dataset: str) -> "TaskProfile":

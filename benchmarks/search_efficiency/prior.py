@@ -1,10 +1,14 @@
 """Build the prior packaged with astune (astune/history/reference_trials.json) from the
 recorded tables at their pinned digests (tables/PINNED.json): per dataset, its probe difficulty
 and every complete grid config, ranked by the seed-mean validation score of its final
-evaluation (the warm start reads the best quarter, the portfolio all).
+evaluation (the warm start reads the best quarter, the portfolio all); with ``--full-size``,
+also the full-size study's finished runs as pinned, each dataset's a task of its whole size
+(:func:`.full_size.full_size_entries`), which a portfolio for a target of that size learns from
+alone.
 
     python -m benchmarks.search_efficiency.prior           # check the pins, then build
     python -m benchmarks.search_efficiency.prior --pin     # pin the tables as they are, then build
+    python -m benchmarks.search_efficiency.prior --pin --full-size   # with the full-size runs too
 
 A table whose shards no longer hash to its pin is refused, with both digests: a prior is only
 ever built from the tables it names. A dataset whose table holds no config on every seed is left
@@ -30,7 +34,7 @@ from astune.history.reference import (
     write_reference,
 )
 from astune.history.transfer import TaskProfile, ranked
-from benchmarks.search_efficiency import settings, tables
+from benchmarks.search_efficiency import full_size, settings, tables
 
 DifficultyOf = Callable[[str], tuple[float | None, str | None]]
 """A dataset's name -> its probe difficulty and task family."""
@@ -127,12 +131,22 @@ def read_pins(path: Path = PINS) -> dict[str, str]:
     return json.loads(path.read_text())["tables"]
 
 
-def pin(datasets: list[str], path: Path = PINS) -> dict[str, str]:
-    """Pin ``datasets``' tables as they are now (their digests recomputed from the shards)."""
+def read_full_size_pin(path: Path = PINS) -> dict[str, Any] | None:
+    """The full-size runs the packaged prior is built from (:func:`full_size.runs_pin`), or
+    None when it holds none."""
+    return json.loads(path.read_text()).get("full_size_runs")
+
+
+def pin(datasets: list[str], path: Path = PINS, *, full_size_runs: bool = False) -> dict[str, str]:
+    """Pin ``datasets``' tables as they are now (their digests recomputed from the shards) and,
+    with ``full_size_runs``, the full-size study's finished runs as they are now."""
     pins = {**(read_pins(path) if path.exists() else {})}
     pins.update({name: tables.table_digest(tables.table_dir(name))["sha256"] for name in datasets})
     about = "the SHA-256 of each table the packaged prior is built from (tables.table_digest)"
-    path.write_text(json.dumps({"about": about, "tables": pins}, indent=1) + "\n")
+    body: dict[str, Any] = {"about": about, "tables": pins}
+    if full_size_runs:
+        body["full_size_runs"] = full_size.runs_pin()
+    path.write_text(json.dumps(body, indent=1) + "\n")
     return pins
 
 
@@ -155,6 +169,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default=str(PRIOR_FILE))
     p.add_argument("--pin", action="store_true", help="pin the tables as they are now first")
     p.add_argument(
+        "--full-size", action="store_true",
+        help="hold the full-size study's runs too, each dataset's a task of its own size (with "
+        "--pin: as they are now)",
+    )  # fmt: skip
+    p.add_argument(
         "--min-seeds",
         type=int,
         default=len(settings.SEEDS),
@@ -165,8 +184,11 @@ def main(argv: list[str] | None = None) -> None:
     if not 1 <= args.min_seeds <= len(settings.SEEDS):
         raise SystemExit(f"--min-seeds must be in [1, {len(settings.SEEDS)}], got {args.min_seeds}")
     names = [settings.check_dataset(n) for n in args.datasets.split(",")]
-    pins = pin(names) if args.pin else read_pins()
-    entries, about = build_prior(names, pins, min_seeds=args.min_seeds)
+    pins = pin(names, full_size_runs=args.full_size) if args.pin else read_pins()
+    runs = read_full_size_pin() if args.full_size else None
+    if args.full_size and runs is None:
+        raise SystemExit(f"--full-size: {PINS} pins no full-size runs; add --pin to pin them")
+    entries, about = build_prior(names, pins, min_seeds=args.min_seeds, full_size_runs=runs)
     print(f"wrote {write_reference(args.out, entries, **about)} ({len(entries)} searches)")
 
 
@@ -176,9 +198,12 @@ def build_prior(
     *,
     min_seeds: int = len(settings.SEEDS),
     difficulty: DifficultyOf = difficulty_of,
+    full_size_runs: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The prior's entries of ``names``' tables, checked against their ``pins`` first, and the
-    file's provenance keys; ``difficulty`` as :func:`reference_entries` takes it."""
+    file's provenance keys; ``difficulty`` as :func:`reference_entries` takes it;
+    ``full_size_runs``: the pin of the full-size runs to add, each dataset's a task recorded at
+    its whole size (:func:`full_size.full_size_entries`; None: none)."""
     check_pins(names, pins)
     entries = reference_entries(names, min_seeds=min_seeds, difficulty=difficulty)
     about = {
@@ -188,6 +213,9 @@ def build_prior(
         "score": "seed-mean validation score of the final evaluation over at least "
         f"{min_seeds} of seeds " + ", ".join(map(str, settings.SEEDS)),
     }
+    if full_size_runs is not None:
+        entries += full_size.full_size_entries(full_size.pinned_runs(full_size_runs))
+        about["full_size_runs"] = full_size_runs
     return entries, about
 
 
