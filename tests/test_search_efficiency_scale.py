@@ -201,3 +201,10 @@ def test_at_scale_takes_the_runs_and_never_the_priors_full_size_tasks(tmp_path, 
     full_size.RUNS.write_text("".join(json.dumps(r) + "\n" for r in runs))
     monkeypatch.setattr(reference, "PRIOR_FILE", prior_file)
     assert full_size.arm_config("conll2003", "at_scale")["lr"] == 2e-5
+
+
+def test_a_run_is_judged_by_its_datasets_own_metric():
+    """CoNLL-2003's record holds precision, recall and F1; the study compares F1, the metric its
+    validation objective is."""
+    assert full_size.test_metric("conll2003") == "test_f1"
+    assert full_size.test_metric("sst5") == "test_accuracy"
