@@ -89,19 +89,21 @@ def bootstrap_interval(cells: Sequence[Cell], *, draws: int = DRAWS, seed: int =
 
 def full_size_points(runs: Sequence[dict[str, Any]], rows: dict[str, int]) -> list[dict]:
     """Each full-size run's lr, steps and test score, ``best`` where it scored highest of the
-    arms its dataset and seed ran."""
+    two or more arms its dataset and seed ran."""
     top: dict[tuple, float] = {}
+    count: dict[tuple, int] = {}
     for run in runs:
         key = (run["dataset"], run["seed"])
         top[key] = max(top.get(key, -math.inf), run["test"])
+        count[key] = count.get(key, 0) + 1
     out = []
     for run in runs:
-        config = run["config"]
+        config, key = run["config"], (run["dataset"], run["seed"])
         steps = rows[run["dataset"]] * config["epochs"] / config["batch_size"]
         out.append({
             "dataset": run["dataset"], "arm": run["arm"], "seed": run["seed"],
             "lr": config["lr"], "steps": steps, "test": run["test"],
-            "best": run["test"] == top[run["dataset"], run["seed"]],
+            "best": count[key] > 1 and run["test"] == top[key],
         })  # fmt: skip
     return out
 
