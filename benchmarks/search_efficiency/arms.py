@@ -53,6 +53,9 @@ class Arm:
     startup_trials: int | None = None
     """TPE's ``n_startup_trials``: the trials, seed points included, before it models (None:
     Optuna's default, 10)."""
+    neighbour_trials: int = 0
+    """Trials after the seed points that run a neighbour of the best so far
+    (:class:`astune.tuning.searchers.neighbours.NeighbourSampler`) before TPE alone."""
 
     def define_by_run(self, trial: Any) -> dict[str, Any]:
         """Ray's define-by-run space over this arm's grid cells (conditional on the loss); the
@@ -97,8 +100,13 @@ class Arm:
         """This arm's TPE sampler, seeded by ``seed``."""
         import optuna
 
+        from astune.tuning.searchers.neighbours import NeighbourSampler
+
         startup = {} if self.startup_trials is None else {"n_startup_trials": self.startup_trials}
-        return optuna.samplers.TPESampler(seed=seed, **startup)
+        tpe = optuna.samplers.TPESampler(seed=seed, **startup)
+        if not self.neighbour_trials:
+            return tpe
+        return NeighbourSampler(tpe, trials=self.neighbour_trials, seed=seed)
 
     def scheduler(self) -> Any:
         """A fresh scheduler of :attr:`schedule` over evaluations (``training_iteration``)."""

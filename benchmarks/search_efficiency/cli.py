@@ -142,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="how the sources choose a rule (rules.py's docstring; default: %(default)s)",
     )  # fmt: skip
     rul.add_argument(
-        "--candidates", choices=("schedulers", "handover"), default="schedulers",
+        "--candidates", choices=("schedulers", "handover", "neighbours"), default="schedulers",
         help="the rules to choose among (rules.py's CANDIDATES; default: %(default)s)",
     )  # fmt: skip
     one = sub.add_parser("real", help="one real search of an arm (the replay's check)")

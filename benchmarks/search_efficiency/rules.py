@@ -57,6 +57,8 @@ class Rule:
     reduction_factor: int
     size: int
     handover: bool = False
+    neighbours: int = 0
+    """Trials after the seed points that run a neighbour of the best so far, before TPE."""
 
 
 RULES = {
@@ -78,7 +80,16 @@ HANDOVER_RULES = {
 """The third round's candidates (``--candidates handover``): the hand-over to TPE, which the
 issue names beside the scheduler and the size; fixed before any replay of that round
 (2026-11-29, after the first two rounds' results were seen)."""
-CANDIDATES = {"schedulers": RULES, "handover": HANDOVER_RULES}
+NEIGHBOUR_RULES = {
+    "fifo-n4": Rule("fifo", 1, 3, 4),  # astune's default since the first three rounds
+    "fifo-n4-near4": Rule("fifo", 1, 3, 4, neighbours=4),
+    "fifo-n4-near8": Rule("fifo", 1, 3, 4, neighbours=8),
+}
+"""The fourth round's candidates (``--candidates neighbours``): after the seed points, 4 or 8
+trials one step from the incumbent before TPE alone; fixed before any replay of that round
+(2026-11-29, after traces of CoNLL-2003's default replay showed the portfolio's best one step
+from cells that reach its target)."""
+CANDIDATES = {"schedulers": RULES, "handover": HANDOVER_RULES, "neighbours": NEIGHBOUR_RULES}
 """The candidate sets ``--candidates`` names."""
 INNER_REPETITIONS = 10
 """Repetitions of each inner (choosing) replay; the final replay takes the CLI's."""
@@ -122,6 +133,7 @@ def rule_arm(dataset: str, sources: Sequence[str], rule: Rule, root: Path | None
         grace_period=rule.grace_period,
         reduction_factor=rule.reduction_factor,
         startup_trials=len(arm.seed_points) if rule.handover else None,
+        neighbour_trials=rule.neighbours,
     )
 
 
