@@ -59,8 +59,8 @@ def test_a_sampler_object_is_searched_with_and_recorded_by_its_class(tmp_path):
     [
         ("cmaes", 2, "sampler 'cmaes' searches one objective, but the search has 2; use one of "
          "tpe, random, qmc, gp, nsgaii, nsgaiii"),
-        ("bayes", 1, "sampler must be one of tpe, random, qmc, cmaes, gp, nsgaii, nsgaiii (or, "
-         "in Python, an Optuna sampler object), but got 'bayes'"),
+        ("bayes", 1, "sampler must be one of tpe, neighbours, random, qmc, cmaes, gp, nsgaii, "
+         "nsgaiii (or, in Python, an Optuna sampler object), but got 'bayes'"),
         (object(), 1, "sampler must be a name or an optuna.samplers.BaseSampler, but got object"),
     ],
 )  # fmt: skip

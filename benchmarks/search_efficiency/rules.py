@@ -21,12 +21,16 @@ least summed excess over by-hand. The rules, repetitions and budgets are the fir
 ``--candidates handover`` (the third round, also added after the first rounds were seen) asks
 the same of the portfolio's hand-over to TPE (:data:`HANDOVER_RULES`): FIFO behind the
 portfolio, TPE modelling once the seed points are in or after Optuna's default 10 trials.
+``--candidates neighbours`` (the fourth) asks it of 4 or 8 trials one step from the incumbent
+after the seed points (:data:`NEIGHBOUR_RULES`).
 
     python -m benchmarks.search_efficiency rules --datasets sst5,clinc_oos,conll2003,go_emotions
     python -m benchmarks.search_efficiency rules --criterion no-worse \
         --output benchmarks/search_efficiency/results/rules_no_worse.json
     python -m benchmarks.search_efficiency rules --criterion no-worse --candidates handover \
         --output benchmarks/search_efficiency/results/rules_handover.json
+    python -m benchmarks.search_efficiency rules --criterion no-worse --candidates neighbours \
+        --output benchmarks/search_efficiency/results/rules_neighbours.json
 """
 
 from __future__ import annotations
