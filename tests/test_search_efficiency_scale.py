@@ -208,3 +208,26 @@ def test_a_run_is_judged_by_its_datasets_own_metric():
     validation objective is."""
     assert full_size.test_metric("conll2003") == "test_f1"
     assert full_size.test_metric("sst5") == "test_accuracy"
+
+
+def test_the_full_size_curves_hold_each_evaluation_once_and_mark_the_runs_under_way(
+    tmp_path, monkeypatch
+):
+    """A resumed run may log an evaluation again: its last line counts; a run the runs file
+    does not hold yet is under way; a run with no evaluation logged is left out."""
+    from benchmarks.search_efficiency import full_size_curves
+
+    monkeypatch.setattr(full_size, "RUNS", tmp_path / "runs.jsonl")
+    full_size.RUNS.write_text(json.dumps(full_size_run("sst5", "paper", 0, 2e-5, 0.5)) + "\n")
+    logged = {"sst5-paper-0": [(0, 0.4), (1, 0.45)], "sst5-history-1": [(0, 0.3), (0, 0.35)]}
+    for name, rows in logged.items():
+        (tmp_path / name).mkdir()
+        lines = [json.dumps({"evaluation": e, "objective": v, "epoch": e + 1.0}) for e, v in rows]
+        (tmp_path / name / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "conll2003-paper-0").mkdir()  # started, nothing logged yet
+    found = full_size_curves.curves(tmp_path)
+    assert found["sst5"]["paper"] == {"0": {"validation": [0.4, 0.45], "finished": True}}
+    assert found["sst5"]["history"] == {"1": {"validation": [0.35], "finished": False}}
+    assert found["conll2003"]["paper"] == {}
+    path = full_size_curves.plot(found, tmp_path / "curves.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

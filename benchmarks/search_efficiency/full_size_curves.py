@@ -1,0 +1,106 @@
+"""Issue 70 item 5, seen rather than read: the full-size study's validation curves.
+
+Each run of :mod:`.full_size` logs one line an evaluation (an epoch) to ``metrics.jsonl`` in its
+folder of ``--work-dir``, finished or under way. This gathers them, per dataset and arm, into
+``results/full_size_curves.json`` (each run's validation objective after each epoch, and whether
+the run has finished) and draws ``results/full_size_curves.png``: one panel a dataset,
+validation score against epochs, one colour an arm, one line a seed (dashed: under way).
+
+    python -m benchmarks.search_efficiency.full_size_curves --work-dir ../full_size_runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import provenance
+from benchmarks.common.harness import commit, machine_line
+from benchmarks.search_efficiency import RESULTS, full_size, settings
+
+OUTPUT = RESULTS / "full_size_curves.json"
+PLOT = RESULTS / "full_size_curves.png"
+ARM_COLOURS = {"history": "C3", "at_scale": "C2", "paper": "C0", "scaled": "C1"}
+
+
+def run_curve(folder: Path) -> list[float]:
+    """The validation objective after each evaluation of the run in ``folder`` (empty when it
+    has logged none). A resumed run logs an evaluation once: the last line of each counts."""
+    path = folder / "metrics.jsonl"
+    if not path.exists():
+        return []
+    by_evaluation: dict[int, float] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            by_evaluation[int(row["evaluation"])] = float(row["objective"])
+    return [by_evaluation[i] for i in sorted(by_evaluation)]
+
+
+def curves(work: Path) -> dict[str, Any]:
+    """Per dataset, arm and seed: the run's curve and whether it has finished."""
+    done = {(r["dataset"], r["arm"], r["seed"]) for r in full_size.finished()}
+    out: dict[str, Any] = {}
+    for dataset in full_size.DATASETS:
+        out[dataset] = {}
+        for arm in full_size.ARMS:
+            runs = {}
+            for seed in full_size.SEEDS:
+                curve = run_curve(work / f"{dataset}-{arm}-{seed}")
+                if curve:
+                    finished = (dataset, arm, seed) in done
+                    runs[str(seed)] = {"validation": curve, "finished": finished}
+            out[dataset][arm] = runs
+    return out
+
+
+def plot(found: dict[str, Any], path: Path) -> Path:
+    """One panel a dataset: validation against epochs, a colour an arm, a line a seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, panels = plt.subplots(1, len(found), figsize=(5.5 * len(found), 4.2))
+    for axis, (dataset, arms) in zip(panels, found.items(), strict=True):
+        for arm, runs in arms.items():
+            for i, (seed, run) in enumerate(sorted(runs.items())):
+                epochs = range(1, len(run["validation"]) + 1)
+                axis.plot(
+                    epochs, run["validation"], color=ARM_COLOURS[arm], marker="o", markersize=3,
+                    linestyle="-" if run["finished"] else "--", label=arm if i == 0 else None,
+                )  # fmt: skip
+                axis.annotate(seed, (len(run["validation"]), run["validation"][-1]), fontsize=7)
+        metric = full_size.test_metric(dataset).removeprefix("test_")
+        axis.set(title=f"{dataset}, whole training set", xlabel="epoch", ylabel=f"val {metric}")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8, title="arm (seed at the end; dashed: under way)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--work-dir", type=Path, default=Path("../full_size_runs"))
+    args = p.parse_args(argv)
+    if not args.work_dir.is_dir():
+        raise SystemExit(f"--work-dir {args.work_dir}: no such folder (full_size.py's runs)")
+    code, machine = commit(), machine_line("cpu", threads=settings.THREADS)
+    result = {"datasets": curves(args.work_dir), "machine": machine, "commit": code}
+    OUTPUT.write_text(json.dumps(result, indent=1) + "\n")
+    plot(result["datasets"], PLOT)
+    inputs = provenance.data_inputs(full_size.data_dir(), list(full_size.DATASETS))
+    for path in (OUTPUT, PLOT):
+        provenance.record(path, inputs=inputs, machine=machine, commit=code)
+        print(f"wrote {path}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
