@@ -110,8 +110,9 @@ def test_no_local_trial_before_one_has_finished_or_with_several_objectives():
 
 @pytest.mark.parametrize("trials", [-1, 1.5, True, "4"])
 def test_trials_must_be_a_count(trials):
-    with pytest.raises(ValueError, match=rf"trials must be an int >= 0, but got {trials!r}"):
+    with pytest.raises(ValueError) as err:
         NeighbourSampler(trials=trials)
+    assert str(err.value) == f"trials must be an integer in [0, inf), but got {trials!r}."
 
 
 def test_neighbour_values():

@@ -29,6 +29,8 @@ from optuna.distributions import (
 )
 from optuna.trial import FrozenTrial, TrialState
 
+from astune._checks import check_int
+
 STEP_FRACTION = 0.25
 """A numeric parameter's step, as a fraction of its range: four steps from end to end."""
 
@@ -44,10 +46,8 @@ class NeighbourSampler(optuna.samplers.BaseSampler):
         trials: int,
         seed: int | None = None,
     ) -> None:
-        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 0:
-            raise ValueError(f"trials must be an int >= 0, but got {trials!r}")
+        self.trials = check_int("trials", trials, 0)
         self.base = base if base is not None else optuna.samplers.TPESampler(seed=seed)
-        self.trials = trials
         self._rng = np.random.RandomState(seed)
         self._plans: dict[int, dict[str, Any]] = {}
 
