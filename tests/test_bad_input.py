@@ -30,7 +30,7 @@ CASES: list[tuple[str, str]] = [
     ("search --dataset sst5 --num-samples 0", "num_samples must be an integer in [1, inf), but got 0"),
     ("search --dataset sst5 --epochs -1", "epochs must be in (0.0, inf), but got -1.0"),
     ("search --dataset sst5 --objectives objective,speed", "unknown objective 'speed' in 'objective,speed'; accepted:"),
-    ("search --dataset sst5 --sampler bogus", "invalid choice: 'bogus' (choose from 'tpe', 'random', 'qmc', 'cmaes', 'gp', 'nsgaii', 'nsgaiii')"),
+    ("search --dataset sst5 --sampler bogus", "invalid choice: 'bogus' (choose from 'tpe', 'neighbours', 'random', 'qmc', 'cmaes', 'gp', 'nsgaii', 'nsgaiii')"),
     ("search --dataset sst5 --scheduler bogus", "invalid choice: 'bogus' (choose from 'asha', 'hyperband', 'none')"),
     ("search --dataset sst5 --tracking-uri ftp://x/y", "has the scheme 'ftp', which MLflow does not store runs in; accepted: sqlite"),
     ("search --dataset sst5 --backbone minilm --storage-path /proc/astune", "--storage-path /proc/astune: cannot create it"),

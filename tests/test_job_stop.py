@@ -68,7 +68,8 @@ def test_a_search_stopped_with_every_process_of_its_job_exits_143_and_resumes_wh
     assert "0 trials finished" in line  # Tune's own graceful stop
     assert RAY_GONE not in err
     (trial,) = ExperimentAnalysis(str(workdir / "astune-runs" / "ray" / "killed")).trials
-    how = "with a checkpoint resumes from it" if trial.checkpoint else "restarts from scratch"
+    # Under load the stop can land after the evaluation's MLflow row and before its checkpoint.
+    how = "with a checkpoint resumes from it" if trial.checkpoint else "without one yet restarts"
     assert f"1 unfinished, KILLED in MLflow: 1 {how}" in line  # what Ray saved of it
     assert not library_notices(err)  # the driver started its own Ray: its notices stay off
 

@@ -23,6 +23,7 @@ TRIALS = 2
 SEVERAL = {"nsgaii", "nsgaiii"}  # searched with two objectives, as they are meant to be
 CASES = [
     ("tpe", "asha"),
+    ("neighbours", "none"),  # the second trial is one step from the first
     ("random", "hyperband"),
     ("qmc", "none"),
     ("cmaes", "asha"),
@@ -47,10 +48,10 @@ def test_the_cases_cover_every_sampler_and_scheduler_listed():
     assert listed["--scheduler"] == set(SCHEDULER_TYPES) - {"auto"} == {s for _, s in CASES}
 
 
-def tiny_space(folder: Path) -> Path:
+def tiny_space(folder: Path, **changes) -> Path:
     """tests/spaces/tiny.yaml with no seed points: every trial is the sampler's."""
     space = yaml.safe_load((Path(__file__).with_name("spaces") / "tiny.yaml").read_text())
-    space.update(num_samples=TRIALS, seed_points=[])
+    space.update(num_samples=TRIALS, seed_points=[], **changes)
     path = folder / "space.yaml"
     path.write_text(yaml.safe_dump(space))
     return path
@@ -60,7 +61,10 @@ def tiny_space(folder: Path) -> Path:
 def test_each_listed_sampler_and_scheduler_runs_a_tiny_search(
     sampler, scheduler, shared_ray, tmp_path, data_dir
 ):
-    changes = {"space": str(tiny_space(tmp_path)), "max_concurrent": 1}
+    space = {}
+    if sampler == "neighbours":  # delta alone searched: the second trial moves it one step
+        space = {"losses": ["as_softmax"], "speed_params": {"as_speed": False}}
+    changes = {"space": str(tiny_space(tmp_path, **space)), "max_concurrent": 1}
     if sampler in SEVERAL:
         changes["objectives"] = "objective,train_seconds"
     settings = tiny_settings(
@@ -84,3 +88,7 @@ def test_each_listed_sampler_and_scheduler_runs_a_tiny_search(
         assert "objective" in trial.data.metrics
     if sampler in SEVERAL:
         assert len(result.objectives) == 2 and result.front
+    if sampler == "neighbours":  # a step: a quarter of delta's range [0.1, 0.5]
+        first, second = sorted(trials, key=lambda t: t.info.start_time)
+        deltas = [float(t.data.params["delta"]) for t in (first, second)]
+        assert abs(deltas[1] - deltas[0]) == pytest.approx(0.1), deltas
