@@ -53,6 +53,13 @@ def told_trials(searcher: OptunaSearch) -> set[str]:
     return _attribute(searcher, "_completed_trials", "OptunaSearch")
 
 
+# --------------------------------------------------------------------------------- Optuna
+def optuna_enqueued(trial: optuna.trial.FrozenTrial) -> bool:
+    """Whether ``trial`` runs values ``Study.enqueue_trial`` gave it (Optuna 5.0 keeps them in
+    the trial's system attribute ``fixed_params``)."""
+    return "fixed_params" in trial.system_attrs
+
+
 # ------------------------------------------------------------------------------ Ray Tune
 def restored_run_config(tuner: Tuner) -> RunConfig | None:
     """The ``RunConfig`` a restored ``Tuner`` unpickled, with its callbacks.

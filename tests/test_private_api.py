@@ -30,6 +30,15 @@ def test_optuna_search_internals() -> None:
     assert _private.told_trials(searcher) == {"t1"}
 
 
+def test_optuna_enqueued_trials() -> None:
+    study = optuna.create_study()
+    study.enqueue_trial({"x": 0.5})
+    enqueued, sampled = study.ask(), study.ask()
+    frozen = {t.number: t for t in study.get_trials(deepcopy=False)}
+    assert _private.optuna_enqueued(frozen[enqueued.number])
+    assert not _private.optuna_enqueued(frozen[sampled.number])
+
+
 def test_tuner_local_run_config(tmp_path) -> None:
     from ray import tune
 

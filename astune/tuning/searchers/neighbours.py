@@ -30,6 +30,7 @@ from optuna.distributions import (
 from optuna.trial import FrozenTrial, TrialState
 
 from astune._checks import check_int
+from astune._private import optuna_enqueued
 
 STEP_FRACTION = 0.25
 """A numeric parameter's step, as a fraction of its range: four steps from end to end."""
@@ -53,7 +54,7 @@ class NeighbourSampler(optuna.samplers.BaseSampler):
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self.base.before_trial(study, trial)
-        if len(self._plans) >= self.trials or "fixed_params" in trial.system_attrs:
+        if len(self._plans) >= self.trials or optuna_enqueued(trial):
             return
         if len(study.directions) != 1:
             return
