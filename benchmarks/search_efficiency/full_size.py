@@ -214,7 +214,7 @@ def train(dataset: str, arm: str, seed: int, config: dict[str, Any], work: Path)
     from astune.training import fit
 
     torch.set_num_threads(settings.THREADS)
-    out = work / f"{dataset}-{arm}-{seed}"
+    out = run_folder(work, dataset, arm, seed)
     fields = {k: v for k, v in config.items() if k in TrainConfig.__dataclass_fields__}
     train_config = TrainConfig(
         dataset=dataset, data_dir=str(data_dir()), backbone=settings.BACKBONE,
@@ -231,6 +231,11 @@ def train(dataset: str, arm: str, seed: int, config: dict[str, Any], work: Path)
         "test_metric": metric, "train_seconds": float(record["train_seconds"]),
         "wall_seconds_this_piece": time.perf_counter() - start,
     }  # fmt: skip
+
+
+def run_folder(work: Path, dataset: str, arm: str, seed: int) -> Path:
+    """The folder in ``work`` that a run trains, logs and checkpoints in."""
+    return work / f"{dataset}-{arm}-{seed}"
 
 
 def test_metric(dataset: str) -> str:

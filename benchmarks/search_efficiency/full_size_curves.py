@@ -27,8 +27,11 @@ ARM_COLOURS = {"history": "C3", "at_scale": "C2", "paper": "C0", "scaled": "C1"}
 
 def run_curve(folder: Path) -> list[float]:
     """The validation objective after each evaluation of the run in ``folder`` (empty when it
-    has logged none). A resumed run logs an evaluation once: the last line of each counts."""
-    path = folder / "metrics.jsonl"
+    has logged none). The loop rewrites the log to its checkpoint when a run resumes, so each
+    evaluation is there once; should one be there twice, its last line counts."""
+    from astune.training.records import RunLog
+
+    path = RunLog(folder).metrics
     if not path.exists():
         return []
     by_evaluation: dict[int, float] = {}
@@ -48,7 +51,7 @@ def curves(work: Path) -> dict[str, Any]:
         for arm in full_size.ARMS:
             runs = {}
             for seed in full_size.SEEDS:
-                curve = run_curve(work / f"{dataset}-{arm}-{seed}")
+                curve = run_curve(full_size.run_folder(work, dataset, arm, seed))
                 if curve:
                     finished = (dataset, arm, seed) in done
                     runs[str(seed)] = {"validation": curve, "finished": finished}
@@ -58,13 +61,11 @@ def curves(work: Path) -> dict[str, Any]:
 
 def plot(found: dict[str, Any], path: Path) -> Path:
     """One panel a dataset: validation against epochs, a colour an arm, a line a seed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    fig, panels = plt.subplots(1, len(found), figsize=(5.5 * len(found), 4.2))
+    from benchmarks.search_efficiency.plots import pyplot, save
+
+    fig, panels = pyplot().subplots(1, len(found), figsize=(5.5 * len(found), 4.2))
     for axis, (dataset, arms) in zip(panels, found.items(), strict=True):
         for arm, runs in arms.items():
             for i, (seed, run) in enumerate(sorted(runs.items())):
@@ -79,10 +80,7 @@ def plot(found: dict[str, Any], path: Path) -> Path:
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8, title="arm (seed at the end; dashed: under way)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -111,12 +111,9 @@ def full_size_points(runs: Sequence[dict[str, Any]], rows: dict[str, int]) -> li
 def plot(cells: Sequence[Cell], full: Sequence[dict], slope: float, path: Path) -> Path:
     """Best lr against steps: the tables' cells (one colour a dataset, jittered), the full-size
     runs (crosses; filled where best of their seed)."""
-    import matplotlib
+    from benchmarks.search_efficiency.plots import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = pyplot().subplots(figsize=(7, 4.5))
     rng = np.random.default_rng(0)
     names = list(dict.fromkeys([c.dataset for c in cells] + [p["dataset"] for p in full]))
     for i, name in enumerate(names):
@@ -137,10 +134,7 @@ def plot(cells: Sequence[Cell], full: Sequence[dict], slope: float, path: Path) 
            ylabel="learning rate",
            title=f"Best lr against steps (tables' within slope {slope:+.2f})")  # fmt: skip
     ax.legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

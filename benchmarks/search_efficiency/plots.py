@@ -29,7 +29,8 @@ SHOWN_BELOW_TARGET = 0.15
 """How far below ``T_common`` the anytime plots' score axis reaches (0.15: 15 points)."""
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the file-only Agg backend (no display here)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -38,13 +39,21 @@ def _pyplot() -> Any:
     return plt
 
 
+def save(fig: Any, path: Path, *, dpi: int) -> Path:
+    """``fig`` laid out and written to ``path`` as a PNG of ``dpi``, then closed."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    pyplot().close(fig)
+    return path
+
+
 def _values(points: list[float | None]) -> list[float]:
     return [float("nan") if v is None else v for v in points]
 
 
 def plot_replay(entry: dict[str, Any], dataset: str, path: Path) -> Path:
     """The anytime curves of one dataset's replay ``entry`` (search_efficiency.json's)."""
-    plt = _pyplot()
+    plt = pyplot()
     length = entry["trial_length_seconds"]
     fig, (by_time, by_trials) = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for name, arm in entry["arms"].items():
@@ -69,15 +78,12 @@ def plot_replay(entry: dict[str, Any], dataset: str, path: Path) -> Path:
     by_time.legend(fontsize=8, loc="lower right")
     reps = next(iter(entry["arms"].values()))["repetitions"]
     fig.suptitle(f"{dataset}: medians over {reps} replayed searches, {entry['workers']} workers")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=110)
 
 
 def plot_pareto(entry: dict[str, Any], dataset: str, path: Path) -> Path:
     """The hypervolume against trial-seconds of one dataset's ``entry`` (the pareto JSON's)."""
-    plt = _pyplot()
+    plt = pyplot()
     length = entry["trial_length_seconds"]
     seconds = [s / length for s in entry["trial_seconds"]]
     fig, axis = plt.subplots(figsize=(6.5, 4.2))
@@ -95,7 +101,4 @@ def plot_pareto(entry: dict[str, Any], dataset: str, path: Path) -> Path:
     axis.set_title(f"{dataset}: the front with and without MO-halving")
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=110)
