@@ -231,3 +231,25 @@ def test_the_full_size_curves_hold_each_evaluation_once_and_mark_the_runs_under_
     assert found["conll2003"]["paper"] == {}
     path = full_size_curves.plot(found, tmp_path / "curves.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_run_is_trained_by_one_process_and_a_finished_one_by_none(tmp_path, monkeypatch, capsys):
+    """A run another process holds is passed over, its claim is free again once let go, and a
+    claimed run that has finished meanwhile is not trained again."""
+    monkeypatch.setattr(full_size, "RUNS", tmp_path / "runs.jsonl")
+    with full_size.claim(tmp_path, "sst5", "paper", 0) as first:
+        with full_size.claim(tmp_path, "sst5", "paper", 0) as second:
+            assert (first, second) == (True, False)
+        with full_size.claim(tmp_path, "sst5", "paper", 1) as other_seed:
+            assert other_seed
+    assert "sst5 paper seed 0: another process trains it" in capsys.readouterr().out
+    with full_size.claim(tmp_path, "sst5", "paper", 0) as again:
+        assert again
+    full_size.RUNS.write_text(json.dumps(full_size_run("sst5", "paper", 0, 2e-5, 0.5)) + "\n")
+
+    def train(*args: object) -> None:
+        raise AssertionError("a finished run was trained again")
+
+    monkeypatch.setattr(full_size, "train", train)
+    full_size.run_piece("sst5", "paper", 0, tmp_path, "abc")
+    assert len(full_size.finished()) == 1

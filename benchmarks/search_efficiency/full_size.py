@@ -18,8 +18,11 @@ in ``--work-dir`` (outside the repository) and resumed from there when the comma
 a finished run's record is appended to ``results/full_size_runs.jsonl``, which the summary
 (``results/full_size.json``: paired differences of the test score with 95% t-intervals, over
 the seeds finished in both arms) is computed from. ``--hours`` stops starting new pieces after
-that long (a piece under way is left to be resumed). CoNLL-2003's paper setting trains 20
-epochs of 14,041 rows, about 5 CPU-hours a run here; the study is about 50 CPU-hours in all.
+that long (a piece under way is left to be resumed). Any number of processes may run at once,
+on the same datasets or not: each holds a claim on the run it trains (:func:`claim`), so a core
+a dataset's waiting runs would leave idle can take the other's. CoNLL-2003's paper setting
+trains 20 epochs of 14,041 rows, about 5 CPU-hours a run here; the study is about 50 CPU-hours
+in all.
 
     python -m benchmarks.search_efficiency.full_size --hours 2 --datasets sst5   # resumes
 """
@@ -27,6 +30,7 @@ epochs of 14,041 rows, about 5 CPU-hours a run here; the study is about 50 CPU-h
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -40,6 +44,8 @@ from benchmarks.common.intervals import mean_ci
 from benchmarks.search_efficiency import RESULTS, settings
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from astune.history.transfer import TaskProfile
 
 RUNS = RESULTS / "full_size_runs.jsonl"
@@ -58,6 +64,8 @@ first (the issue's question), the scaled setting after."""
 SEEDS = (0, 1, 2)
 NUM_LAYERS = None  # all six
 PAPER_KEYS = ("epochs", "batch_size", "lr", "delta", "warmup_ratio")
+CLAIM = "claim.lock"
+"""The file in a run's folder that the process training it holds locked (:func:`claim`)."""
 RECORDED = "full size"
 """The ``recorded`` value of a reference entry made of full-size runs (the tables' have none)."""
 TRIAL_DEFAULTS = {
@@ -276,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--work-dir", type=Path, default=Path("../full_size_runs"))
     p.add_argument(
         "--datasets", default=",".join(DATASETS),
-        help="comma-separated: this process's share (one process a dataset runs two at once)",
+        help="comma-separated: this process's share (processes may share one: each run is claimed)",
     )  # fmt: skip
     args = p.parse_args(argv)
     if not args.hours > 0:
@@ -285,23 +293,49 @@ def main(argv: list[str] | None = None) -> None:
     if unknown := [d for d in datasets if d not in DATASETS]:
         raise SystemExit(f"--datasets: {', '.join(unknown)} not one of {', '.join(DATASETS)}")
     code, began = commit(), time.monotonic()
-    done = {(r["dataset"], r["arm"], r["seed"]) for r in finished()}
     for dataset, arm, seed in run_order(datasets):
-        if (dataset, arm, seed) in done:
-            continue
         if time.monotonic() - began > args.hours * 3600:
             break
-        config = arm_config(dataset, arm)
-        if config is None:
-            print(f"{dataset} {arm} seed {seed}: waits for the other dataset's runs", flush=True)
-            continue
-        print(f"{dataset} {arm} seed {seed}: {config}", flush=True)
-        record = {**train(dataset, arm, seed, config, args.work_dir), "commit": code}
-        with RUNS.open("a") as f:
-            f.write(json.dumps(record) + "\n")
-        record_runs(code)
-        print(f"  test {record['test']:.4f} ({record['train_seconds']:.0f} s)", flush=True)
+        with claim(args.work_dir, dataset, arm, seed) as mine:
+            if mine:
+                run_piece(dataset, arm, seed, args.work_dir, code)
     return write_summary(code)
+
+
+def run_piece(dataset: str, arm: str, seed: int, work: Path, code: str) -> None:
+    """Train one claimed run (unless it has finished or must wait) and append its record."""
+    if (dataset, arm, seed) in {(r["dataset"], r["arm"], r["seed"]) for r in finished()}:
+        return
+    config = arm_config(dataset, arm)
+    if config is None:
+        print(f"{dataset} {arm} seed {seed}: waits for the other dataset's runs", flush=True)
+        return
+    print(f"{dataset} {arm} seed {seed}: {config}", flush=True)
+    record = {**train(dataset, arm, seed, config, work), "commit": code}
+    with RUNS.open("a") as f:  # one short append: whole lines even beside another process
+        f.write(json.dumps(record) + "\n")
+    record_runs(code)
+    print(f"  test {record['test']:.4f} ({record['train_seconds']:.0f} s)", flush=True)
+
+
+@contextlib.contextmanager
+def claim(work: Path, dataset: str, arm: str, seed: int) -> Iterator[bool]:
+    """Whether this process holds the run: an exclusive ``fcntl.flock`` on its folder's claim
+    file, held for the block and let go when the process ends however it ends, so that any
+    number of processes can share the study (``--datasets``) and none trains a run another is
+    training."""
+    import fcntl
+
+    folder = run_folder(work, dataset, arm, seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / CLAIM, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"{dataset} {arm} seed {seed}: another process trains it", flush=True)
+            yield False
+            return
+        yield True
 
 
 def run_order(datasets: list[str]) -> list[tuple[str, str, int]]:
