@@ -215,6 +215,15 @@ def test_the_json_of_item_7(tmp_path):
         assert stats["low"] <= stats["median"] <= stats["high"] <= hand["budget_seconds"]
     assert set(hand["final_regret"]) == {"median", "low", "high"}
     assert hand["final_regret"]["low"] >= 0.0
+    # the cells the repetitions end on, each at its own regret, hold the median's
+    cells = hand["final_cells"]
+    assert sum(c["repetitions"] for c in cells) == 2
+    mean = replay.Table(tables.complete_table("sst5", tmp_path)).seed_mean
+    for cell in cells:
+        at = mean[cell["config"], cell["evaluation"]]
+        assert cell["regret"] == pytest.approx(100 * (goal["best"] - at))
+    ends = [c["regret"] for c in cells for _ in range(c["repetitions"])]
+    assert float(np.median(ends)) == pytest.approx(hand["final_regret"]["median"])
     curve = hand["curve_by_trials"]["val_seed_mean"]
     assert curve[0] is None and None not in curve[1:]  # 2 trials start before any report
     entries = provenance.read_manifest(tmp_path / provenance.MANIFEST)  # what replay wrote

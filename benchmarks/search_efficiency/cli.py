@@ -17,7 +17,8 @@ how each dataset's best configs score on the others', see benchmarks/search_effi
 per held-out dataset and arm,
 ``seconds_to_target`` (``T_common``), ``seconds_to_target_all`` (``T_all``) and
 ``seconds_to_target_se`` (``T_se``, issue 62) as ``{median, low, high, per_repetition,
-reached}``, ``final_regret`` as ``{median, low, high}`` (percentage points), ``repetitions``,
+reached}``, ``final_regret`` as ``{median, low, high}`` (percentage points), ``final_cells`` (the
+cells the repetitions end on), ``repetitions``,
 ``budget_seconds`` and the anytime curves (medians over repetitions of the incumbent's
 seed-mean validation and test scores at 50 budget fractions, and after each number of trials
 started);

@@ -170,6 +170,8 @@ class Replay:
         self.spent = workers * overhead  # trial-seconds of the trials that ended, and the wait
         self._seq = 0
         self.best: tuple[float, float, float] | None = None
+        self.incumbent: tuple[str, int] | None = None
+        """The config key and evaluation of :attr:`best` (the first found keeps a tie)."""
 
     def busy(self, now: float) -> float:
         """Trial-seconds spent by ``now``: the ended trials' and the running ones' so far."""
@@ -232,6 +234,7 @@ class Replay:
         decision = self.scheduler.on_trial_result(None, act.trial, act.result)
         if self.best is None or row.val > self.best[0]:
             self.best = (row.val, self.table.seed_mean[act.log.key, row.evaluation], row.test)
+            self.incumbent = (act.log.key, row.evaluation)
         self.curve.append(Point(self.busy(now), len(self.trials), *self.best))
         if decision == TrialScheduler.STOP and not row.last:
             act.log.stopped = True

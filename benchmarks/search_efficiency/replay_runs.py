@@ -40,6 +40,20 @@ def column_medians(rows: list[np.ndarray]) -> list[float | None]:
     return [None if np.isnan(col).all() else float(np.nanmedian(col)) for col in table.T]
 
 
+def final_cells(runs: Sequence[replay.Replay], regret: list[float]) -> list[dict[str, Any]]:
+    """The cells the repetitions end on, most often first: each one's config key, evaluation,
+    final regret (points) and how many repetitions end there, so that a median regret can be
+    traced to the configs behind it."""
+    ends: dict[tuple[str, int], list[float]] = {}
+    for run, points in zip(runs, regret, strict=True):
+        if run.incumbent is not None:
+            ends.setdefault(run.incumbent, []).append(points)
+    return [
+        {"config": key, "evaluation": evaluation, "regret": found[0], "repetitions": len(found)}
+        for (key, evaluation), found in sorted(ends.items(), key=lambda kv: -len(kv[1]))
+    ]
+
+
 def replay_arm(
     table: replay.Table,
     plan: Sequence[tuple[arms.Arm, float]],
@@ -76,6 +90,7 @@ def replay_arm(
             [replay.seconds_to_target(r.curve, goal["T_se"], budget=budget) for r in runs]
         ),
         "final_regret": replay.median_interval(regret),
+        "final_cells": final_cells(runs, regret),
         "repetitions": repetitions,
         "budget_seconds": budget,
         "overhead_seconds": overhead,
