@@ -253,3 +253,26 @@ def test_a_run_is_trained_by_one_process_and_a_finished_one_by_none(tmp_path, mo
     monkeypatch.setattr(full_size, "train", train)
     full_size.run_piece("sst5", "paper", 0, tmp_path, "abc")
     assert len(full_size.finished()) == 1
+
+
+def test_what_is_left_counts_the_epochs_not_logged_at_the_finished_runs_cost(tmp_path, monkeypatch):
+    """An unfinished run needs its epochs not yet logged at its dataset's seconds a row-epoch;
+    a run whose config history has not decided, or of a dataset with no finished run to cost it
+    by, is counted as waiting; deciding is left to the study."""
+    from benchmarks.search_efficiency import full_size_curves
+
+    monkeypatch.setattr(full_size, "RUNS", tmp_path / "runs.jsonl")
+    monkeypatch.setattr(full_size, "DECIDED", tmp_path / "configs.json")
+    rows = full_size.train_rows("sst5")
+    paper = {**full_size_run("sst5", "paper", 0, 2e-5, 0.5), "train_seconds": rows * 7 * 0.01}
+    paper["config"] = full_size.arm_config("sst5", "paper")
+    full_size.RUNS.write_text(json.dumps(paper) + "\n")
+    (tmp_path / "sst5-paper-1").mkdir()
+    lines = [json.dumps({"evaluation": e, "objective": 0.4}) for e in range(2)]
+    (tmp_path / "sst5-paper-1" / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    left = full_size_curves.remaining(tmp_path)
+    # sst5: paper 1 (5 epochs left) and 2, scaled 0-2 (7 each); waiting: its history and
+    # at_scale, and every CoNLL-2003 run (none finished)
+    assert left["runs_left"] == 23 and left["runs_waiting"] == 6 + 12
+    assert left["cpu_hours"] == pytest.approx(rows * 0.01 * (5 + 7 + 3 * 7) / 3600)
+    assert not full_size.DECIDED.exists()

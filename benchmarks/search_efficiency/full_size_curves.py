@@ -4,7 +4,8 @@ Each run of :mod:`.full_size` logs one line an evaluation (an epoch) to ``metric
 folder of ``--work-dir``, finished or under way. This gathers them, per dataset and arm, into
 ``results/full_size_curves.json`` (each run's validation objective after each epoch, and whether
 the run has finished) and draws ``results/full_size_curves.png``: one panel a dataset,
-validation score against epochs, one colour an arm, one line a seed (dashed: under way).
+validation score against epochs, one colour an arm, one line a seed (dashed: under way). Beside
+them, how much is left: the CPU-hours the unfinished runs still need (:func:`remaining`).
 
     python -m benchmarks.search_efficiency.full_size_curves --work-dir ../full_size_runs
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +61,39 @@ def curves(work: Path) -> dict[str, Any]:
     return out
 
 
-def plot(found: dict[str, Any], path: Path) -> Path:
+def remaining(work: Path) -> dict[str, Any]:
+    """What the study still needs: its unfinished runs, those whose config waits on the other
+    dataset's runs, and the CPU-hours the others need: their epochs not yet logged x the rows of
+    their dataset x its seconds a row-epoch, the median over its finished runs (train seconds
+    over rows x epochs; on one torch thread, beside whatever else ran)."""
+    done = full_size.finished()
+    rows = {d: full_size.train_rows(d) for d in full_size.DATASETS}
+    cost = {
+        d: statistics.median(
+            r["train_seconds"] / (rows[d] * r["config"]["epochs"]) for r in done
+            if r["dataset"] == d
+        )
+        for d in {r["dataset"] for r in done}
+    }  # fmt: skip
+    finished = {(r["dataset"], r["arm"], r["seed"]) for r in done}
+    decided, seconds, left, waiting = full_size.decided_configs(), 0.0, 0, 0
+    for dataset, arm, seed in full_size.run_order(list(full_size.DATASETS)):
+        if (dataset, arm, seed) in finished:
+            continue
+        left += 1
+        if arm in full_size.LEARNT_ARMS:  # read, never decided here
+            config = decided.get(dataset, {}).get(arm)
+        else:
+            config = full_size.arm_config(dataset, arm)
+        if config is None or dataset not in cost:
+            waiting += 1
+            continue
+        logged = len(run_curve(full_size.run_folder(work, dataset, arm, seed)))
+        seconds += rows[dataset] * (config["epochs"] - logged) * cost[dataset]
+    return {"runs_left": left, "runs_waiting": waiting, "cpu_hours": seconds / 3600}
+
+
+def plot(found: dict[str, Any], path: Path, left: dict[str, Any] | None = None) -> Path:
     """One panel a dataset: validation against epochs, a colour an arm, a line a seed."""
     from matplotlib.ticker import MaxNLocator
 
@@ -80,6 +114,11 @@ def plot(found: dict[str, Any], path: Path) -> Path:
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8, title="arm (seed at the end; dashed: under way)")
+    if left is not None:
+        fig.suptitle(
+            f"{left['runs_left']} runs left: about {left['cpu_hours']:.0f} CPU-hours, "
+            f"and {left['runs_waiting']} whose config waits", fontsize=10,
+        )  # fmt: skip
     return save(fig, path, dpi=120)
 
 
@@ -90,9 +129,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not args.work_dir.is_dir():
         raise SystemExit(f"--work-dir {args.work_dir}: no such folder (full_size.py's runs)")
     code, machine = commit(), machine_line("cpu", threads=settings.THREADS)
-    result = {"datasets": curves(args.work_dir), "machine": machine, "commit": code}
+    left = remaining(args.work_dir)
+    result = {"datasets": curves(args.work_dir), "remaining": left, "machine": machine,
+              "commit": code}  # fmt: skip
     OUTPUT.write_text(json.dumps(result, indent=1) + "\n")
-    plot(result["datasets"], PLOT)
+    plot(result["datasets"], PLOT, left)
+    print(f"{left['runs_left']} runs left: about {left['cpu_hours']:.1f} CPU-hours, "
+          f"{left['runs_waiting']} waiting for a config")  # fmt: skip
     inputs = provenance.data_inputs(full_size.data_dir(), list(full_size.DATASETS))
     for path in (OUTPUT, PLOT):
         provenance.record(path, inputs=inputs, machine=machine, commit=code)
