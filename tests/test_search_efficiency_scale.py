@@ -243,6 +243,7 @@ def test_a_run_is_trained_by_one_process_and_a_finished_one_by_none(tmp_path, mo
         with full_size.claim(tmp_path, "sst5", "paper", 1) as other_seed:
             assert other_seed
     assert "sst5 paper seed 0: another process trains it" in capsys.readouterr().out
+    assert not full_size.run_folder(tmp_path, "sst5", "paper", 0).exists()  # only looked at
     with full_size.claim(tmp_path, "sst5", "paper", 0) as again:
         assert again
     full_size.RUNS.write_text(json.dumps(full_size_run("sst5", "paper", 0, 2e-5, 0.5)) + "\n")

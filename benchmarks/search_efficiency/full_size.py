@@ -64,8 +64,6 @@ first (the issue's question), the scaled setting after."""
 SEEDS = (0, 1, 2)
 NUM_LAYERS = None  # all six
 PAPER_KEYS = ("epochs", "batch_size", "lr", "delta", "warmup_ratio")
-CLAIM = "claim.lock"
-"""The file in a run's folder that the process training it holds locked (:func:`claim`)."""
 RECORDED = "full size"
 """The ``recorded`` value of a reference entry made of full-size runs (the tables' have none)."""
 TRIAL_DEFAULTS = {
@@ -246,6 +244,12 @@ def run_folder(work: Path, dataset: str, arm: str, seed: int) -> Path:
     return work / f"{dataset}-{arm}-{seed}"
 
 
+def claim_file(work: Path, dataset: str, arm: str, seed: int) -> Path:
+    """The file in ``work``, beside the run's folder, that the process training it holds
+    locked (:func:`claim`): no folder is made for a run that is only looked at."""
+    return run_folder(work, dataset, arm, seed).with_suffix(".claim")
+
+
 def test_metric(dataset: str) -> str:
     """The test score a run is judged by: the dataset's own metric, the one its validation
     objective is (F1 on CoNLL-2003, not the first test metric the record holds)."""
@@ -320,15 +324,14 @@ def run_piece(dataset: str, arm: str, seed: int, work: Path, code: str) -> None:
 
 @contextlib.contextmanager
 def claim(work: Path, dataset: str, arm: str, seed: int) -> Iterator[bool]:
-    """Whether this process holds the run: an exclusive ``fcntl.flock`` on its folder's claim
-    file, held for the block and let go when the process ends however it ends, so that any
-    number of processes can share the study (``--datasets``) and none trains a run another is
-    training."""
+    """Whether this process holds the run: an exclusive ``fcntl.flock`` on its claim file
+    (:func:`claim_file`), held for the block and let go when the process ends however it ends,
+    so that any number of processes can share the study (``--datasets``) and none trains a run
+    another is training."""
     import fcntl
 
-    folder = run_folder(work, dataset, arm, seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / CLAIM, "w") as handle:
+    work.mkdir(parents=True, exist_ok=True)
+    with open(claim_file(work, dataset, arm, seed), "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
