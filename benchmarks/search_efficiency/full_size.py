@@ -264,6 +264,11 @@ def finished() -> list[dict[str, Any]]:
     return [json.loads(line) for line in RUNS.read_text().splitlines() if line.strip()]
 
 
+def run_key(run: dict[str, Any]) -> tuple[str, str, int]:
+    """A run record's ``(dataset, arm, seed)``: the key :func:`run_order` lists runs by."""
+    return run["dataset"], run["arm"], run["seed"]
+
+
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per dataset, each arm's test scores and history's paired differences to the others."""
     out: dict[str, Any] = {}
@@ -308,7 +313,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def run_piece(dataset: str, arm: str, seed: int, work: Path, code: str) -> None:
     """Train one claimed run (unless it has finished or must wait) and append its record."""
-    if (dataset, arm, seed) in {(r["dataset"], r["arm"], r["seed"]) for r in finished()}:
+    if (dataset, arm, seed) in {run_key(r) for r in finished()}:
         return
     config = arm_config(dataset, arm)
     if config is None:

@@ -46,7 +46,7 @@ def run_curve(folder: Path) -> list[float]:
 
 def curves(work: Path) -> dict[str, Any]:
     """Per dataset, arm and seed: the run's curve and whether it has finished."""
-    done = {(r["dataset"], r["arm"], r["seed"]) for r in full_size.finished()}
+    done = {full_size.run_key(r) for r in full_size.finished()}
     out: dict[str, Any] = {}
     for dataset in full_size.DATASETS:
         out[dataset] = {}
@@ -75,7 +75,7 @@ def remaining(work: Path) -> dict[str, Any]:
         )
         for d in {r["dataset"] for r in done}
     }  # fmt: skip
-    finished = {(r["dataset"], r["arm"], r["seed"]) for r in done}
+    finished = {full_size.run_key(r) for r in done}
     decided, seconds, left, waiting = full_size.decided_configs(), 0.0, 0, 0
     for dataset, arm, seed in full_size.run_order(list(full_size.DATASETS)):
         if (dataset, arm, seed) in finished:
@@ -94,7 +94,8 @@ def remaining(work: Path) -> dict[str, Any]:
 
 
 def plot(found: dict[str, Any], path: Path, left: dict[str, Any] | None = None) -> Path:
-    """One panel a dataset: validation against epochs, a colour an arm, a line a seed."""
+    """One panel a dataset: validation against epochs, a colour an arm, a line a seed; with
+    ``left`` (:func:`remaining`), a title saying what the study still needs."""
     from matplotlib.ticker import MaxNLocator
 
     from benchmarks.search_efficiency.plots import pyplot, save
