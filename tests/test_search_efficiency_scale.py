@@ -252,7 +252,7 @@ def test_a_run_is_trained_by_one_process_and_a_finished_one_by_none(tmp_path, mo
         raise AssertionError("a finished run was trained again")
 
     monkeypatch.setattr(full_size, "train", train)
-    full_size.run_piece("sst5", "paper", 0, tmp_path, "abc")
+    assert full_size.run_piece("sst5", "paper", 0, tmp_path, "abc", deadline=0.0)
     assert len(full_size.finished()) == 1
 
 

@@ -17,8 +17,9 @@ one piece, trained by astune's own loop (one torch thread), checkpointed after e
 in ``--work-dir`` (outside the repository) and resumed from there when the command is run again;
 a finished run's record is appended to ``results/full_size_runs.jsonl``, which the summary
 (``results/full_size.json``: paired differences of the test score with 95% t-intervals, over
-the seeds finished in both arms) is computed from. ``--hours`` stops starting new pieces after
-that long (a piece under way is left to be resumed). Any number of processes may run at once,
+the seeds finished in both arms) is computed from. ``--hours`` boxes a process's time: no run
+starts after it, and the run under way pauses at its first checkpoint past it, to resume there
+next time. Any number of processes may run at once,
 on the same datasets or not: each holds a claim on the run it trains (:func:`claim`), so a core
 a dataset's waiting runs would leave idle can take the other's. CoNLL-2003's paper setting
 trains 20 epochs of 14,041 rows, about 5 CPU-hours a run here; the study is about 50 CPU-hours
@@ -212,12 +213,16 @@ def max_length(dataset: str) -> int:
     return settings.DATASETS[dataset].max_length
 
 
-def train(dataset: str, arm: str, seed: int, config: dict[str, Any], work: Path) -> dict:
-    """One piece: ``config`` on the whole ``dataset``, resumed from its checkpoint if any."""
+def train(
+    dataset: str, arm: str, seed: int, config: dict[str, Any], work: Path, deadline: float
+) -> dict | None:
+    """One piece: ``config`` on the whole ``dataset``, resumed from its checkpoint if any; None
+    when it paused at a checkpoint past ``deadline`` (``time.monotonic()`` seconds)."""
     import torch
 
     from astune.config import TrainConfig
     from astune.training import fit
+    from benchmarks.common.pieces import PauseAfter, Paused
 
     torch.set_num_threads(settings.THREADS)
     out = run_folder(work, dataset, arm, seed)
@@ -229,7 +234,13 @@ def train(dataset: str, arm: str, seed: int, config: dict[str, Any], work: Path)
     )  # fmt: skip
     checkpoint = out / "checkpoint"
     start = time.perf_counter()
-    record = fit(train_config, resume_from=checkpoint if checkpoint.exists() else None)
+    try:
+        record = fit(
+            train_config, resume_from=checkpoint if checkpoint.exists() else None,
+            hooks=[PauseAfter(deadline)],
+        )  # fmt: skip
+    except Paused:
+        return None
     metric = test_metric(dataset)
     return {
         "dataset": dataset, "arm": arm, "seed": seed, "config": config,
@@ -289,7 +300,10 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--hours", type=float, default=2.0, help="start no piece after this long")
+    p.add_argument(
+        "--hours", type=float, default=2.0,
+        help="start no run after this long, and pause the one under way at its next checkpoint",
+    )  # fmt: skip
     p.add_argument("--work-dir", type=Path, default=Path("../full_size_runs"))
     p.add_argument(
         "--datasets", default=",".join(DATASETS),
@@ -301,49 +315,49 @@ def main(argv: list[str] | None = None) -> None:
     datasets = args.datasets.split(",")
     if unknown := [d for d in datasets if d not in DATASETS]:
         raise SystemExit(f"--datasets: {', '.join(unknown)} not one of {', '.join(DATASETS)}")
-    code, began = commit(), time.monotonic()
+    code, deadline = commit(), time.monotonic() + args.hours * 3600
     for dataset, arm, seed in run_order(datasets):
-        if time.monotonic() - began > args.hours * 3600:
+        if time.monotonic() > deadline:
             break
         with claim(args.work_dir, dataset, arm, seed) as mine:
-            if mine:
-                run_piece(dataset, arm, seed, args.work_dir, code)
+            if mine and not run_piece(dataset, arm, seed, args.work_dir, code, deadline):
+                break
     return write_summary(code)
 
 
-def run_piece(dataset: str, arm: str, seed: int, work: Path, code: str) -> None:
-    """Train one claimed run (unless it has finished or must wait) and append its record."""
+def run_piece(dataset: str, arm: str, seed: int, work: Path, code: str, deadline: float) -> bool:
+    """Train one claimed run (unless it has finished or must wait) and append its record;
+    False when it paused at its deadline (:func:`train`)."""
     if (dataset, arm, seed) in {run_key(r) for r in finished()}:
-        return
+        return True
     config = arm_config(dataset, arm)
     if config is None:
         print(f"{dataset} {arm} seed {seed}: waits for the other dataset's runs", flush=True)
-        return
+        return True
     print(f"{dataset} {arm} seed {seed}: {config}", flush=True)
-    record = {**train(dataset, arm, seed, config, work), "commit": code}
+    trained = train(dataset, arm, seed, config, work, deadline)
+    if trained is None:
+        print(f"{dataset} {arm} seed {seed}: paused at a checkpoint; resumes there", flush=True)
+        return False
+    record = {**trained, "commit": code}
     with RUNS.open("a") as f:  # one short append: whole lines even beside another process
         f.write(json.dumps(record) + "\n")
     record_runs(code)
     print(f"  test {record['test']:.4f} ({record['train_seconds']:.0f} s)", flush=True)
+    return True
 
 
 @contextlib.contextmanager
 def claim(work: Path, dataset: str, arm: str, seed: int) -> Iterator[bool]:
-    """Whether this process holds the run: an exclusive ``fcntl.flock`` on its claim file
-    (:func:`claim_file`), held for the block and let go when the process ends however it ends,
-    so that any number of processes can share the study (``--datasets``) and none trains a run
-    another is training."""
-    import fcntl
+    """Whether this process holds the run: a lock on its claim file (:func:`claim_file`,
+    :func:`benchmarks.common.pieces.claim`), so that any number of processes can share the study
+    (``--datasets``) and none trains a run another is training."""
+    from benchmarks.common.pieces import claim as lock
 
-    work.mkdir(parents=True, exist_ok=True)
-    with open(claim_file(work, dataset, arm, seed), "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    with lock(claim_file(work, dataset, arm, seed)) as mine:
+        if not mine:
             print(f"{dataset} {arm} seed {seed}: another process trains it", flush=True)
-            yield False
-            return
-        yield True
+        yield mine
 
 
 def run_order(datasets: list[str]) -> list[tuple[str, str, int]]:

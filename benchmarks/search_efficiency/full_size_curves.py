@@ -114,7 +114,8 @@ def plot(found: dict[str, Any], path: Path, left: dict[str, Any] | None = None) 
         axis.set(title=f"{dataset}, whole training set", xlabel="epoch", ylabel=f"val {metric}")
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(alpha=0.3)
-        axis.legend(fontsize=8, title="arm (seed at the end; dashed: under way)")
+        if axis.get_legend_handles_labels()[0]:  # a dataset with no run yet has no lines
+            axis.legend(fontsize=8, title="arm (seed at the end; dashed: under way)")
     if left is not None:
         fig.suptitle(
             f"{left['runs_left']} runs left: about {left['cpu_hours']:.0f} CPU-hours, "
