@@ -48,4 +48,4 @@ class PauseAfter(LoopHooks):
 
     def on_evaluate_end(self, run: Run) -> None:
         if time.monotonic() > self.deadline and run.pos.samples < run.total_samples:
-            raise Paused(f"paused after evaluation {run.pos.evaluations} of its deadline")
+            raise Paused(f"past its deadline: paused after evaluation {run.pos.evaluations}")
