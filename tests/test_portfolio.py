@@ -343,6 +343,9 @@ def test_the_portfolio_says_the_scale_it_was_learnt_at() -> None:
         "rows, tokens: its configs won at another scale; on larger runs their learning rates "
         "have run high (docs/searching.md): keep lower ones in your space"
     )
+    # above the tables, but within the band a portfolio learns in: no claim on its lrs
+    near = scale_note(TaskProfile(None, "single_label", 8000, "minilm", 6, 48), tasks)
+    assert near.endswith("Outside them in training rows: its configs won at another scale")
     smaller = scale_note(TaskProfile(None, "single_label", 64, "minilm", 1, 48), tasks)
     assert smaller.endswith(
         "Outside them in training rows, layers: its configs won at another scale"

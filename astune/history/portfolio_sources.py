@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from astune.history.difficulty import Difficulty
 from astune.history.portfolio import (
     PORTFOLIO_SIZE,
+    SIZE_FACTOR,
     PortfolioEntry,
     SourceTask,
     at_nearest_size,
@@ -129,7 +130,8 @@ def search_portfolio(
 def scale_note(target: TaskProfile, tasks: list[SourceTask], *, set_aside: int = 0) -> str | None:
     """The training rows, layers and tokens ``tasks`` were recorded at beside ``target``'s,
     saying plainly which of them ``target`` lies outside, and how many tasks of other sizes
-    were ``set_aside`` (None: no task)."""
+    were ``set_aside`` (None: no task); for a target more than :data:`SIZE_FACTOR` times the
+    largest task's rows, that their learning rates have run high at such sizes."""
     if not tasks:
         return None
     recorded, yours, outside = [], [], []
@@ -155,7 +157,9 @@ def scale_note(target: TaskProfile, tasks: list[SourceTask], *, set_aside: int =
     if outside:
         line += f". Outside them in {', '.join(outside)}: its configs won at another scale"
         sizes = [t.profile.train_size for t in tasks if t.profile.train_size]
-        if target.train_size and sizes and target.train_size > max(sizes):
+        # Beyond the size band a portfolio learns within: where the full-size study measured
+        # the tables' learning rates running high (4x to 28x their rows).
+        if target.train_size and sizes and target.train_size > SIZE_FACTOR * max(sizes):
             line += (
                 "; on larger runs their learning rates have run high (docs/searching.md): "
                 "keep lower ones in your space"
