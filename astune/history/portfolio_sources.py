@@ -157,8 +157,8 @@ def scale_note(target: TaskProfile, tasks: list[SourceTask], *, set_aside: int =
     if outside:
         line += f". Outside them in {', '.join(outside)}: its configs won at another scale"
         sizes = [t.profile.train_size for t in tasks if t.profile.train_size]
-        # Beyond the size band a portfolio learns within: where the full-size study measured
-        # the tables' learning rates running high (4x to 28x their rows).
+        # Beyond the size band a portfolio learns within, as on the whole of SST-5 (4.3x the
+        # tables' largest), where the full-size study measured their learning rates running high.
         if target.train_size and sizes and target.train_size > SIZE_FACTOR * max(sizes):
             line += (
                 "; on larger runs their learning rates have run high (docs/searching.md): "
