@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from synthetic_tables import synthetic_rows
 
-from benchmarks.search_efficiency import full_size, lr_scale, settings
+from benchmarks.search_efficiency import full_size, full_size_tasks, lr_scale, settings
 
 
 def reference_slope(cells: list[lr_scale.Cell]) -> float:
@@ -74,14 +74,19 @@ def test_a_full_size_run_is_marked_best_of_the_arms_its_dataset_and_seed_ran():
 
 
 def test_the_full_size_study_runs_the_learnt_configs_and_the_paper_first():
-    """Every seed's history, at-scale and paper runs start before any scaled one, and a dataset
-    named that the study has not is refused in one line."""
+    """Every seed's history, at-scale and paper runs start before any scaled one, ``--arms``
+    keeps the order of the arms it names, and a dataset or arm the study has not is refused in
+    one line."""
     order = full_size.run_order(["sst5"])
     assert len(order) == len(full_size.ARMS) * len(full_size.SEEDS)
     first = order[: 3 * len(full_size.SEEDS)]
     assert {arm for _, arm, _ in first} == {"history", "at_scale", "paper"}
     with pytest.raises(SystemExit, match="--datasets: mnist not one of sst5, conll2003"):
         full_size.main(["--datasets", "mnist"])
+    short = full_size.run_order(["sst5", "conll2003"], ["history"])
+    assert short == [(d, "history", s) for s in full_size.SEEDS for d in ("sst5", "conll2003")]
+    with pytest.raises(SystemExit, match="--arms: best not one of history, at_scale, paper, sca"):
+        full_size.main(["--arms", "history,best"])
 
 
 def full_size_run(dataset: str, arm: str, seed: int, lr: float, val: float) -> dict:
@@ -101,7 +106,7 @@ def test_full_size_runs_are_a_task_a_dataset_scored_over_their_seeds():
     ]
     [entry] = full_size.full_size_entries(runs)
     assert entry["dataset"] == "conll2003" and entry["metric"] == "f1"
-    assert entry["train_size"] == full_size.train_rows("conll2003") == 14_041
+    assert entry["train_size"] == full_size_tasks.train_rows("conll2003") == 14_041
     assert entry["num_layers"] is None and entry["max_length"] == 64
     assert [t["score"] for t in entry["trials"]] == [pytest.approx(0.85), 0.70]
     assert entry["trials"][0]["config"] == {
@@ -206,8 +211,8 @@ def test_at_scale_takes_the_runs_and_never_the_priors_full_size_tasks(tmp_path, 
 def test_a_run_is_judged_by_its_datasets_own_metric():
     """CoNLL-2003's record holds precision, recall and F1; the study compares F1, the metric its
     validation objective is."""
-    assert full_size.test_metric("conll2003") == "test_f1"
-    assert full_size.test_metric("sst5") == "test_accuracy"
+    assert full_size_tasks.test_metric("conll2003") == "test_f1"
+    assert full_size_tasks.test_metric("sst5") == "test_accuracy"
 
 
 def test_the_full_size_curves_hold_each_evaluation_once_and_mark_the_runs_under_way(
@@ -264,7 +269,7 @@ def test_what_is_left_counts_the_epochs_not_logged_at_the_finished_runs_cost(tmp
 
     monkeypatch.setattr(full_size, "RUNS", tmp_path / "runs.jsonl")
     monkeypatch.setattr(full_size, "DECIDED", tmp_path / "configs.json")
-    rows = full_size.train_rows("sst5")
+    rows = full_size_tasks.train_rows("sst5")
     paper = {**full_size_run("sst5", "paper", 0, 2e-5, 0.5), "train_seconds": rows * 7 * 0.01}
     paper["config"] = full_size.arm_config("sst5", "paper")
     full_size.RUNS.write_text(json.dumps(paper) + "\n")

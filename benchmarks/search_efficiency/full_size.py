@@ -18,12 +18,11 @@ in ``--work-dir`` (outside the repository) and resumed from there when the comma
 a finished run's record is appended to ``results/full_size_runs.jsonl``, which the summary
 (``results/full_size.json``: paired differences of the test score with 95% t-intervals, over
 the seeds finished in both arms) is computed from. ``--hours`` boxes a process's time: no run
-starts after it, and the run under way pauses at its first checkpoint past it, to resume there
-next time. Any number of processes may run at once,
-on the same datasets or not: each holds a claim on the run it trains (:func:`claim`), so a core
-a dataset's waiting runs would leave idle can take the other's. CoNLL-2003's paper setting
-trains 20 epochs of 14,041 rows, about 5 CPU-hours a run here; the study is about 50 CPU-hours
-in all.
+starts after it, and the run under way pauses at its first checkpoint past it. Any number of
+processes may run at once: each holds a claim on the run it trains (:func:`claim`).
+CoNLL-2003's paper setting trains 20 epochs of 14,041 rows, about 5 CPU-hours a run here (the
+study about 50): where the work folder does not outlive a session, ``--arms`` gives a process
+the runs that fit in it.
 
     python -m benchmarks.search_efficiency.full_size --hours 2 --datasets sst5   # resumes
 """
@@ -34,7 +33,6 @@ import argparse
 import contextlib
 import hashlib
 import json
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,15 +41,20 @@ from benchmarks.common import provenance
 from benchmarks.common.harness import commit, machine_line
 from benchmarks.common.intervals import mean_ci
 from benchmarks.search_efficiency import RESULTS, settings
+from benchmarks.search_efficiency.full_size_tasks import (
+    DATASETS,
+    NUM_LAYERS,
+    data_dir,
+    full_size_profile,
+    max_length,
+    test_metric,
+)  # fmt: skip
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from astune.history.transfer import TaskProfile
-
 RUNS = RESULTS / "full_size_runs.jsonl"
 OUTPUT = RESULTS / "full_size.json"
-DATASETS = ("sst5", "conll2003")
 DECIDED = RESULTS / "full_size_configs.json"
 ARMS = ("history", "at_scale", "paper", "scaled")
 LEARNT_ARMS = ("history", "at_scale")
@@ -63,7 +66,6 @@ ROUNDS = (("history", "at_scale", "paper"), ("scaled",))
 """The order runs are started in: history, at scale and the paper's setting over every seed
 first (the issue's question), the scaled setting after."""
 SEEDS = (0, 1, 2)
-NUM_LAYERS = None  # all six
 PAPER_KEYS = ("epochs", "batch_size", "lr", "delta", "warmup_ratio")
 RECORDED = "full size"
 """The ``recorded`` value of a reference entry made of full-size runs (the tables' have none)."""
@@ -188,31 +190,6 @@ def pinned_runs(pin: dict[str, Any]) -> list[dict[str, Any]]:
     return finished()[: pin["runs"]]
 
 
-def full_size_profile(dataset: str) -> "TaskProfile":
-    """``dataset`` at full size as a portfolio sees it: all its rows and layers, no probe."""
-    from astune.data.resolve import resolve_dataset
-    from astune.history.transfer import TaskProfile
-
-    task = resolve_dataset(dataset).spec.task
-    return TaskProfile(
-        None, task, train_rows(dataset), settings.BACKBONE, NUM_LAYERS, max_length(dataset)
-    )
-
-
-def train_rows(dataset: str) -> int:
-    """The rows of ``dataset``'s whole training set."""
-    with open(data_dir() / dataset / "train.jsonl") as f:
-        return sum(1 for _ in f)
-
-
-def data_dir() -> Path:
-    return Path(os.environ.get("ASTUNE_DATA_DIR", "../shared/data"))
-
-
-def max_length(dataset: str) -> int:
-    return settings.DATASETS[dataset].max_length
-
-
 def train(
     dataset: str, arm: str, seed: int, config: dict[str, Any], work: Path, deadline: float
 ) -> dict | None:
@@ -261,14 +238,6 @@ def claim_file(work: Path, dataset: str, arm: str, seed: int) -> Path:
     return run_folder(work, dataset, arm, seed).with_suffix(".claim")
 
 
-def test_metric(dataset: str) -> str:
-    """The test score a run is judged by: the dataset's own metric, the one its validation
-    objective is (F1 on CoNLL-2003, not the first test metric the record holds)."""
-    from astune.data.resolve import resolve_dataset
-
-    return f"test_{resolve_dataset(dataset).spec.metric}"
-
-
 def finished() -> list[dict[str, Any]]:
     if not RUNS.exists():
         return []
@@ -309,14 +278,19 @@ def main(argv: list[str] | None = None) -> None:
         "--datasets", default=",".join(DATASETS),
         help="comma-separated: this process's share (processes may share one: each run is claimed)",
     )  # fmt: skip
+    p.add_argument(
+        "--arms", default=",".join(ARMS),
+        help="comma-separated: the arms this process trains (a short session takes the short runs)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     if not args.hours > 0:
         raise SystemExit(f"--hours must be > 0, got {args.hours}")
-    datasets = args.datasets.split(",")
-    if unknown := [d for d in datasets if d not in DATASETS]:
-        raise SystemExit(f"--datasets: {', '.join(unknown)} not one of {', '.join(DATASETS)}")
+    datasets, arms = (
+        listed("--datasets", args.datasets, DATASETS),
+        listed("--arms", args.arms, ARMS),
+    )
     code, deadline = commit(), time.monotonic() + args.hours * 3600
-    for dataset, arm, seed in run_order(datasets):
+    for dataset, arm, seed in run_order(datasets, arms):
         if time.monotonic() > deadline:
             break
         with claim(args.work_dir, dataset, arm, seed) as mine:
@@ -360,9 +334,20 @@ def claim(work: Path, dataset: str, arm: str, seed: int) -> Iterator[bool]:
         yield mine
 
 
-def run_order(datasets: list[str]) -> list[tuple[str, str, int]]:
-    """``(dataset, arm, seed)`` in the order runs start (:data:`ROUNDS`)."""
-    return [(d, arm, seed) for arms in ROUNDS for seed in SEEDS for d in datasets for arm in arms]
+def listed(flag: str, value: str, accepted: tuple[str, ...]) -> list[str]:
+    """The comma-separated ``value`` of ``flag``, each one of ``accepted`` (else one line)."""
+    names = value.split(",")
+    if unknown := [n for n in names if n not in accepted]:
+        raise SystemExit(f"{flag}: {', '.join(unknown)} not one of {', '.join(accepted)}")
+    return names
+
+
+def run_order(
+    datasets: list[str], arms: tuple[str, ...] | list[str] = ARMS
+) -> list[tuple[str, str, int]]:
+    """``(dataset, arm, seed)`` in the order runs start (:data:`ROUNDS`), of ``arms`` only."""
+    return [(d, arm, seed) for rnd in ROUNDS for seed in SEEDS for d in datasets for arm in rnd
+            if arm in arms]  # fmt: skip
 
 
 def record_runs(code: str) -> None:

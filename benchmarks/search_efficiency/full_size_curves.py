@@ -20,7 +20,7 @@ from typing import Any
 
 from benchmarks.common import provenance
 from benchmarks.common.harness import commit, machine_line
-from benchmarks.search_efficiency import RESULTS, full_size, settings
+from benchmarks.search_efficiency import RESULTS, full_size, full_size_tasks, settings
 
 OUTPUT = RESULTS / "full_size_curves.json"
 PLOT = RESULTS / "full_size_curves.png"
@@ -67,7 +67,7 @@ def remaining(work: Path) -> dict[str, Any]:
     their dataset x its seconds a row-epoch, the median over its finished runs (train seconds
     over rows x epochs; on one torch thread, beside whatever else ran)."""
     done = full_size.finished()
-    rows = {d: full_size.train_rows(d) for d in full_size.DATASETS}
+    rows = {d: full_size_tasks.train_rows(d) for d in full_size.DATASETS}
     cost = {
         d: statistics.median(
             r["train_seconds"] / (rows[d] * r["config"]["epochs"]) for r in done
@@ -110,7 +110,7 @@ def plot(found: dict[str, Any], path: Path, left: dict[str, Any] | None = None) 
                     linestyle="-" if run["finished"] else "--", label=arm if i == 0 else None,
                 )  # fmt: skip
                 axis.annotate(seed, (len(run["validation"]), run["validation"][-1]), fontsize=7)
-        metric = full_size.test_metric(dataset).removeprefix("test_")
+        metric = full_size_tasks.test_metric(dataset).removeprefix("test_")
         axis.set(title=f"{dataset}, whole training set", xlabel="epoch", ylabel=f"val {metric}")
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(alpha=0.3)
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     plot(result["datasets"], PLOT, left)
     print(f"{left['runs_left']} runs left: about {left['cpu_hours']:.1f} CPU-hours, "
           f"{left['runs_waiting']} waiting for a config")  # fmt: skip
-    inputs = provenance.data_inputs(full_size.data_dir(), list(full_size.DATASETS))
+    inputs = provenance.data_inputs(full_size_tasks.data_dir(), list(full_size.DATASETS))
     for path in (OUTPUT, PLOT):
         provenance.record(path, inputs=inputs, machine=machine, commit=code)
         print(f"wrote {path}")

@@ -24,7 +24,7 @@ import numpy as np
 
 from benchmarks.common import provenance
 from benchmarks.common.harness import commit, machine_line
-from benchmarks.search_efficiency import RESULTS, full_size, settings, tables
+from benchmarks.search_efficiency import RESULTS, full_size, full_size_tasks, settings, tables
 
 OUTPUT = RESULTS / "lr_scale.json"
 PLOT = RESULTS / "lr_scale.png"
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for cell in best_lrs(tables.complete_table(name, args.tables), name, data.train)
     ]
     runs = full_size.finished()
-    rows = {name: full_size.train_rows(name) for name in {r["dataset"] for r in runs}}
+    rows = {name: full_size_tasks.train_rows(name) for name in {r["dataset"] for r in runs}}
     slope = within_slope(cells)
     result = {
         "slope": slope, "interval": bootstrap_interval(cells), "cells": [asdict(c) for c in cells],
