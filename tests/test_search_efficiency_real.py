@@ -30,7 +30,7 @@ def test_time_to_target_reads_the_incumbent_by_the_tables_seed_mean():
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_a_real_search_runs_the_arms_grid_until_the_budget(tmp_path, monkeypatch, data_dir):
+def test_a_real_search_runs_the_arms_grid_until_it_is_told_to_stop(tmp_path, monkeypatch, data_dir):
     monkeypatch.setenv("ASTUNE_DATA_DIR", str(data_dir))
     monkeypatch.setitem(
         settings.DATASETS, "sst5", settings.DatasetSlice("sst5", 32, 16, num_layers=1)
@@ -52,12 +52,16 @@ def test_a_real_search_runs_the_arms_grid_until_the_budget(tmp_path, monkeypatch
         max_epochs=2,
         reuse_actors=True,
     )
-    # trial-seconds: 45 s of two workers. A trial takes a fraction of a second once its actor
-    # runs (94 in 40 trial-seconds on an idle machine), but in CI, from a fresh venv beside
-    # two other workers, 40 trial-seconds passed before the first report (2026-11-28): 50 are
-    # left for a dozen trials or more, where three would do (160 took 91 s of a worker)
-    budget = 90.0
-    seen = real.real_search("sst5", arm, seed=0, budget=budget, storage=tmp_path)
+
+    # The search stops once a trial of a seed other than 0 has reported (what the last check
+    # needs) and six reports are in, not at a budget of seconds: under CI's load the first
+    # report once came after 40 trial-seconds, and after 90 on a machine busier still (twice).
+    # The budget is a guard that a search which reports nothing ends.
+    def enough(so_far: list[dict]) -> bool:
+        return len(so_far) >= 6 and any(r["seed"] != 0 for r in so_far)
+
+    budget = 1200.0
+    seen = real.real_search("sst5", arm, seed=0, budget=budget, storage=tmp_path, until=enough)
     reports = seen.reports
     keys = {settings.config_key({**c, "loss": "softmax"}) for c in (
         {"lr": lr, "batch_size": 16, "epochs": e, "lr_warmup_ratio": 0.0}
@@ -72,15 +76,16 @@ def test_a_real_search_runs_the_arms_grid_until_the_budget(tmp_path, monkeypatch
     # evaluations counted as the table counts them: 1, 2, ... up to the config's epochs
     assert all(e == list(range(1, len(e) + 1)) for e in by_trial.values())
     assert all(len(e) <= 2 for e in by_trial.values())
-    # the stopper ends every trial once the budget is spent: no report long after it
-    assert seconds[-1] < budget + 60.0 * settings.WORKERS
+    # the stopper ends every trial once `until` holds: no report long after it
+    stop = next(i for i in range(len(reports)) if enough(reports[: i + 1]))
+    assert seconds[-1] < min(budget, seconds[stop]) + 60.0 * settings.WORKERS
     # each trial's start and end bracket its reports; only the ones the budget cut run on
     assert set(by_trial) <= set(seen.trials)
     for r in reports:
         times = seen.trials[r["trial"]]
         assert times["start"] <= r["seconds"] <= (times["end"] or float("inf"))
     assert sum(t["end"] is None for t in seen.trials.values()) <= settings.WORKERS
-    assert seen.complete  # it ran to its budget
+    assert seen.complete  # it ran until `until` held, not cut short
     # a real trial trains on the table's slice: the recorder's run of the same config and seed
     # scores what it reported, whatever the seed (the slice is chosen once, as a search does)
     from benchmarks.search_efficiency import record as recorder
