@@ -198,13 +198,14 @@ def test_a_task_is_made_from_its_scores_in_its_mode() -> None:
 
 
 def test_the_packaged_prior_gives_a_leave_one_out_portfolio_of_the_others() -> None:
-    entries = json.loads(PRIOR_FILE.read_text())["searches"]
-    assert len(prior_tasks(PRIOR_FILE)) == len(entries) == 4
+    searches = json.loads(PRIOR_FILE.read_text())["searches"]
+    entries = [e for e in searches if "recorded" not in e]  # the tables', not the full-size runs'
+    assert len(entries) == 4 and len(prior_tasks(PRIOR_FILE)) == len(searches)
     for entry in entries:
         held = entry["dataset"]
-        tasks = prior_tasks(PRIOR_FILE, exclude=[held])
-        assert {t.dataset for t in tasks} == {e["dataset"] for e in entries} - {held}
         target = TaskProfile(None, entry["task"], entry["train_size"], "minilm", 2)
+        tasks = at_nearest_size(target, prior_tasks(PRIOR_FILE, exclude=[held]))
+        assert {t.dataset for t in tasks} == {e["dataset"] for e in entries} - {held}
         portfolio = build_portfolio(target, tasks)
         assert len(portfolio) == PORTFOLIO_SIZE
         assert all(e.source != f"prior {held}" for e in portfolio)
@@ -281,8 +282,9 @@ def test_a_stores_search_is_a_task_of_the_portfolio(tmp_path) -> None:
 
 def test_a_search_in_the_store_at_your_size_decides_over_the_tables(tmp_path) -> None:
     """Issue 70 item 5: a past search of 64 rows decides alone for a search of 64 rows, the
-    packaged tables (500-2,000 rows) set aside, and is set aside itself for one of 1,000 rows;
-    the console line counts what was set aside."""
+    packaged tables (500-2,000 rows) and full-size runs (8,544 and 14,041) set aside, and is set
+    aside itself, with the full-size runs, for one of 1,000 rows; the console line counts what
+    was set aside."""
     from astune.history.portfolio_sources import search_portfolio
 
     uri = new_store(tmp_path)
@@ -298,13 +300,13 @@ def test_a_search_in_the_store_at_your_size_decides_over_the_tables(tmp_path) ->
     )  # fmt: skip
     assert {e.source for e in small.entries} == {f"search {SINGLE_SEARCH!r}"}
     assert "learnt on 1 past task(s) of 64 training rows" in small.scale
-    assert "(4 task(s) recorded at other sizes set aside)" in small.scale
+    assert "(6 task(s) recorded at other sizes set aside)" in small.scale
     large = search_portfolio(
         TaskProfile(None, "single_label", 1000, "minilm", 2), space, store=Store(uri),
         reference=PRIOR_FILE,
     )  # fmt: skip
     assert large.entries and all(e.source.startswith("prior ") for e in large.entries)
-    assert "(1 task(s) recorded at other sizes set aside)" in large.scale
+    assert "(3 task(s) recorded at other sizes set aside)" in large.scale
 
 
 def test_a_new_tasks_space_holds_every_recorded_tables_winner() -> None:
@@ -312,8 +314,9 @@ def test_a_new_tasks_space_holds_every_recorded_tables_winner() -> None:
     of the four tables covers each table's best config (a weighted mean regret of 0), so the
     widened space holds every winner's learning rate, epochs and delta; the shipped default
     space alone ends below them (its lr stops at 1e-4)."""
-    tasks = prior_tasks(PRIOR_FILE)
     target = TaskProfile(None, "single_label", 1000, "minilm", 2)
+    tasks = at_nearest_size(target, prior_tasks(PRIOR_FILE))  # the tables: the runs at full
+    assert len(tasks) == 4  # size are more than SIZE_FACTOR times larger
     space = load_space("default")
     entries = build_portfolio(target, tasks, losses=[*space.losses, "softmax"])
     assert entries[-1].mean_regret == 0.0
@@ -331,7 +334,7 @@ def test_the_portfolio_says_the_scale_it_was_learnt_at() -> None:
     which of them the search lies outside."""
     from astune.history.portfolio_sources import scale_note
 
-    tasks = prior_tasks(PRIOR_FILE)
+    tasks = [t for t in prior_tasks(PRIOR_FILE) if not t.name.endswith("(full size)")]
     inside = scale_note(TaskProfile(None, "single_label", 1000, "minilm", 2, 48), tasks)
     assert inside == (
         "portfolio: learnt on 4 past task(s) of 500-2,000 training rows, 2-6 layers, 32-64 "
@@ -354,3 +357,33 @@ def test_the_portfolio_says_the_scale_it_was_learnt_at() -> None:
         TaskProfile(None, "single_label", 1000, "minilm", 2, 48), tasks, set_aside=1
     )
     assert scale_note(MINILM, []) is None
+
+
+def test_a_search_at_full_size_starts_from_the_full_size_runs(tmp_path) -> None:
+    """Issue 70 item 5: the packaged prior holds the full-size study's runs, and a search of
+    the whole of SST-5 (8,544 rows, all six layers) learns from them alone, the four tables set
+    aside: its first config is the best-scored of one of those runs' configs, and the console
+    line names the sizes it was learnt at. The warm start and the delta advice leave the runs
+    out: they hold no probe's difficulty."""
+    from astune.history.portfolio_sources import search_portfolio, shipped_space
+    from astune.history.reference import load_reference
+
+    full = [e for e in json.loads(PRIOR_FILE.read_text())["searches"] if "recorded" in e]
+    assert sorted(e["train_size"] for e in full) == [8544, 14041]
+    target = TaskProfile(None, "single_label", 8544, "minilm", None, 48)
+    found = search_portfolio(
+        target, shipped_space("sst5", "single_label"), store=Store(new_store(tmp_path)),
+        reference=PRIOR_FILE,
+    )  # fmt: skip
+    assert found.entries and all(e.source.endswith("(full size)") for e in found.entries)
+    keys = ("loss", "lr", "batch_size", "epochs", "delta")
+    first = {k: found.entries[0].config[k] for k in keys}
+    assert first in [{k: e["trials"][0]["config"][k] for k in keys} for e in full]
+    assert found.scale.startswith("portfolio: learnt on 2 past task(s) of 8,544-14,041 training")
+    assert "(4 task(s) recorded at other sizes set aside)" in found.scale
+    warm = load_reference()
+    assert {t.source.split(" (")[0] for t in warm} == {
+        f"prior {e['dataset']}" for e in json.loads(PRIOR_FILE.read_text())["searches"]
+        if "recorded" not in e
+    }  # fmt: skip
+    assert all(t.profile.difficulty is not None for t in warm)

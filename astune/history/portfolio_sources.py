@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 
 
 def prior_tasks(path: str | Path, *, exclude: Iterable[str] = ()) -> list[SourceTask]:
-    """The tasks of a reference file (the packaged prior: one per recorded table), leaving out
-    the datasets named in ``exclude``; ValueError (one line) for a file that cannot be read."""
+    """The tasks of a reference file (the packaged prior: one per recorded table, and one per
+    dataset of the full-size study, named ``prior <dataset> (full size)``), leaving out the
+    datasets named in ``exclude``; ValueError (one line) for a file that cannot be read."""
     from astune.history.reference import reference_searches
 
     out = []
@@ -44,7 +45,8 @@ def prior_tasks(path: str | Path, *, exclude: Iterable[str] = ()) -> list[Source
             max_length=entry.get("max_length"),  # files before issue 70 do not record it
         )
         scored = [(t["config"], t["score"]) for t in entry["trials"] if "score" in t]
-        name = f"prior {entry['dataset']}"
+        recorded = f" ({entry['recorded']})" if entry.get("recorded") else ""  # "full size"
+        name = f"prior {entry['dataset']}{recorded}"
         task = SourceTask.from_scores(
             name, entry["dataset"], profile, scored, mode=entry.get("mode", "max")
         )

@@ -5,7 +5,10 @@ The file (:data:`PRIOR_FILE`, JSON) holds one entry per reference search, keyed 
 (and the layers kept) and training rows, with the task's family and probe difficulty and its
 configs ranked by seed-mean validation score, best first, each with its score. The warm start
 learns from the best quarter of each (:data:`~astune.history.transfer.BEST_SHARE`); the
-portfolio scores every config (:mod:`astune.history.portfolio_sources`). A file that
+portfolio scores every config (:mod:`astune.history.portfolio_sources`). An entry with a
+``recorded`` value (``"full size"``: the full-size study's runs, with no probe and a handful of
+configs) is recorded at another scale than the tables: a portfolio learns from it at that size,
+and the warm start and the delta advice leave it out. A file that
 holds only a search's best trials reads the same for the warm start. ``python -m
 benchmarks.search_efficiency.prior`` builds it from the search-efficiency tables at their pinned
 digests (benchmarks/search_efficiency/tables/PINNED.json), which the file names.
@@ -30,8 +33,10 @@ def load_reference(
 ) -> list[ReferenceTrial]:
     """The reference trials of ``path`` (the packaged prior by default), leaving out the
     searches of the datasets named in ``exclude``; ValueError (one line) for a file that is
-    not a reference file of this format."""
-    return [t for entry in reference_searches(path, exclude=exclude) for t in _trials(entry)]
+    not a reference file of this format; not the entries ``recorded`` at another scale
+    (module docstring), which hold no probe's difficulty for the transfer to weigh."""
+    entries = reference_searches(path, exclude=exclude)
+    return [t for entry in entries if "recorded" not in entry for t in _trials(entry)]
 
 
 def reference_searches(

@@ -85,7 +85,10 @@ def recorded_difficulty(
 ) -> DifficultyOf:
     """A dataset's difficulty and task family as the packaged prior recorded them (what
     :func:`reference_entries` takes in place of a probe where none is wanted)."""
-    recorded = {e["dataset"]: (e["difficulty"], e["task"]) for e in reference_searches(path)}
+    recorded = {
+        e["dataset"]: (e["difficulty"], e["task"])
+        for e in reference_searches(path) if e.get("recorded") != full_size.RECORDED
+    }  # fmt: skip
     return recorded.__getitem__
 
 
