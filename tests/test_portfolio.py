@@ -379,8 +379,11 @@ def test_a_search_at_full_size_starts_from_the_full_size_runs(tmp_path) -> None:
     keys = ("loss", "lr", "batch_size", "epochs", "delta")
     first = {k: found.entries[0].config[k] for k in keys}
     assert first in [{k: e["trials"][0]["config"][k] for k in keys} for e in full]
-    assert found.scale.startswith("portfolio: learnt on 2 past task(s) of 8,544-14,041 training")
-    assert "(4 task(s) recorded at other sizes set aside)" in found.scale
+    assert found.scale == (
+        "portfolio: learnt on 2 past task(s) of 8,544-14,041 training rows, all layers, 48-64 "
+        "tokens; this search: 8,544 training rows, all layers, 48 tokens (4 task(s) recorded "
+        "at other sizes set aside)"
+    )
     warm = load_reference()
     assert {t.source.split(" (")[0] for t in warm} == {
         f"prior {e['dataset']}" for e in json.loads(PRIOR_FILE.read_text())["searches"]

@@ -144,6 +144,8 @@ def scale_note(target: TaskProfile, tasks: list[SourceTask], *, set_aside: int =
         if values:
             span = f"{values[0]:,}" if len(values) == 1 else f"{values[0]:,}-{values[-1]:,}"
             recorded.append(f"{span} {name}")
+        elif what == "num_layers":  # every task kept all of its backbone's layers (None)
+            recorded.append("all layers")
         if mine is None:
             yours.append(f"all {name}" if what == "num_layers" else f"{name} unknown")
             continue
