@@ -87,6 +87,8 @@ def test_the_full_size_study_runs_the_learnt_configs_and_the_paper_first():
     assert short == [(d, "history", s) for s in full_size.SEEDS for d in ("sst5", "conll2003")]
     with pytest.raises(SystemExit, match="--arms: best not one of history, at_scale, paper, sca"):
         full_size.main(["--arms", "history,best"])
+    with pytest.raises(SystemExit, match="--threads must be >= 1, got 0"):
+        full_size.main(["--threads", "0"])
 
 
 def full_size_run(dataset: str, arm: str, seed: int, lr: float, val: float) -> dict:
@@ -253,11 +255,11 @@ def test_a_run_is_trained_by_one_process_and_a_finished_one_by_none(tmp_path, mo
         assert again
     full_size.RUNS.write_text(json.dumps(full_size_run("sst5", "paper", 0, 2e-5, 0.5)) + "\n")
 
-    def train(*args: object) -> None:
+    def train(*args: object, **kwargs: object) -> None:
         raise AssertionError("a finished run was trained again")
 
     monkeypatch.setattr(full_size, "train", train)
-    assert full_size.run_piece("sst5", "paper", 0, tmp_path, "abc", deadline=0.0)
+    assert full_size.run_piece("sst5", "paper", 0, tmp_path, "abc", deadline=0.0, threads=1)
     assert len(full_size.finished()) == 1
 
 

@@ -13,8 +13,8 @@ CoNLL-2003 training sets, the whole 6-layer MiniLM and the tables' tokens, three
 The two configs history chooses are decided once a dataset, when its first run starts, and kept
 in ``results/full_size_configs.json``, so that every seed trains the same one; ``at_scale``
 waits (its runs are passed over) until the other dataset's runs hold two configs. Each run is
-one piece, trained by astune's own loop (one torch thread), checkpointed after every evaluation
-in ``--work-dir`` (outside the repository) and resumed from there when the command is run again;
+one piece, trained by astune's own loop (one torch thread: ``--threads``), checkpointed after each
+evaluation in ``--work-dir`` (outside the repository) and resumed from there when run again;
 a finished run's record is appended to ``results/full_size_runs.jsonl``, which the summary
 (``results/full_size.json``: paired differences of the test score with 95% t-intervals, over
 the seeds finished in both arms) is computed from. ``--hours`` boxes a process's time: no run
@@ -191,17 +191,25 @@ def pinned_runs(pin: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def train(
-    dataset: str, arm: str, seed: int, config: dict[str, Any], work: Path, deadline: float
+    dataset: str,
+    arm: str,
+    seed: int,
+    config: dict[str, Any],
+    work: Path,
+    deadline: float,
+    *,
+    threads: int = settings.THREADS,
 ) -> dict | None:
-    """One piece: ``config`` on the whole ``dataset``, resumed from its checkpoint if any; None
-    when it paused at a checkpoint past ``deadline`` (``time.monotonic()`` seconds)."""
+    """One piece: ``config`` on the whole ``dataset`` on ``threads`` torch threads, resumed
+    from its checkpoint if any; None when it paused at a checkpoint past ``deadline``
+    (``time.monotonic()`` seconds)."""
     import torch
 
     from astune.config import TrainConfig
     from astune.training import fit
     from benchmarks.common.pieces import PauseAfter, Paused
 
-    torch.set_num_threads(settings.THREADS)
+    torch.set_num_threads(threads)
     out = run_folder(work, dataset, arm, seed)
     fields = {k: v for k, v in config.items() if k in TrainConfig.__dataclass_fields__}
     train_config = TrainConfig(
@@ -223,7 +231,7 @@ def train(
         "dataset": dataset, "arm": arm, "seed": seed, "config": config,
         "val": float(record["best_objective"]), "test": float(record[metric]),
         "test_metric": metric, "train_seconds": float(record["train_seconds"]),
-        "wall_seconds_this_piece": time.perf_counter() - start,
+        "wall_seconds_this_piece": time.perf_counter() - start, "threads_this_piece": threads,
     }  # fmt: skip
 
 
@@ -282,9 +290,15 @@ def main(argv: list[str] | None = None) -> None:
         "--arms", default=",".join(ARMS),
         help="comma-separated: the arms this process trains (a short session takes the short runs)",
     )  # fmt: skip
+    p.add_argument(
+        "--threads", type=int, default=settings.THREADS,
+        help="torch threads of this process's runs (its last piece's is recorded)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     if not args.hours > 0:
         raise SystemExit(f"--hours must be > 0, got {args.hours}")
+    if args.threads < 1:
+        raise SystemExit(f"--threads must be >= 1, got {args.threads}")
     datasets, arms = (
         listed("--datasets", args.datasets, DATASETS),
         listed("--arms", args.arms, ARMS),
@@ -294,14 +308,17 @@ def main(argv: list[str] | None = None) -> None:
         if time.monotonic() > deadline:
             break
         with claim(args.work_dir, dataset, arm, seed) as mine:
-            if mine and not run_piece(dataset, arm, seed, args.work_dir, code, deadline):
+            piece = (dataset, arm, seed, args.work_dir, code, deadline)
+            if mine and not run_piece(*piece, threads=args.threads):
                 break
     return write_summary(code)
 
 
-def run_piece(dataset: str, arm: str, seed: int, work: Path, code: str, deadline: float) -> bool:
-    """Train one claimed run (unless it has finished or must wait) and append its record;
-    False when it paused at its deadline (:func:`train`)."""
+def run_piece(
+    dataset: str, arm: str, seed: int, work: Path, code: str, deadline: float, *, threads: int
+) -> bool:
+    """Train one claimed run (unless it has finished or must wait) on ``threads`` torch
+    threads and append its record; False when it paused at its deadline (:func:`train`)."""
     if (dataset, arm, seed) in {run_key(r) for r in finished()}:
         return True
     config = arm_config(dataset, arm)
@@ -309,7 +326,7 @@ def run_piece(dataset: str, arm: str, seed: int, work: Path, code: str, deadline
         print(f"{dataset} {arm} seed {seed}: waits for the other dataset's runs", flush=True)
         return True
     print(f"{dataset} {arm} seed {seed}: {config}", flush=True)
-    trained = train(dataset, arm, seed, config, work, deadline)
+    trained = train(dataset, arm, seed, config, work, deadline, threads=threads)
     if trained is None:
         print(f"{dataset} {arm} seed {seed}: paused at a checkpoint; resumes there", flush=True)
         return False
