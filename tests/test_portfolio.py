@@ -334,7 +334,7 @@ def test_the_portfolio_says_the_scale_it_was_learnt_at() -> None:
     which of them the search lies outside."""
     from astune.history.portfolio_sources import scale_note
 
-    tasks = [t for t in prior_tasks(PRIOR_FILE) if not t.name.endswith("(full size)")]
+    tasks = [t for t in prior_tasks(PRIOR_FILE) if not t.name.endswith(" at full size")]
     inside = scale_note(TaskProfile(None, "single_label", 1000, "minilm", 2, 48), tasks)
     assert inside == (
         "portfolio: learnt on 4 past task(s) of 500-2,000 training rows, 2-6 layers, 32-64 "
@@ -375,7 +375,7 @@ def test_a_search_at_full_size_starts_from_the_full_size_runs(tmp_path) -> None:
         target, shipped_space("sst5", "single_label"), store=Store(new_store(tmp_path)),
         reference=PRIOR_FILE,
     )  # fmt: skip
-    assert found.entries and all(e.source.endswith("(full size)") for e in found.entries)
+    assert found.entries and all(e.source.endswith(" at full size") for e in found.entries)
     keys = ("loss", "lr", "batch_size", "epochs", "delta")
     first = {k: found.entries[0].config[k] for k in keys}
     assert first in [{k: e["trials"][0]["config"][k] for k in keys} for e in full]

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 def prior_tasks(path: str | Path, *, exclude: Iterable[str] = ()) -> list[SourceTask]:
     """The tasks of a reference file (the packaged prior: one per recorded table, and one per
-    dataset of the full-size study, named ``prior <dataset> (full size)``), leaving out the
+    dataset of the full-size study, named ``prior <dataset> at full size``), leaving out the
     datasets named in ``exclude``; ValueError (one line) for a file that cannot be read."""
     from astune.history.reference import reference_searches
 
@@ -45,7 +45,8 @@ def prior_tasks(path: str | Path, *, exclude: Iterable[str] = ()) -> list[Source
             max_length=entry.get("max_length"),  # files before issue 70 do not record it
         )
         scored = [(t["config"], t["score"]) for t in entry["trials"] if "score" in t]
-        recorded = f" ({entry['recorded']})" if entry.get("recorded") else ""  # "full size"
+        # "prior sst5 at full size": no parentheses, which the console's source lists use
+        recorded = f" at {entry['recorded']}" if entry.get("recorded") else ""
         name = f"prior {entry['dataset']}{recorded}"
         task = SourceTask.from_scores(
             name, entry["dataset"], profile, scored, mode=entry.get("mode", "max")
