@@ -36,7 +36,13 @@ def load_reference(
     not a reference file of this format; not the entries ``recorded`` at another scale
     (module docstring), which hold no probe's difficulty for the transfer to weigh."""
     entries = reference_searches(path, exclude=exclude)
-    return [t for entry in entries if "recorded" not in entry for t in _trials(entry)]
+    return [t for entry in entries if at_tables_scale(entry) for t in _trials(entry)]
+
+
+def at_tables_scale(entry: dict[str, Any]) -> bool:
+    """Whether a reference file's entry was recorded at the tables' scale: one with no
+    ``recorded`` value (module docstring)."""
+    return "recorded" not in entry
 
 
 def reference_searches(

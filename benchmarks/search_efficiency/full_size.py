@@ -130,7 +130,12 @@ def at_scale_first(dataset: str) -> dict[str, Any] | None:
     fewer than two configs."""
     import tempfile
 
-    from astune.history.reference import PRIOR_FILE, reference_searches, write_reference
+    from astune.history.reference import (
+        PRIOR_FILE,
+        at_tables_scale,
+        reference_searches,
+        write_reference,
+    )
 
     runs = [r for r in finished() if r["dataset"] != dataset and r["arm"] in SOURCE_ARMS]
     entries = full_size_entries(runs)
@@ -139,7 +144,7 @@ def at_scale_first(dataset: str) -> dict[str, Any] | None:
     with tempfile.TemporaryDirectory() as folder:
         tables = [
             e for e in reference_searches(PRIOR_FILE, exclude=[dataset])
-            if e.get("recorded") != RECORDED
+            if at_tables_scale(e)
         ]  # fmt: skip
         reference = write_reference(Path(folder) / "at-scale.json", [*tables, *entries])
         return first_config(dataset, reference)
@@ -299,17 +304,17 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--hours must be > 0, got {args.hours}")
     if args.threads < 1:
         raise SystemExit(f"--threads must be >= 1, got {args.threads}")
-    datasets, arms = (
-        listed("--datasets", args.datasets, DATASETS),
-        listed("--arms", args.arms, ARMS),
-    )
+    datasets = listed("--datasets", args.datasets, DATASETS)
+    arms = listed("--arms", args.arms, ARMS)
     code, deadline = commit(), time.monotonic() + args.hours * 3600
     for dataset, arm, seed in run_order(datasets, arms):
         if time.monotonic() > deadline:
             break
         with claim(args.work_dir, dataset, arm, seed) as mine:
-            piece = (dataset, arm, seed, args.work_dir, code, deadline)
-            if mine and not run_piece(*piece, threads=args.threads):
+            work = args.work_dir
+            if mine and not run_piece(
+                dataset, arm, seed, work, code, deadline, threads=args.threads
+            ):
                 break
     return write_summary(code)
 

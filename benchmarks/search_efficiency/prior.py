@@ -29,6 +29,7 @@ from typing import Any
 
 from astune.history.reference import (
     PRIOR_FILE,
+    at_tables_scale,
     reference_entry,
     reference_searches,
     write_reference,
@@ -87,7 +88,7 @@ def recorded_difficulty(
     :func:`reference_entries` takes in place of a probe where none is wanted)."""
     recorded = {
         e["dataset"]: (e["difficulty"], e["task"])
-        for e in reference_searches(path) if e.get("recorded") != full_size.RECORDED
+        for e in reference_searches(path) if at_tables_scale(e)
     }  # fmt: skip
     return recorded.__getitem__
 
