@@ -232,12 +232,41 @@ def test_the_full_size_curves_hold_each_evaluation_once_and_mark_the_runs_under_
         lines = [json.dumps({"evaluation": e, "objective": v, "epoch": e + 1.0}) for e, v in rows]
         (tmp_path / name / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     (tmp_path / "conll2003-paper-0").mkdir()  # started, nothing logged yet
-    found = full_size_curves.curves(tmp_path)
+    found = full_size_curves.curves(tmp_path, recorded=tmp_path / "none.json")
     assert found["sst5"]["paper"] == {"0": {"validation": [0.4, 0.45], "finished": True}}
     assert found["sst5"]["history"] == {"1": {"validation": [0.35], "finished": False}}
     assert found["conll2003"]["paper"] == {}
     path = full_size_curves.plot(found, tmp_path / "curves.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_finished_runs_curve_outlives_its_folder_and_an_unfinished_ones_does_not(
+    tmp_path, monkeypatch
+):
+    """Drawn again on a machine without the work folder, the figure keeps each finished run's
+    recorded curve; a run that was under way has restarted there, so its old curve is dropped;
+    a run's folder, when there, is what counts."""
+    from benchmarks.search_efficiency import full_size_curves
+
+    monkeypatch.setattr(full_size, "RUNS", tmp_path / "runs.jsonl")
+    runs = [full_size_run("sst5", "paper", seed, 2e-5, 0.5) for seed in (0, 1)]
+    full_size.RUNS.write_text("".join(json.dumps(r) + "\n" for r in runs))
+    paper = {"0": {"validation": [0.4, 0.5], "finished": True},
+             "1": {"validation": [0.3], "finished": True}}  # fmt: skip
+    before = {"sst5": {"paper": paper, "at_scale": {"2": {"validation": [0.2], "finished": False}}}}
+    recorded = tmp_path / "curves.json"
+    recorded.write_text(json.dumps({"datasets": before}))
+    work = tmp_path / "work"
+    (work / "sst5-paper-1").mkdir(parents=True)
+    (work / "sst5-paper-1" / "metrics.jsonl").write_text(
+        json.dumps({"evaluation": 0, "objective": 0.35}) + "\n"
+    )
+    found = full_size_curves.curves(work, recorded=recorded)
+    assert found["sst5"]["paper"] == {
+        "0": {"validation": [0.4, 0.5], "finished": True},
+        "1": {"validation": [0.35], "finished": True},
+    }
+    assert found["sst5"]["at_scale"] == {}
 
 
 def test_a_run_is_trained_by_one_process_and_a_finished_one_by_none(tmp_path, monkeypatch, capsys):

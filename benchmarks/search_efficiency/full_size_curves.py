@@ -3,9 +3,10 @@
 Each run of :mod:`.full_size` logs one line an evaluation (an epoch) to ``metrics.jsonl`` in its
 folder of ``--work-dir``, finished or under way. This gathers them, per dataset and arm, into
 ``results/full_size_curves.json`` (each run's validation objective after each epoch, and whether
-the run has finished) and draws ``results/full_size_curves.png``: one panel a dataset,
-validation score against epochs, one colour an arm, one line a seed (dashed: under way). Beside
-them, how much is left: the CPU-hours the unfinished runs still need (:func:`remaining`).
+the run has finished; a finished run's curve stays there once its folder is gone) and draws
+``results/full_size_curves.png``: one panel a dataset, validation score against epochs, one
+colour an arm, one line a seed (dashed: under way). Beside them, how much is left: the CPU-hours
+the unfinished runs still need (:func:`remaining`).
 
     python -m benchmarks.search_efficiency.full_size_curves --work-dir ../full_size_runs
 """
@@ -44,19 +45,33 @@ def run_curve(folder: Path) -> list[float]:
     return [by_evaluation[i] for i in sorted(by_evaluation)]
 
 
-def curves(work: Path) -> dict[str, Any]:
-    """Per dataset, arm and seed: the run's curve and whether it has finished."""
+def recorded_curves(path: Path = OUTPUT) -> dict[tuple[str, str, int], list[float]]:
+    """The finished runs' curves that ``path`` (a former :data:`OUTPUT`) holds: a finished
+    run's curve is final, so the figure keeps it once its folder is gone (a new machine)."""
+    if not path.exists():
+        return {}
+    found = json.loads(path.read_text())["datasets"]
+    return {(dataset, arm, int(seed)): run["validation"]
+            for dataset, arms in found.items() for arm, runs in arms.items()
+            for seed, run in runs.items() if run["finished"]}  # fmt: skip
+
+
+def curves(work: Path, recorded: Path = OUTPUT) -> dict[str, Any]:
+    """Per dataset, arm and seed: the run's curve, from its folder in ``work`` or else, for a
+    finished run, from ``recorded`` (:func:`recorded_curves`); and whether it has finished."""
     done = {full_size.run_key(r) for r in full_size.finished()}
+    kept = recorded_curves(recorded)
     out: dict[str, Any] = {}
     for dataset in full_size.DATASETS:
         out[dataset] = {}
         for arm in full_size.ARMS:
             runs = {}
             for seed in full_size.SEEDS:
+                key = (dataset, arm, seed)
                 curve = run_curve(full_size.run_folder(work, dataset, arm, seed))
+                curve = curve or (kept.get(key, []) if key in done else [])
                 if curve:
-                    finished = (dataset, arm, seed) in done
-                    runs[str(seed)] = {"validation": curve, "finished": finished}
+                    runs[str(seed)] = {"validation": curve, "finished": key in done}
             out[dataset][arm] = runs
     return out
 
