@@ -69,17 +69,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _ensure_data(config)
 
 
-MODULE_SECONDS = Path(__file__).with_name("module_seconds.json")
-"""Each test module's measured seconds (setup, calls, teardown) under the README's command; write
-it again with ``ASTUNE_RECORD_SECONDS=1`` on that command after adding or changing slow tests."""
-
-
 def _module(nodeid: str) -> str:
     return nodeid.split("::")[0]
 
 
 def _measured() -> dict[str, float]:
-    return json.loads(MODULE_SECONDS.read_text()) if MODULE_SECONDS.is_file() else {}
+    from scheduling import measured_seconds
+
+    return measured_seconds()
 
 
 def _seconds(items: list[pytest.Item]) -> dict[str, float]:
@@ -151,6 +148,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _RECORDED and not os.environ.get("PYTEST_XDIST_WORKER"):
         ranked = dict(sorted({**_measured(), **_RECORDED}.items(), key=lambda kv: -kv[1]))
         rounded = {module: round(seconds, 1) for module, seconds in ranked.items()}
+        from scheduling import MODULE_SECONDS
+
         MODULE_SECONDS.write_text(json.dumps(rounded, indent=1) + "\n")
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = len(reporter.stats.get("skipped", [])) if reporter else 0

@@ -14,6 +14,9 @@ by the CPU, so it gets shorter only by tests that compute less.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from xdist.scheduler import LoadFileScheduling
 
 WAITING = frozenset(
@@ -31,6 +34,17 @@ suite's 774 s and was the last to finish (measured)."""
 
 MIN_WORKERS = 3
 """Below this, a worker set apart for waiting would leave a core idle: plain ``loadfile``."""
+
+MODULE_SECONDS = Path(__file__).with_name("module_seconds.json")
+"""Each test module's measured seconds (setup, calls, teardown) under the README's command, by
+which tests/conftest.py starts the longest first; write it again with ``ASTUNE_RECORD_SECONDS=1``
+on that command after adding or changing slow tests (tests/test_module_seconds.py checks it
+lists every module)."""
+
+
+def measured_seconds() -> dict[str, float]:
+    """``tests/<module>.py`` -> its seconds in :data:`MODULE_SECONDS` (empty without the file)."""
+    return json.loads(MODULE_SECONDS.read_text()) if MODULE_SECONDS.is_file() else {}
 
 
 class WaitingApart(LoadFileScheduling):
