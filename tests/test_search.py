@@ -30,7 +30,6 @@ from search_processes import (
     write_space,
 )
 from stores import new_store
-from tiny import TINY, one_ray
 
 import astune
 from astune.cli import main
@@ -473,54 +472,3 @@ def test_a_search_saved_by_an_older_layout_resumes(searched, tmp_path, monkeypat
     assert resumed.best_config == searched.summary.best_config
     assert resumed.best_objective == searched.summary.best_objective
     assert astune.search.__module__ == "astune.api._search"
-
-
-@pytest.mark.ray
-@pytest.mark.slow
-def test_a_tuner_of_your_own_from_astunes_pieces_writes_the_runs_astune_search_writes(
-    searched, tmp_path, monkeypatch, data_dir
-):
-    from ray import tune
-
-    from astune.tuning import compose
-
-    monkeypatch.chdir(searched.workdir)  # the module search's store
-    pieces = compose.prepare(
-        "sst5",
-        space=str(searched.space),
-        name="own",
-        max_length=48,
-        epochs=2,
-        data_dir=str(data_dir),
-        **TINY,
-    )
-    assert callable(pieces.define_by_run()) and pieces.metric == "objective"
-    tuner = tune.Tuner(
-        pieces.trainable(),
-        tune_config=tune.TuneConfig(search_alg=pieces.optuna_search(), num_samples=1),
-        run_config=tune.RunConfig(
-            name="own", storage_path=str(tmp_path), callbacks=[pieces.mlflow_callback()]
-        ),
-    )
-    with one_ray():  # a Tuner of one's own starts Ray by itself and leaves it running
-        assert len(tuner.fit()) == 1
-    client = MlflowClient(searched.summary.tracking_uri)
-    ours = {role: runs(client, "own", role) for role in ("search", "trial")}
-    theirs = {role: runs(client, "tiny", role) for role in ("search", "trial")}
-    (parent,), (their_parent,) = ours["search"], theirs["search"]
-    assert parent.info.status == "FINISHED" and set(parent.data.params) == set(
-        their_parent.data.params
-    )
-    assert "best_objective" in parent.data.metrics
-    assert {a.path for a in client.list_artifacts(parent.info.run_id)} >= {"best_config.yaml"}
-    # the first seed point runs first in both: as_softmax
-    for run, their in zip(ours["trial"], theirs["trial"][:1], strict=True):
-        assert run.data.params["loss"] == their.data.params["loss"]
-        assert run.info.status == "FINISHED"
-        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
-        # ``progress`` is logged on the wall clock (every PROGRESS_EVERY_S), so whether a
-        # run has it depends on how long its trial ran on a busy machine, not on who tuned it
-        not_compared = {"mlflow.runName", "progress"}
-        for part in ("params", "metrics", "tags"):
-            keys = set(getattr(run.data, part)) - not_compared
-            assert keys == set(getattr(their.data, part)) - not_compared, part

@@ -311,9 +311,8 @@ def main(argv: list[str] | None = None) -> None:
         if time.monotonic() > deadline:
             break
         with claim(args.work_dir, dataset, arm, seed) as mine:
-            work = args.work_dir
             if mine and not run_piece(
-                dataset, arm, seed, work, code, deadline, threads=args.threads
+                dataset, arm, seed, args.work_dir, code, deadline, threads=args.threads
             ):
                 break
     return write_summary(code)
