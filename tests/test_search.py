@@ -30,6 +30,7 @@ from search_processes import (
     write_space,
 )
 from stores import new_store
+from tiny import TINY
 
 import astune
 from astune.cli import main
@@ -472,3 +473,16 @@ def test_a_search_saved_by_an_older_layout_resumes(searched, tmp_path, monkeypat
     assert resumed.best_config == searched.summary.best_config
     assert resumed.best_objective == searched.summary.best_objective
     assert astune.search.__module__ == "astune.api._search"
+
+
+def test_astunes_pieces_for_a_tuner_of_your_own_are_the_searchs(tmp_path, monkeypatch, data_dir):
+    """``compose.prepare`` hands back the search's own space and metric, without Ray; the Tuner
+    built from them is compared with ``astune search`` on the installed wheel
+    (tests/test_installed.py, docs/python.md's own Tuner)."""
+    from astune.tuning import compose
+
+    monkeypatch.chdir(tmp_path)
+    space = write_space(tmp_path, **TINY_SEARCH)
+    pieces = compose.prepare("sst5", space=str(space), name="own", data_dir=str(data_dir), **TINY)
+    assert callable(pieces.define_by_run()) and pieces.metric == "objective"
+    assert not ray.is_initialized()
