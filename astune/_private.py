@@ -2,16 +2,17 @@
 ``_`` in Ray, Optuna, torch, transformers or pyarrow goes through here, so an upgrade breaks in
 one place.
 
-Checked with Ray 2.60, Optuna 5.0, torch 2.13 and pyarrow 25 (``tests/test_private_api.py``
-fails loudly when an upgrade removes one of them). Heavy packages are imported inside the
-functions: importing this module costs nothing, and the torch-only floors may use it without
-pulling in Ray.
+Checked with Ray 2.60, Optuna 5.0 and 5.1, torch 2.13 and pyarrow 25
+(``tests/test_private_api.py`` fails loudly when an upgrade removes one of them). Heavy packages
+are imported inside the functions: importing this module costs nothing, and the torch-only floors
+may use it without pulling in Ray.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ def _attribute(owner: Any, name: str, what: str) -> Any:
         return getattr(owner, name)
     except AttributeError:
         raise PrivateAPIError(
-            f"{what} has no attribute {name!r}: astune was checked against Ray 2.60, Optuna 5.0 "
+            f"{what} has no attribute {name!r}: astune was checked against Ray 2.60, Optuna 5.1 "
             "and torch 2.13; see astune/_private.py."
         ) from None
 
@@ -55,9 +56,42 @@ def told_trials(searcher: OptunaSearch) -> set[str]:
 
 # --------------------------------------------------------------------------------- Optuna
 def optuna_enqueued(trial: optuna.trial.FrozenTrial) -> bool:
-    """Whether ``trial`` runs values ``Study.enqueue_trial`` gave it (Optuna 5.0 keeps them in
-    the trial's system attribute ``fixed_params``)."""
+    """Whether ``trial`` runs values ``Study.enqueue_trial`` gave it (Optuna 5.0 and 5.1 keep
+    them in the trial's system attribute ``fixed_params``)."""
     return "fixed_params" in trial.system_attrs
+
+
+class _LockPickledFresh:
+    """A ``threading.Lock`` that pickles as a new, unlocked one: what it guards is one process's
+    cache, which a copy in another process (or a resumed search) rebuilds."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> bool:
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.__exit__(*exc)
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __reduce__(self) -> tuple[type, tuple[()]]:
+        return (_LockPickledFresh, ())
+
+
+def picklable_sampler(sampler: optuna.samplers.BaseSampler) -> optuna.samplers.BaseSampler:
+    """``sampler``, made picklable where Optuna left it not: Optuna 5.1's genetic samplers
+    (NSGA-II and NSGA-III, ``BaseGASampler``) hold a ``threading.Lock`` in ``_thread_lock`` that
+    neither Ray's Tuner (its ``tuner.pkl``) nor ``OptunaSearch.save`` can pickle. The lock, in
+    place, becomes one that pickles fresh; a sampler without one (Optuna 5.0) is left as it is."""
+    if isinstance(getattr(sampler, "_thread_lock", None), type(threading.Lock())):
+        sampler._thread_lock = _LockPickledFresh()  # type: ignore[attr-defined]
+    return sampler
 
 
 # ------------------------------------------------------------------------------ Ray Tune

@@ -1,7 +1,8 @@
 """Samplers by name or object (issue 71 item 3): every sampler of the registry proposes valid
 configs of a real space through a real Optuna study (one objective, and several where it can);
 a sampler of one objective asked for several, an unknown name and an object that is no sampler
-are refused in one line; an object is recorded by its class."""
+are refused in one line; an object is recorded by its class; every sampler pickles, as Ray's
+Tuner and a resumed search need it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from ray import cloudpickle
 from tiny import tiny_settings
 
 from astune.space.space import load_space
@@ -42,6 +44,26 @@ def test_every_sampler_proposes_configs_of_the_space(name):
             assert SPACE.param("lr").contains(config["lr"]), config
             if config["loss"] == "as_softmax":
                 assert SPACE.param("delta").contains(config["delta"]), config
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_every_sampler_pickles_as_ray_saves_it_and_proposes_after(name):
+    """Ray's Tuner pickles the sampler into its ``tuner.pkl``, ``OptunaSearch.save`` into the
+    searcher's checkpoint, and a resumed search proposes with the copy. Optuna 5.1's NSGA-II and
+    NSGA-III hold a ``threading.Lock`` that did not pickle (every search with them crashed)."""
+    objectives = 2 if SAMPLERS[name].several_objectives else 1
+    sampler = build_sampler(name, seed=0)
+    propose(sampler, objectives, trials=3)
+    resumed = cloudpickle.loads(cloudpickle.dumps(sampler))
+    configs = propose(resumed, objectives, trials=3)
+    assert len(configs) == 3
+    assert all(SPACE.param("lr").contains(c["lr"]) for c in configs), configs
+
+
+def test_a_genetic_sampler_object_given_in_python_pickles_too():
+    sampler = optuna.samplers.NSGAIISampler(seed=3)
+    assert build_sampler(sampler, seed=0) is sampler
+    assert len(propose(cloudpickle.loads(cloudpickle.dumps(sampler)), 2, trials=2)) == 2
 
 
 def test_a_sampler_object_is_searched_with_and_recorded_by_its_class(tmp_path):

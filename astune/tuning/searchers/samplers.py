@@ -92,5 +92,10 @@ def check_sampler(sampler: str | Any, *, objectives: int) -> None:
 
 
 def build_sampler(sampler: str | Any, *, seed: int) -> optuna.samplers.BaseSampler:
-    """The sampler of ``sampler``: a registry name built with ``seed``, an object as given."""
-    return SAMPLERS[sampler].build(seed) if isinstance(sampler, str) else sampler
+    """The sampler of ``sampler``: a registry name built with ``seed``, an object as given;
+    either made picklable, as Ray's Tuner and a resumed search need it
+    (:func:`astune._private.picklable_sampler`)."""
+    from astune._private import picklable_sampler
+
+    built = SAMPLERS[sampler].build(seed) if isinstance(sampler, str) else sampler
+    return picklable_sampler(built)
