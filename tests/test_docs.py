@@ -82,3 +82,13 @@ def test_every_documented_command_parses() -> None:
         except SystemExit:
             refused.append(f"{where}: {shlex.join(argv)}")
     assert refused == []
+
+
+def test_the_readmes_layout_names_every_package() -> None:
+    """Each package under astune/ (a folder with an __init__.py) appears in the README's layout
+    block as ``name/``: the block is how a reader finds where a job lives."""
+    readme = (REPO / "README.md").read_text()
+    layout = readme[readme.index("## Layout") :].split("```")[1]
+    packages = sorted(p.parent.name for p in (REPO / "astune").glob("*/__init__.py"))
+    assert len(packages) >= 15  # the glob finds the packages
+    assert [name for name in packages if f"{name}/" not in layout] == []
