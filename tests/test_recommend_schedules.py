@@ -170,6 +170,13 @@ def test_without_a_contest_the_schedule_is_the_papers(store):
     assert "No search of a medium task in the store compared delta schedules" in rec.rationale
 
 
+@pytest.mark.parametrize(("band", "expected"), [("easy", "an"), ("medium", "a"), ("hard", "a")])
+def test_the_rationale_names_a_band_with_its_article(band, expected):
+    from astune.recommendation.report import article
+
+    assert f"{article(band)} {band} task" == f"{expected} {band} task"
+
+
 def test_the_written_space_offers_the_winning_schedule_beside_fixed(store, tmp_path, data_dir):
     from astune.recommendation import write_space
     from astune.space.space import load_space

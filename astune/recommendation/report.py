@@ -74,8 +74,8 @@ def schedule_sentence(advice: ScheduleAdvice) -> str:
     tally = advice.tallies[advice.band]
     if not advice.contested:
         return (
-            f"No search of a {advice.band} task in the store compared delta schedules, so the "
-            "schedule is the paper's: delta fixed after the warm-up."
+            f"No search of {article(advice.band)} {advice.band} task in the store compared delta "
+            "schedules, so the schedule is the paper's: delta fixed after the warm-up."
         )
     wins = ", ".join(f"{name} {len(won)}" for name, won in sorted(tally.wins.items()))
     return (
@@ -83,6 +83,11 @@ def schedule_sentence(advice: ScheduleAdvice) -> str:
         f"schedules, the best AS trial used: {wins}; the schedule recommended is "
         f"{describe_schedule(advice.schedule, advice.params)}."
     )
+
+
+def article(word: str) -> str:
+    """``an`` before a vowel (``an easy task``), else ``a``."""
+    return "an" if word[:1].lower() in "aeiou" else "a"
 
 
 def describe_schedule(name: str, params: dict[str, float]) -> str:
