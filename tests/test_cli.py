@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -44,6 +45,34 @@ def test_help_lists_every_subcommand(capsys):
     commands = ("search", "train", "export", "recommend", "report", "confirm", "datasets")
     for command in (*commands, "backbones"):
         assert command in out
+
+
+def _options(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """(command path, action) for every flag of ``parser`` and its subcommands, however deep."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _options(sub, (*path, name))
+        elif action.option_strings and not isinstance(action, argparse._HelpAction):
+            yield path, action
+
+
+def test_every_flag_of_every_command_says_what_it_does():
+    from astune.cli.parser import build_parser
+
+    options = list(_options(build_parser()))
+    assert {path for path, _ in options} >= {("search",), ("train",), ("prepare", "sighan")}
+    silent = [" ".join((*path, a.option_strings[-1])) for path, a in options if not a.help]
+    assert silent == []
+
+
+def test_train_help_states_the_defaults_a_run_takes():
+    from astune.cli.parser import build_parser
+
+    helps = {a.dest: a.help for path, a in _options(build_parser()) if path == ("train",)}
+    config = TrainConfig()
+    for name in ("delta", "warmup_ratio", "lam", "max_accum_steps", "skip_keep", "mask_target"):
+        assert f"default {getattr(config, name):g}" in helps[name], (name, helps[name])
 
 
 def test_datasets_table_shows_the_paper_settings(capsys):
@@ -250,7 +279,6 @@ def test_a_run_that_fails_mid_training_exits_1_with_the_error_and_its_log(
 
 
 def test_an_exported_config_without_a_folder_trains_into_the_default_one(tmp_path, monkeypatch):
-    import argparse
 
     from astune.cli.parser import build_parser
     from astune.cli.train import train_config

@@ -15,13 +15,26 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="folder of <name>/{train,validation,test}.jsonl")
     parser.add_argument("--backbone", default=None, help="alias, hub id or local path")
     parser.add_argument("--num-layers", type=int, default=None, help="keep the first N layers")
-    parser.add_argument("--max-train-samples", type=int, default=None)
-    parser.add_argument("--max-eval-samples", type=int, default=None)
-    parser.add_argument("--epochs", type=float, default=None)
+    parser.add_argument(
+        "--max-train-samples", type=int, default=None, metavar="N",
+        help="train on a seeded random N of the training rows (default: all)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-eval-samples", type=int, default=None, metavar="N",
+        help="a seeded random N of the validation rows, and of the test rows (default: all)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--epochs", type=float, default=None, metavar="E",
+        help="epochs, fractions allowed (default: the paper's for the dataset; a search: the "
+        "space's, and fixed at E in every trial when given)",
+    )  # fmt: skip
     parser.add_argument(
         "--max-length", type=int, default=None, help="text: tokens kept per example (default 128)"
     )
-    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--seed", type=int, default=None,
+        help="the run's seed (default 42); a search: every trial's and its sampler's (default 0)",
+    )  # fmt: skip
     parser.add_argument(
         "--max-audio-seconds",
         type=float,

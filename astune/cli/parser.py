@@ -48,8 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_recommend_parser(sub)
     report = sub.add_parser("report", help="the paper's analyses for one search, as PNG + markdown")
     add_tracking_flag(report)
-    report.add_argument("--experiment", required=True)
-    report.add_argument("--output-dir", default=None)
+    report.add_argument("--experiment", required=True, help="the search's name (its --name)")
+    report.add_argument(
+        "--output-dir", default=None, help="default: astune-runs/reports/<experiment>"
+    )
 
     _add_confirm_parser(sub)
     _add_prepare_parser(sub)
@@ -61,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     status = sub.add_parser("status", help="a running or finished search, from its store")
     add_tracking_flag(status)
-    status.add_argument("--experiment", required=True)
+    status.add_argument("--experiment", required=True, help="the search's name (its --name)")
     status.add_argument(
         "--watch", action="store_true", help="show it again until it is no longer running"
     )
@@ -112,17 +114,25 @@ def _add_search_parser(sub: argparse._SubParsersAction) -> None:
         help="--warm-start's probe backbone, as recommend's (needed for your own image or "
         "audio folder)",
     )
-    search.add_argument("--num-samples", type=int, default=None)
-    search.add_argument("--max-concurrent", type=int, default=None)
-    search.add_argument("--cpus-per-trial", type=float, default=None)
-    search.add_argument("--gpus-per-trial", type=float, default=None)
+    search.add_argument(
+        "--num-samples", type=int, default=None, metavar="N",
+        help="trials in all, the portfolio's first configs among them (default: the space's)",
+    )  # fmt: skip
+    _add_resource_flags(search, inherited=False)
     search.add_argument(
         "--address", default=None, help="`auto` or ray://host:port to join a cluster"
     )
-    search.add_argument("--storage-path", default=None)
+    search.add_argument(
+        "--storage-path", default=None,
+        help="Ray Tune's trial folders and checkpoints: a folder, or s3:// for a cluster "
+        "(default: astune-runs/ray)",
+    )  # fmt: skip
     add_storage_timeout_flag(search)
     search.add_argument("--name", default=None, help="search name = MLflow experiment name")
-    search.add_argument("--resume", action="store_true")
+    search.add_argument(
+        "--resume", action="store_true",
+        help="continue the search named --name (default astune-<dataset>) where it stopped",
+    )  # fmt: skip
     search.add_argument("--losses", default=None, help="comma-separated losses to compare")
     search.add_argument(
         "--scheduler",
@@ -159,9 +169,13 @@ def _add_export_parser(sub: argparse._SubParsersAction) -> None:
     """``export``: a search's best config (or a front point) as code or config."""
     export = sub.add_parser("export", help="write the best config of a search as code or config")
     add_tracking_flag(export)
-    export.add_argument("--experiment", required=True)
-    export.add_argument("--format", choices=FORMATS, default="yaml")
-    export.add_argument("-o", "--output", default=None)
+    export.add_argument("--experiment", required=True, help="the search's name (its --name)")
+    export.add_argument(
+        "--format", choices=FORMATS, default="yaml",
+        help="yaml (default): a config for `astune train --config`; json: the config and its "
+        "trial; python: a script that trains it; hf: a transformers Trainer script",
+    )  # fmt: skip
+    export.add_argument("-o", "--output", default=None, help="the file (default: standard output)")
     point = export.add_mutually_exclusive_group()
     point.add_argument(
         "--within",
@@ -183,10 +197,17 @@ def _add_recommend_parser(sub: argparse._SubParsersAction) -> None:
     """``recommend``: delta, r and what history transfers, by task difficulty."""
     recommend = sub.add_parser("recommend", help="recommend delta (and r) by task difficulty")
     add_tracking_flag(recommend)
-    recommend.add_argument("--dataset", required=True)
-    recommend.add_argument("--data-dir", default=None)
+    recommend.add_argument(
+        "--dataset", required=True, help="registry name (see `astune datasets`) or a folder"
+    )
+    recommend.add_argument(
+        "--data-dir", default=None, help="folder of <name>/{train,validation,test}.jsonl"
+    )
     add_validation_flag(recommend)
-    recommend.add_argument("--write-space", default=None)
+    recommend.add_argument(
+        "--write-space", default=None, metavar="FILE",
+        help="write the space a search would run (the portfolio first), for `search --space`",
+    )  # fmt: skip
     recommend.add_argument(
         "--backbone", default=None, help="the search's backbone (default: the dataset's)"
     )
@@ -220,10 +241,17 @@ def _add_prepare_parser(sub: argparse._SubParsersAction) -> None:
         help="Chinese spelling check data (CSC JSON records, or SIGHAN's INPUT,TRUTH files) as "
         "a token task over candidate characters",
     )
-    sighan.add_argument("--train", nargs="+", required=True, metavar="FILE")
-    sighan.add_argument("--test", required=True, metavar="FILE")
-    sighan.add_argument("--validation", default=None, metavar="FILE")
-    sighan.add_argument("--out", required=True, metavar="DIR")
+    sighan.add_argument(
+        "--train", nargs="+", required=True, metavar="FILE", help="the training files"
+    )
+    sighan.add_argument("--test", required=True, metavar="FILE", help="the test file")
+    sighan.add_argument(
+        "--validation", default=None, metavar="FILE",
+        help="the validation file (default: carved from train, --validation-fraction)",
+    )  # fmt: skip
+    sighan.add_argument(
+        "--out", required=True, metavar="DIR", help="where the dataset's folder is written"
+    )
     sighan.add_argument(
         "--validation-fraction",
         type=float,
@@ -236,7 +264,7 @@ def _add_prepare_parser(sub: argparse._SubParsersAction) -> None:
     sighan.add_argument(
         "--max-candidates", type=int, default=None, help="keep the N most frequent (paper: 5201)"
     )
-    sighan.add_argument("--seed", type=int, default=42)
+    sighan.add_argument("--seed", type=int, default=42, help="the split's seed (default 42)")
     data = kinds.add_parser(
         "data",
         help="registry datasets from their hub sources, in the shared data folder's layout "
@@ -278,7 +306,7 @@ def _add_confirm_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_tracking_flag(confirm)
     add_plugin_flag(confirm)
-    confirm.add_argument("--experiment", required=True)
+    confirm.add_argument("--experiment", required=True, help="the search's name (its --name)")
     confirm.add_argument(
         "--top",
         type=_at_least_one,
@@ -303,13 +331,34 @@ def _add_confirm_parser(sub: argparse._SubParsersAction) -> None:
     )
     confirm.add_argument("--seeds", type=int, default=None, help="N >= 2 seeds (default 3)")
     confirm.add_argument("--baseline", default=None, help="the baseline loss (default softmax)")
-    confirm.add_argument("--max-concurrent", type=int, default=None)
-    confirm.add_argument("--cpus-per-trial", type=float, default=None)
-    confirm.add_argument("--gpus-per-trial", type=float, default=None)
-    confirm.add_argument("--address", default=None)
-    confirm.add_argument("--storage-path", default=None)
+    _add_resource_flags(confirm, inherited=True)
+    confirm.add_argument(
+        "--address", default=None, help="`auto` or ray://host:port (default: the search's)"
+    )
+    confirm.add_argument(
+        "--storage-path", default=None, help="a folder or s3:// URI (default: the search's)"
+    )
     add_storage_timeout_flag(confirm)
     add_verbose_flag(confirm)
+
+
+def _add_resource_flags(parser: argparse.ArgumentParser, *, inherited: bool) -> None:
+    """How many trials run at once and what each holds (``inherited``: confirm's, whose unset
+    values are the search's)."""
+    own = ("as many as the resources fit", "1", "0, the trials run on the CPU")
+    concurrent, cpus, gpus = ("the search's",) * 3 if inherited else own
+    parser.add_argument(
+        "--max-concurrent", type=int, default=None, metavar="K",
+        help=f"at most K trials at once (default: {concurrent})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cpus-per-trial", type=float, default=None, metavar="C",
+        help=f"CPUs a trial holds (default: {cpus})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--gpus-per-trial", type=float, default=None, metavar="G",
+        help=f"GPUs a trial holds, a fraction to share a card (default: {gpus})",
+    )  # fmt: skip
 
 
 def _positive_seconds(text: str) -> float:

@@ -13,7 +13,7 @@ from astune.cli.flags import (
     add_loss_kernel_flag,
     add_plugin_flag,
 )
-from astune.config import SKIP_POLICIES
+from astune.config import DEVICES, PRECISIONS, SKIP_POLICIES, TRAIN_FIELDS
 from astune.losses.catalogue import DELTA_SCHEDULES
 
 
@@ -28,9 +28,17 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
         help="continue the run in --output-dir from its last checkpoint, with the settings it "
         "was started with (as a run stopped by SIGTERM or Ctrl-C leaves it)",
     )
-    train.add_argument("--loss", default=None)
-    train.add_argument("--delta", type=float, default=None)
-    train.add_argument("--warmup-ratio", type=float, default=None)
+    train.add_argument(
+        "--loss", default=None, help="as_softmax (default) or another (see `astune losses`)"
+    )
+    train.add_argument(
+        "--delta", type=float, default=None,
+        help=f"AS losses: mask class i where p_t - p_i > delta (default {_default('delta')})",
+    )  # fmt: skip
+    train.add_argument(
+        "--warmup-ratio", type=float, default=None, metavar="R",
+        help=f"AS losses: delta = 1 for the first R of training ({_default_help('warmup_ratio')})",
+    )  # fmt: skip
     train.add_argument(
         "--delta-schedule",
         choices=list(DELTA_SCHEDULES),
@@ -38,14 +46,27 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
         help="delta after the warm-up: fixed (default, the paper's); target-mask: moved so the "
         "masked ratio follows a line rising to --mask-target; ema: an average of the margin",
     )
-    train.add_argument("--mask-target", type=float, default=None, help="default 0.5")
-    train.add_argument("--delta-gain", type=float, default=None, help="default 0.5")
-    train.add_argument("--delta-max-step", type=float, default=None, help="default 0.02")
-    train.add_argument("--delta-min", type=float, default=None, help="default 0.05")
-    train.add_argument("--delta-momentum", type=float, default=None, help="default 0.9")
-    train.add_argument("--lam", type=float, default=None)
-    train.add_argument("--max-accum-steps", type=int, default=None)
-    train.add_argument("--as-speed", action="store_true", default=None)
+    train.add_argument("--mask-target", type=float, default=None, help=_default_help("mask_target"))
+    train.add_argument("--delta-gain", type=float, default=None, help=_default_help("delta_gain"))
+    train.add_argument(
+        "--delta-max-step", type=float, default=None, help=_default_help("delta_max_step")
+    )
+    train.add_argument("--delta-min", type=float, default=None, help=_default_help("delta_min"))
+    train.add_argument(
+        "--delta-momentum", type=float, default=None, help=_default_help("delta_momentum")
+    )
+    train.add_argument(
+        "--as-speed", action="store_true", default=None,
+        help="AS-Speed: accumulate lam * N_all / (N_all - N_masked) micro-batches a step",
+    )  # fmt: skip
+    train.add_argument(
+        "--lam", type=float, default=None,
+        help=f"AS-Speed's lambda (default {_default('lam')})",
+    )  # fmt: skip
+    train.add_argument(
+        "--max-accum-steps", type=int, default=None, metavar="S",
+        help=f"AS-Speed's cap s on the accumulation (default {_default('max_accum_steps')})",
+    )  # fmt: skip
     _add_pruning_flags(train)
     train.add_argument(
         "--fresh-head",
@@ -54,25 +75,58 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
         help="spelling correction: a randomly initialised head instead of the backbone's "
         "embeddings of the candidate characters",
     )
-    train.add_argument("--lr", type=float, default=None)
-    train.add_argument("--batch-size", type=int, default=None)
-    train.add_argument("--output-dir", default=None)
+    train.add_argument(
+        "--lr", type=float, default=None, help="peak learning rate (default: the paper's)"
+    )
+    train.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="samples a batch, a micro-batch with AS-Speed (default: the paper's)",
+    )
+    train.add_argument(
+        "--output-dir", default=None, metavar="DIR",
+        help="its metrics, checkpoints and final.json (default: astune-runs/train/<dataset>)",
+    )  # fmt: skip
     train.add_argument(
         "--eval-every", type=int, default=None, help="evaluate every N optimizer steps"
     )
-    train.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None)
-    train.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=None)
+    train.add_argument(
+        "--device", choices=DEVICES, default=None, help="auto (default): CUDA when there is one"
+    )
+    train.add_argument(
+        "--precision", choices=PRECISIONS, default=None,
+        help="auto (default): bf16 autocast on a card that has it, else fp32",
+    )  # fmt: skip
     add_loss_kernel_flag(train)
     add_compile_flag(train)
     add_plugin_flag(train)
     add_checkpoint_flag(train, TRAIN_DEFAULT)
 
 
+def _default(name: str) -> str:
+    """A field's default as its help says it (``0.3``), from :data:`TRAIN_FIELDS`."""
+    return f"{TRAIN_FIELDS[name].default:g}"
+
+
+def _default_help(name: str) -> str:
+    return f"default {_default(name)}"
+
+
 def _add_pruning_flags(train: argparse.ArgumentParser) -> None:
     """``train``'s sample pruning: AS-Skip (issue 11) and InfoBatch, and grouping by length."""
-    train.add_argument("--as-skip", action="store_true", default=None)
-    train.add_argument("--skip-keep", type=float, default=None)
-    train.add_argument("--skip-anneal", type=float, default=None)
+    train.add_argument(
+        "--as-skip", action="store_true", default=None,
+        help="AS-Skip (AS losses): leave out samples whose loss was zero, re-checking some",
+    )  # fmt: skip
+    train.add_argument(
+        "--skip-keep", type=float, default=None, metavar="P",
+        help=f"the chance a zero-loss sample is re-checked (default {_default('skip_keep')})",
+    )  # fmt: skip
+    train.add_argument(
+        "--skip-anneal", type=float, default=None, metavar="A",
+        help=f"the last A of training uses every sample (default {_default('skip_anneal')})",
+    )  # fmt: skip
     train.add_argument(
         "--skip-probe",
         action=argparse.BooleanOptionalAction,
@@ -85,7 +139,9 @@ def _add_pruning_flags(train: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="cap of the re-check back-off: a zero-loss sample is re-checked with chance "
-        "skip_keep / w, w doubling each time it is found zero again (default 8; 1: no back-off)",
+        "skip_keep / w, w doubling each time it is found zero again ("
+        + _default_help("skip_backoff")
+        + "; 1: no back-off)",
     )
     train.add_argument(
         "--skip-policy",
@@ -98,7 +154,9 @@ def _add_pruning_flags(train: argparse.ArgumentParser) -> None:
         "--skip-prune",
         type=float,
         default=None,
-        help="the soft policy's chance of leaving out a sample below the mean loss (default 0.5)",
+        help="the soft policy's chance of leaving out a sample below the mean loss ("
+        + _default_help("skip_prune")
+        + ")",
     )
     train.add_argument(
         "--infobatch",
@@ -107,11 +165,17 @@ def _add_pruning_flags(train: argparse.ArgumentParser) -> None:
         help="InfoBatch (any loss; not with --as-skip): prune samples below the mean loss with "
         "chance --infobatch-prune, rescale the kept ones, use all in the last --infobatch-anneal",
     )
-    train.add_argument("--infobatch-prune", type=float, default=None, help="default 0.5")
-    train.add_argument("--infobatch-anneal", type=float, default=None, help="default 0.125")
+    train.add_argument(
+        "--infobatch-prune", type=float, default=None, help=_default_help("infobatch_prune")
+    )
+    train.add_argument(
+        "--infobatch-anneal", type=float, default=None, help=_default_help("infobatch_anneal")
+    )
     train.add_argument(
         "--length-window",
         type=int,
         default=None,
-        help="group micro-batches by length within windows of this many (text; default 0: off)",
+        help="group micro-batches by length within windows of this many (text; "
+        + _default_help("length_window")
+        + ": off)",
     )
