@@ -172,8 +172,9 @@ def _add_export_parser(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--experiment", required=True, help="the search's name (its --name)")
     export.add_argument(
         "--format", choices=FORMATS, default="yaml",
-        help="yaml (default): a config for `astune train --config`; json: the config and its "
-        "trial; python: a script that trains it; hf: a transformers Trainer script",
+        help="yaml (default) or json: a config `astune train --config` reads (json: beside "
+        "its trial's ids and score); python: a script that trains it; hf: a transformers "
+        "Trainer script",
     )  # fmt: skip
     export.add_argument("-o", "--output", default=None, help="the file (default: standard output)")
     point = export.add_mutually_exclusive_group()
