@@ -25,6 +25,7 @@ from astune.history.portfolio import (
     at_nearest_size,
     build_portfolio,
     chosen_floor,
+    describe_portfolio,
     distance,
     task_weights,
 )
@@ -92,6 +93,22 @@ def test_the_portfolio_is_the_greedy_one_of_its_definition(seed: int, floor: flo
     assert [e.config for e in got] == [CONFIGS[i] for i in expected]
     means = [e.mean_regret for e in got]
     assert means == sorted(means, reverse=True) and means[-1] >= 0.0
+    regret = [[(max(row) - s) / (max(row) - min(row)) for s in row] for row in scores]
+    for entry, c in zip(got, expected, strict=True):
+        alone = sum(w * row[c] for w, row in zip(weights, regret, strict=True)) / sum(weights)
+        assert entry.regret_alone == pytest.approx(alone) and entry.regret_alone >= means[-1]
+
+
+def test_the_description_says_each_configs_regret_alone_and_the_portfolios() -> None:
+    """Config 1 is the best on one task and the worst on the other, config 0 the reverse: each
+    serves the two tasks half as well alone (0.5), the two together cover both (0)."""
+    others = [0.5] * (len(CONFIGS) - 2)
+    tasks = tasks_of([[1.0, 0.0, *others], [0.0, 1.0, *others]], [MINILM, MINILM])
+    got = build_portfolio(MINILM, tasks, size=2, floor=UNIFORM)
+    assert [e.config for e in got] == CONFIGS[:2]
+    lines = describe_portfolio(got, "minilm")
+    assert lines[2].endswith("mean regret 0.50 alone, 0.50 for the first 1 together")
+    assert lines[4].endswith("mean regret 0.50 alone, 0.00 for the first 2 together")
 
 
 def test_similarity_weights_a_task_but_never_silences_it() -> None:
@@ -251,7 +268,7 @@ def test_the_space_grows_to_hold_the_portfolio_and_runs_it_first() -> None:
 def test_a_value_off_the_grid_or_the_choices_is_held_as_it_can_be() -> None:
     space = load_space(None, dataset="sst5")  # delta 0.1..0.5 step 0.05; batch one of 16, 32
     odd = {"loss": "as_softmax", "lr": 2e-5, "batch_size": 64, "delta": 0.525, "warmup_ratio": 0.0}
-    widened = with_portfolio(space, [PortfolioEntry(odd, "t", 0.0)])
+    widened = with_portfolio(space, [PortfolioEntry(odd, "t", 0.0, 0.0)])
     delta = widened.loss_params["as_softmax"]["delta"]
     assert delta.high == 0.525 and delta.step == 0.025 and delta.contains(0.525)
     assert widened.params["batch_size"].choices == space.params["batch_size"].choices

@@ -133,12 +133,14 @@ class SourceTask:
 
 @dataclass(frozen=True)
 class PortfolioEntry:
-    """One config of a portfolio: where it was recorded, and the portfolio's weighted mean
-    regret over the tasks once it is in (the first entry's alone, then falling)."""
+    """One config of a portfolio: where it was recorded, the portfolio's weighted mean regret
+    over the tasks once it is in (``mean_regret``: the first entry's alone, then falling), and
+    the config's own (``regret_alone``: how it serves the tasks by itself)."""
 
     config: dict[str, Any]
     source: str
     mean_regret: float
+    regret_alone: float
 
 
 def distance(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
@@ -265,7 +267,7 @@ def _greedy(
             ]
             # ties: the candidate better on its own, then the one seen first
             mean, _, pick = min((mean, alone[i], i) for mean, i in scored)
-            chosen.append(PortfolioEntry(candidates[pick][0], candidates[pick][1], mean))
+            chosen.append(PortfolioEntry(*candidates[pick], mean, alone[pick]))
             best_so_far = [min(b, r) for b, r in zip(best_so_far, table[pick], strict=True)]
         out.append(chosen)
     return out
@@ -314,7 +316,10 @@ def describe_portfolio(entries: Sequence[PortfolioEntry], backbone: str) -> list
     lines = [f"portfolio:   the first {len(entries)} trials a search runs ({backbone}):"]
     for i, entry in enumerate(entries, 1):
         lines.append(f"  {i}. {config_text(entry.config)}")
-        lines.append(f"     from {entry.source}; mean regret {entry.mean_regret:.2f}")
+        lines.append(
+            f"     from {entry.source}; mean regret {entry.regret_alone:.2f} alone, "
+            f"{entry.mean_regret:.2f} for the first {i} together"
+        )
     return lines
 
 
