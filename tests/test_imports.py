@@ -24,6 +24,7 @@ TESTS = ROOT / "tests"
 FLOORS = (
     (
         "astune._checks",
+        "astune._text",
         "astune._device",
         "astune._private",
         "astune._signals",

@@ -316,14 +316,14 @@ def test_a_search_in_the_store_at_your_size_decides_over_the_tables(tmp_path) ->
         reference=PRIOR_FILE,
     )  # fmt: skip
     assert {e.source for e in small.entries} == {f"search {SINGLE_SEARCH!r}"}
-    assert "learnt on 1 past task(s) of 64 training rows" in small.scale
-    assert "(6 task(s) recorded at other sizes set aside)" in small.scale
+    assert "learnt on 1 past task of 64 training rows" in small.scale
+    assert "(6 tasks recorded at other sizes set aside)" in small.scale
     large = search_portfolio(
         TaskProfile(None, "single_label", 1000, "minilm", 2), space, store=Store(uri),
         reference=PRIOR_FILE,
     )  # fmt: skip
     assert large.entries and all(e.source.startswith("prior ") for e in large.entries)
-    assert "(3 task(s) recorded at other sizes set aside)" in large.scale
+    assert "(3 tasks recorded at other sizes set aside)" in large.scale
 
 
 def test_a_new_tasks_space_holds_every_recorded_tables_winner() -> None:
@@ -354,7 +354,7 @@ def test_the_portfolio_says_the_scale_it_was_learnt_at() -> None:
     tasks = [t for t in prior_tasks(PRIOR_FILE) if not t.name.endswith(" at full size")]
     inside = scale_note(TaskProfile(None, "single_label", 1000, "minilm", 2, 48), tasks)
     assert inside == (
-        "portfolio: learnt on 4 past task(s) of 500-2,000 training rows, 2-6 layers, 32-64 "
+        "portfolio: learnt on 4 past tasks of 500-2,000 training rows, 2-6 layers, 32-64 "
         "tokens; this search: 1,000 training rows, 2 layers, 48 tokens"
     )
     full = scale_note(TaskProfile(None, "single_label", 8544, "minilm", None, 128), tasks)
@@ -370,7 +370,7 @@ def test_the_portfolio_says_the_scale_it_was_learnt_at() -> None:
     assert smaller.endswith(
         "Outside them in training rows, layers: its configs won at another scale"
     )
-    assert "(1 task(s) recorded at other sizes set aside)" in scale_note(
+    assert "(1 task recorded at other sizes set aside)" in scale_note(
         TaskProfile(None, "single_label", 1000, "minilm", 2, 48), tasks, set_aside=1
     )
     assert scale_note(MINILM, []) is None
@@ -397,8 +397,8 @@ def test_a_search_at_full_size_starts_from_the_full_size_runs(tmp_path) -> None:
     first = {k: found.entries[0].config[k] for k in keys}
     assert first in [{k: e["trials"][0]["config"][k] for k in keys} for e in full]
     assert found.scale == (
-        "portfolio: learnt on 2 past task(s) of 8,544-14,041 training rows, all layers, 48-64 "
-        "tokens; this search: 8,544 training rows, all layers, 48 tokens (4 task(s) recorded "
+        "portfolio: learnt on 2 past tasks of 8,544-14,041 training rows, all layers, 48-64 "
+        "tokens; this search: 8,544 training rows, all layers, 48 tokens (4 tasks recorded "
         "at other sizes set aside)"
     )
     warm = load_reference()

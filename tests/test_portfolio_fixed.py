@@ -76,5 +76,6 @@ def test_a_space_with_every_value_fixed_runs_exactly_that_config(tmp_path, data_
         "keeps what you fixed: batch_size 16, epochs 1, lr 2e-05, as_speed False, "
         "delta 0.3 (as_softmax), warmup_ratio 0.1 (as_softmax)"
     ) in notes
-    assert "configs are the same once they hold it: run once" in notes
-    assert "--num-samples 1 is within its 1 configs: this search runs the portfolio alone" in notes
+    assert "configs become the same as an earlier one once holding your values: run once" in notes
+    assert "--num-samples 1 is within its 1 config: this search runs the portfolio alone" in notes
+    assert "portfolio: trial 1 runs what won on past tasks" in notes

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from astune._text import counted, plural
 from astune.history.difficulty import Difficulty
 from astune.history.portfolio import (
     PORTFOLIO_SIZE,
@@ -138,27 +139,29 @@ def scale_note(target: TaskProfile, tasks: list[SourceTask], *, set_aside: int =
     if not tasks:
         return None
     recorded, yours, outside = [], [], []
-    for what, name in (("train_size", "training rows"), ("num_layers", "layers"),
-                       ("max_length", "tokens")):  # fmt: skip
+    for what, noun in (("train_size", "training row"), ("num_layers", "layer"),
+                       ("max_length", "token")):  # fmt: skip
+        name = plural(2, noun)
         values = sorted({v for t in tasks if (v := getattr(t.profile, what)) is not None})
         mine = getattr(target, what)
-        if values:
-            span = f"{values[0]:,}" if len(values) == 1 else f"{values[0]:,}-{values[-1]:,}"
-            recorded.append(f"{span} {name}")
+        if len(values) == 1:
+            recorded.append(counted(values[0], noun))
+        elif values:
+            recorded.append(f"{values[0]:,}-{values[-1]:,} {name}")
         elif what == "num_layers":  # every task kept all of its backbone's layers (None)
             recorded.append("all layers")
         if mine is None:
             yours.append(f"all {name}" if what == "num_layers" else f"{name} unknown")
             continue
-        yours.append(f"{mine:,} {name}")
+        yours.append(counted(mine, noun))
         if values and not values[0] <= mine <= values[-1]:
             outside.append(name)
     line = (
-        f"portfolio: learnt on {len(tasks)} past task(s) of {', '.join(recorded)}; "
+        f"portfolio: learnt on {counted(len(tasks), 'past task')} of {', '.join(recorded)}; "
         f"this search: {', '.join(yours)}"
     )
     if set_aside:
-        line += f" ({set_aside} task(s) recorded at other sizes set aside)"
+        line += f" ({counted(set_aside, 'task')} recorded at other sizes set aside)"
     if outside:
         line += f". Outside them in {', '.join(outside)}: its configs won at another scale"
         sizes = [t.profile.train_size for t in tasks if t.profile.train_size]

@@ -11,6 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from astune._text import counted, plural
 from astune.config import AS_SPEED_FIELDS
 from astune.tuning.settings import SearchSettings
 from astune.tuning.warm_start import space_beside
@@ -65,15 +66,16 @@ def portfolio_start(
         space, scheduler_line = _portfolio_scheduler(space)
     with_portfolio(space, entries, keep=fixed.keys()).dump(path)
     widened = load_space(path)  # as a resume reads it: its source is the file
-    lines = [f"portfolio: trials 1-{len(entries)} run what won on past tasks ({path.name})"]
+    first = "trial 1 runs" if len(entries) == 1 else f"trials 1-{len(entries)} run"
+    lines = [f"portfolio: {first} what won on past tasks ({path.name})"]
     lines += [f"  {i}. {config_text(e.config)} ({e.source})" for i, e in enumerate(entries, 1)]
     lines += [scale] if scale else []
     lines += [scheduler_line] if scheduler_line else []
     lines += _fixed_lines(fixed, merged)
     if widened.num_samples <= len(entries):
         lines.append(
-            f"portfolio: --num-samples {widened.num_samples} is within its {len(entries)} "
-            "configs: this search runs the portfolio alone"
+            f"portfolio: --num-samples {widened.num_samples} is within its "
+            f"{counted(len(entries), 'config')}: this search runs the portfolio alone"
         )
     return dataclasses.replace(settings, space=str(path)), widened, lines
 
@@ -122,7 +124,10 @@ def _fixed_lines(fixed: "UserFixed", merged: int) -> list[str]:
     held += [f"{k} {v} ({loss})" for loss, kv in fixed.loss_values.items() for k, v in kv.items()]
     lines = [f"portfolio: keeps what you fixed: {', '.join(held)}"]
     if merged:
-        lines.append(f"portfolio: {merged} of its configs are the same once they hold it: run once")
+        lines.append(
+            f"portfolio: {merged} of its configs {plural(merged, 'become', verb=True)} the same "
+            "as an earlier one once holding your values: run once"
+        )
     return lines
 
 

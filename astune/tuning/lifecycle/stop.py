@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from astune._signals import in_main_thread, install, stop_signals_to
+from astune._text import plural
 
 TUNE_SIGINT_VARIABLE = "TUNE_DISABLE_SIGINT_HANDLER"  # set: Ray Tune leaves SIGINT alone
 
@@ -112,7 +113,7 @@ def trials_stopped(results: Any) -> str:
     latest checkpoint (Ray's ``Result.checkpoint``) or from scratch. Errored trials are
     left out: their own lines said so."""
     finished = finished_trials(results)
-    head = f"{finished} {_plural(finished, 'trial')} finished"
+    head = f"{finished} {plural(finished, 'trial')} finished"
     if results is None:  # nothing known of the others here
         return f"{head}; the others are KILLED in MLflow and {RESUMES_IF_SAVED}"
     unfinished = [r for r in results if not _ended(r) and r.error is None]
@@ -121,15 +122,10 @@ def trials_stopped(results: Any) -> str:
     saved = sum(1 for r in unfinished if r.checkpoint is not None)
     fresh, how = len(unfinished) - saved, []
     if saved:
-        how.append(f"{saved} with a checkpoint {_plural(saved, 'resume', verb=True)} from it")
+        how.append(f"{saved} with a checkpoint {plural(saved, 'resume', verb=True)} from it")
     if fresh:
-        how.append(f"{fresh} without one yet {_plural(fresh, 'restart', verb=True)} from scratch")
+        how.append(f"{fresh} without one yet {plural(fresh, 'restart', verb=True)} from scratch")
     return f"{head}; {len(unfinished)} unfinished, KILLED in MLflow: {', '.join(how)}"
-
-
-def _plural(count: int, word: str, *, verb: bool = False) -> str:
-    """``word`` agreeing with ``count``: a noun's plural, or a verb's third person singular."""
-    return word + ("s" if (count == 1) == verb else "")
 
 
 RAY_TUNE_LOGGER = "ray.tune.tune"  # the module whose lines advise on stopping and resuming
