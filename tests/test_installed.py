@@ -97,6 +97,28 @@ def test_the_readme_first_hour_runs_as_written_outside_the_repository(
     assert "val_accuracy" in json.loads((run_folder / "final.json").read_text())
     _exports_each_format(wheel, tmp_path)
     _closing_lines_paste(wheel, tmp_path, outputs[0])
+    shown = shown_after_marked(REPO / "README.md")  # the page's "ends as below"
+    assert config_keys(_best_config(outputs[0])) == config_keys(_best_config(shown))
+    assert closing_names(outputs[0]) == closing_names(shown)
+
+
+def shown_after_marked(page: Path) -> str:
+    """The fenced block that follows ``page``'s first marked block: what the page says it
+    prints."""
+    lines = page.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(MARKER))
+    fences = [i for i in range(at + 1, len(lines)) if FENCE.match(lines[i])]
+    return "\n".join(lines[fences[2] + 1 : fences[3]])
+
+
+def config_keys(best: str) -> list[str]:
+    """The keys of a ``best config:`` block, in order (their values vary with the run)."""
+    return re.findall(r"(\w+)=", best)
+
+
+def closing_names(output: str) -> list[str]:
+    """The names of the closing lines (``review``, ``export``, ...), in order."""
+    return [m[1] for line in output.splitlines() if (m := re.match(r"(\w+):  ", line))]
 
 
 def _closing_lines(output: str) -> dict[str, str]:

@@ -35,8 +35,9 @@ def expected_portfolio(settings, space) -> list[dict]:
 
 
 def test_the_portfolio_runs_first_in_a_space_that_holds_it(tmp_path, data_dir):
-    settings = tiny_settings(root=tmp_path, data_dir=data_dir, portfolio=True, epochs=1)
-    prepared = prepare_search(settings)
+    settings = tiny_settings(root=tmp_path, data_dir=data_dir, portfolio=True, epochs=1.0)
+    prepared = prepare_search(settings)  # --epochs 1, a float as the flag parses it
+    assert "portfolio: keeps what you fixed: epochs 1" in prepared.notes
     shipped = load_space(None, dataset="sst5")
     portfolio = expected_portfolio(settings, shipped)
     assert 2 <= len(portfolio) <= PORTFOLIO_SIZE

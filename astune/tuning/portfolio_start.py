@@ -120,8 +120,10 @@ def _projected(entry: "PortfolioEntry", fixed: "UserFixed") -> "PortfolioEntry":
 def _fixed_lines(fixed: "UserFixed", merged: int) -> list[str]:
     if not fixed:
         return []
-    held = [f"{k} {v}" for k, v in fixed.values.items()]
-    held += [f"{k} {v} ({loss})" for loss, kv in fixed.loss_values.items() for k, v in kv.items()]
+    held = [f"{k} {_value(v)}" for k, v in fixed.values.items()]
+    held += [
+        f"{k} {_value(v)} ({loss})" for loss, kv in fixed.loss_values.items() for k, v in kv.items()
+    ]
     lines = [f"portfolio: keeps what you fixed: {', '.join(held)}"]
     if merged:
         lines.append(
@@ -129,6 +131,11 @@ def _fixed_lines(fixed: "UserFixed", merged: int) -> list[str]:
             "as an earlier one once holding your values: run once"
         )
     return lines
+
+
+def _value(value: object) -> str:
+    """A fixed value as the user wrote it: ``--epochs 1`` reads ``1``, not ``1.0``."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _distinct(entries: list["PortfolioEntry"]) -> tuple[list["PortfolioEntry"], int]:
