@@ -222,6 +222,8 @@ def test_a_multi_objective_search_stopped_by_a_hangup_and_ctrl_c_resumes_to_its_
     assert any(t.status == "RUNNING" for t in live.trials), str(live)
     assert after.status == "KILLED" and "resume it with: python -m astune search --dataset " \
         "sst5 --name killed" in str(after)  # fmt: skip
+    done = [t.evaluations for t in after.trials if t.status == "FINISHED"]
+    assert done and all(n == 3 for n in done), str(after)  # 3 epochs, one evaluation each
     finished = count_finished(db)
     # the unfinished trials' checkpoints cut short, as by an upload that died: each
     # restarts from its start, tagged so, and the search loses none of them

@@ -56,9 +56,8 @@ def running_search(client: MlflowClient, *, heartbeat_age: float, host: str) -> 
     for name, status in (("t_00000", "FINISHED"), ("t_00001", "RUNNING")):
         tags = {"mlflow.parentRunId": parent, "astune.role": "trial", "astune.trial_id": name}
         run = client.create_run(experiment, tags=tags).info.run_id
-        client.log_metric(run, "objective", 0.5)
         for index in range(2 if status == "FINISHED" else 1):  # as a trial's reports log it
-            client.log_metric(run, "evaluation", index, step=index)
+            client.log_metric(run, "objective", 0.5, step=index)
         if status == "RUNNING":
             client.log_metric(run, "progress", 0.4, step=400)
         else:

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from astune.metrics.objectives import PRIMARY
 from astune.store.conventions import STOPPED_EARLY_TAG
 from astune.store.driver_lock import HEARTBEAT_SECONDS, holder_of
 from astune.store.estimate import duration_text, search_seconds_left
@@ -66,7 +67,9 @@ def search_status(experiment: str, tracking_uri: str | None = None) -> SearchSta
     seeds = _seed_points(parent)
     now = time.time()
     trials = tuple(
-        _trial_status(run, index < seeds if seeds is not None else None, now)
+        _trial_status(
+            run, index < seeds if seeds is not None else None, now, _evaluations(store, run)
+        )
         for index, run in enumerate(runs)
     )
     scored = [t for t in trials if t.objective is not None and t.status != "FAILED"]
@@ -86,20 +89,28 @@ def search_status(experiment: str, tracking_uri: str | None = None) -> SearchSta
     )
 
 
-def _trial_status(run: Run, seeded: bool | None, now: float) -> TrialStatus:
+def _evaluations(store: Store, run: Run) -> int:
+    """The evaluations ``run`` logged: the distinct steps of its objective (a trial's reports
+    log it at ``step = evaluation``, which is no metric of its own; a retried trial's repeated
+    evaluation counts once)."""
+    if PRIMARY not in run.data.metrics:
+        return 0
+    return len({m.step for m in store.client.get_metric_history(run.info.run_id, PRIMARY)})
+
+
+def _trial_status(run: Run, seeded: bool | None, now: float, evaluations: int) -> TrialStatus:
     status = run.info.status
     if status == "FINISHED" and run.data.tags.get(STOPPED_EARLY_TAG) == "true":
         status = "STOPPED"
     progress = run.data.metrics.get("progress")
     if run.info.status == "FINISHED":
         progress = 1.0
-    last = run.data.metrics.get("evaluation")  # the latest evaluation's index, from 0
     return TrialStatus(
         trial_id=trial_id(run),
         status=status,
         progress=progress,
         objective=objective(run),
-        evaluations=0 if last is None else int(last) + 1,
+        evaluations=evaluations,
         source="-" if seeded is None else ("seed" if seeded else "searcher"),
         seconds=_seconds(run, now),
     )
