@@ -34,7 +34,7 @@ CASES: list[tuple[str, str]] = [
     ("search --dataset sst5 --scheduler bogus", "invalid choice: 'bogus' (choose from 'asha', 'hyperband', 'none')"),
     ("search --dataset sst5 --tracking-uri ftp://x/y", "has the scheme 'ftp', which MLflow does not store runs in; accepted: sqlite"),
     ("search --dataset sst5 --backbone minilm --storage-path /proc/astune", "--storage-path /proc/astune: cannot create it"),
-    ("search --dataset sst5 --backbone minilm --losses focal", "unknown loss 'focal'"),
+    ("search --dataset sst5 --backbone minilm --losses focal", "error: --losses: unknown loss 'focal'; known losses: softmax,"),
     ("search --dataset sst5 --max-length 2", "max_length must be an integer in [8, inf), but got 2"),
     ("search --dataset sst5 --max-concurrent 0", "max_concurrent must be an integer in [1, inf), but got 0"),
     ("search --dataset sst5 --cpus-per-trial 0", "cpus_per_trial must be in (0.0, inf), but got 0.0"),

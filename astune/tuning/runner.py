@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from astune.config import TrainConfig
 from astune.data.resolve import DatasetRef, default_backbone
 from astune.data.spec import DatasetSpec
+from astune.space.files import parse_losses
+from astune.space.params import Invalid
 from astune.space.space import SearchSpace
 from astune.tuning.searchers.samplers import check_sampler
 from astune.tuning.searchers.scheduler_checks import check_scheduler
@@ -180,9 +182,11 @@ def _check_experiment_path(settings: SearchSettings) -> None:
 
 def _apply_settings(space: SearchSpace, settings: SearchSettings, task: str) -> SearchSpace:
     if settings.losses:
-        space = space.with_losses(
-            [name.strip() for name in settings.losses.split(",") if name.strip()]
-        )
+        try:  # the flag's bad name is the flag's, not the space file's
+            wanted = parse_losses(settings.losses, where="--losses")
+        except Invalid as exc:
+            raise SearchError(f"{exc.where}: {exc.problem}") from None
+        space = space.with_losses(wanted)
     space = space.for_task(task)
     fixed = {"seed": settings.seed}
     if settings.epochs is not None:
