@@ -47,6 +47,7 @@ CASES: list[tuple[str, str]] = [
     ("search --dataset sst5 --resume --name never", "--resume: no search 'never' at"),
     ("search --dataset sst5 --no-portfolio --reference ref.json", "--reference is read by --warm-start and the portfolio; add --warm-start or leave out --no-portfolio"),
     ("search --dataset sst5 --warm-start --reference nope.json", "--reference nope.json: no such file"),
+    ("recommend --dataset sst5 --reference nope.json", "--reference nope.json: no such file; give a reference file (as reference_trials.json"),
     ("search --dataset sst5 --probe-backbone minilm", "--probe-backbone is read by --warm-start only; add --warm-start"),
     ("search --dataset sst5 --backbone minilm --loss-kernel triton", "kernel='triton' needs CUDA tensors"),
     ("search --dataset sst5 --loss-kernel fused", "invalid choice: 'fused' (choose from 'auto', 'triton', 'torch')"),

@@ -90,15 +90,16 @@ def export(args: argparse.Namespace) -> int:
 def recommend(args: argparse.Namespace) -> int:
     from astune._checks import check_int
     from astune.data.resolve import resolve_dataset
+    from astune.history.reference import reference_file
 
     with refused_as_bad_input():  # an unknown dataset, before torch and MLflow are imported
         resolve_dataset(args.dataset)
         for flag in ("num_layers", "max_train_samples"):
             if getattr(args, flag) is not None:
                 check_int(f"--{flag.replace('_', '-')}", getattr(args, flag), 1)
+        reference = reference_file(args.reference)
     from mlflow.exceptions import MlflowException
 
-    from astune.history.reference import reference_file
     from astune.recommendation import format_recommendation, probe_options, recommend, write_space
 
     with refused_as_bad_input(MlflowException):  # unknown dataset, bad data or store
@@ -113,7 +114,7 @@ def recommend(args: argparse.Namespace) -> int:
             backbone=args.backbone,
             num_layers=args.num_layers,
             train_size=args.max_train_samples,
-            reference=reference_file(args.reference),
+            reference=reference,
         )
         space = write_space(rec, args.dataset, args.write_space) if args.write_space else None
     print(format_recommendation(rec))

@@ -121,7 +121,14 @@ def write_reference(path: str | Path, entries: list[dict[str, Any]], **about: An
 
 def reference_file(value: str | None) -> Path | None:
     """A ``--reference`` value as the file to read: None gives the packaged prior, ``none``
-    no file, anything else that path."""
+    no file, anything else that path; ValueError (one line) when it is no file."""
     if value is None:
         return PRIOR_FILE
-    return None if value.strip().lower() == "none" else Path(value)
+    if value.strip().lower() == "none":
+        return None
+    if not Path(value).is_file():
+        raise ValueError(
+            f"--reference {value}: no such file; give a reference file (as "
+            f"{PRIOR_FILE.name}, which astune packages) or 'none' (the store's searches alone)"
+        )
+    return Path(value)

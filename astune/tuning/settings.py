@@ -159,11 +159,12 @@ class SearchSettings:
                 "--reference is read by --warm-start and the portfolio; add --warm-start or "
                 "leave out --no-portfolio"
             )
-        if not Path(self.reference).is_file():
-            raise SearchError(
-                f"--reference {self.reference}: no such file; give a reference file "
-                "(python -m benchmarks.search_efficiency.prior writes one) or 'none'"
-            )
+        from astune.history.reference import reference_file
+
+        try:
+            reference_file(self.reference)
+        except ValueError as exc:
+            raise SearchError(str(exc)) from None
 
     def parsed_objectives(self, metric: str = PRIMARY) -> tuple[str, ...] | None:
         """``--objectives`` as names, ``metric`` first (None when not given); SearchError (one
