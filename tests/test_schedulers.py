@@ -60,6 +60,8 @@ def test_a_scheduler_object_is_used_as_given_and_recorded_by_its_class():
          "the search has 2 objectives; use --scheduler asha or none"),
         (object(), "scheduler must be a name or a ray.tune.schedulers.TrialScheduler, but got "
          "object"),
+        ("bogus", "scheduler must be one of 'auto', 'asha', 'hyperband', 'none', but got "
+         "'bogus'."),  # the Python API's name: the file it would be applied to is not to blame
     ],
 )  # fmt: skip
 def test_a_scheduler_that_cannot_serve_the_search_is_refused_in_one_line(scheduler, message):

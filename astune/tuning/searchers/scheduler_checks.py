@@ -13,9 +13,12 @@ def check_scheduler(scheduler: Any, *, objectives: int, metric: str | None = Non
     without a search algorithm only), an object that is no Ray Tune scheduler, or (given the
     search's ``metric``, which every trial reports) an object that stops trials on another."""
     if isinstance(scheduler, str) or scheduler is None:
-        from astune.space.files import check_not_population_based
+        from astune._checks import check_choice
+        from astune.space.files import SCHEDULER_TYPES, check_not_population_based
 
         check_not_population_based(scheduler)
+        if scheduler is not None:  # the Python API's; the command's parser holds to its choices
+            check_choice("scheduler", scheduler, SCHEDULER_TYPES)
         if scheduler == "hyperband" and objectives > 1:
             raise ValueError(
                 f"scheduler 'hyperband' stops trials on one metric, but the search has "
