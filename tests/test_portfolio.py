@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 from hand_store import SINGLE_SEARCH, write_search
@@ -25,6 +26,7 @@ from astune.history.portfolio import (
     at_nearest_size,
     build_portfolio,
     chosen_floor,
+    config_text,
     describe_portfolio,
     distance,
     task_weights,
@@ -109,6 +111,22 @@ def test_the_description_says_each_configs_regret_alone_and_the_portfolios() -> 
     lines = describe_portfolio(got, "minilm")
     assert lines[2].endswith("mean regret 0.50 alone, 0.50 for the first 1 together")
     assert lines[4].endswith("mean regret 0.50 alone, 0.00 for the first 2 together")
+
+
+def test_the_searching_pages_first_trials_are_the_portfolio_of_its_search(tmp_path) -> None:
+    """docs/searching.md's console lines of a search's first trials (SST-5's shipped space, a
+    1-layer MiniLM, 64 training rows) are the packaged prior's portfolio for that search."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "searching.md").read_text()
+    block = page.split("portfolio: trials 1-4 run what won on past tasks")[1].split("```")[0]
+    shown = [line.strip() for line in block.splitlines() if line.strip()[:2] in ("1.", "2.")]
+    target = TaskProfile(None, "single_label", 64, "minilm", 1)
+    space = load_space(None, dataset="sst5")
+    entries = portfolio_for(
+        target, store=Store(f"sqlite:///{tmp_path}/empty.db"), reference=PRIOR_FILE,
+        losses=list(space.losses),
+    )  # fmt: skip
+    expected = [f"{i}. {config_text(e.config)} ({e.source})" for i, e in enumerate(entries, 1)]
+    assert len(shown) == 2 and shown == expected[:2]
 
 
 def test_similarity_weights_a_task_but_never_silences_it() -> None:
