@@ -196,7 +196,9 @@ def _add_export_parser(sub: argparse._SubParsersAction) -> None:
 
 def _add_recommend_parser(sub: argparse._SubParsersAction) -> None:
     """``recommend``: delta, r and what history transfers, by task difficulty."""
-    recommend = sub.add_parser("recommend", help="recommend delta (and r) by task difficulty")
+    recommend = sub.add_parser(
+        "recommend", help="delta and r by task difficulty, and the configs a search runs first"
+    )
     add_tracking_flag(recommend)
     recommend.add_argument(
         "--dataset", required=True, help="registry name (see `astune datasets`) or a folder"
