@@ -134,6 +134,10 @@ def test_train_returns_its_metrics_and_folder_and_resumes_from_it(tmp_path, data
     again = astune.train(output_dir=out, resume=True, progress=False)  # from its last checkpoint
     assert again.metrics["optimizer_steps"] == result.metrics["optimizer_steps"]
     assert again.config.dataset == "sst5"  # the run's own settings, none given
+    with pytest.raises(ValueError, match=r"^output_dir .* holds a run already .* overwrite"):
+        astune.train(fields, output_dir=out, batch_size=16, lr=1e-3, progress=False)
+    with pytest.raises(ValueError, match="^resume continues the run in output_dir, overwrite"):
+        astune.train(output_dir=out, resume=True, overwrite=True, progress=False)
 
 
 @pytest.mark.ray

@@ -59,6 +59,8 @@ CASES: list[tuple[str, str]] = [
     ("search --dataset missing_label", "missing_label/train.csv (row 2): 'label' is missing (an empty cell, a null)"),
     ("search --dataset broken_image", "broken_image/train/a/2.png' in"),
     ("train --dataset sst5 --delta 1.5", "delta must be in (0.0, 1.0], but got 1.5"),
+    ("train --dataset sst5 --output-dir finished_run", "--output-dir finished_run holds a run already (final.json); continue it with --resume"),
+    ("train --dataset sst5 --resume --overwrite", "--resume continues the run in --output-dir, --overwrite replaces it: give one"),
     ("train --dataset sst5 --lr -1", "lr must be in (0.0, 1.0], but got -1.0"),
     ("train --dataset sst5 --batch-size 0", "batch_size must be an integer in [1, inf), but got 0"),
     ("train --dataset sst5 --warmup-ratio 2", "warmup_ratio must be in [0.0, 1.0], but got 2.0"),
@@ -95,6 +97,8 @@ def write_inputs(folder: Path) -> None:
     }
     for name, text in spaces.items():
         (folder / name).write_text(text)
+    (folder / "finished_run").mkdir()
+    (folder / "finished_run" / "final.json").write_text("{}")  # a run's folder, as one ends
     rows = [{"text": f"text {i}", "label": i % 2} for i in range(8)]
     meta = {"task": "single_label", "text_column": "text", "label_column": "label"}
     for name, broken, content in (

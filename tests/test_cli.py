@@ -125,6 +125,33 @@ def test_train_writes_the_run_folder(capsys, tmp_path, data_dir):
     assert f"{final['test_accuracy']:.4f}" in out and str(out_dir) in out
 
 
+def test_a_new_run_never_replaces_a_finished_one(capsys, tmp_path, data_dir, monkeypatch):
+    """The default folder taken: the next run goes to <dataset>-2. A folder given that holds a
+    run: refused in one line, unless --overwrite replaces that run."""
+    monkeypatch.chdir(tmp_path)
+    argv = ("train", "--dataset", "sst5", "--data-dir", str(data_dir), *TINY)
+    assert run_cli(capsys, *argv)[0] == 0
+    first = (tmp_path / "astune-runs" / "train" / "sst5" / "final.json").read_text()
+    code, out, _ = run_cli(capsys, *argv, "--seed", "7")
+    assert code == 0 and "run folder: astune-runs/train/sst5-2 " in out
+    assert (tmp_path / "astune-runs" / "train" / "sst5" / "final.json").read_text() == first
+
+    taken = ("--output-dir", "astune-runs/train/sst5")
+    code, _, err = run_cli(capsys, *argv, *taken)
+    assert code == 2 and err.strip().endswith(
+        "--output-dir astune-runs/train/sst5 holds a run already (final.json, checkpoint/, "
+        "metrics.jsonl); continue it with --resume, replace it with --overwrite, or give another "
+        "--output-dir"
+    ), err
+    assert run_cli(capsys, *argv, *taken, "--resume", "--overwrite")[0] == 2
+    assert run_cli(capsys, *argv, *taken, "--overwrite", "--seed", "7")[0] == 0
+    folder = tmp_path / "astune-runs" / "train"
+    replaced = json.loads((folder / "sst5" / "final.json").read_text())
+    same_seed = json.loads((folder / "sst5-2" / "final.json").read_text())
+    assert replaced["val_loss"] == same_seed["val_loss"] != json.loads(first)["val_loss"]
+    assert len((folder / "sst5" / "metrics.jsonl").read_text().splitlines()) == 1  # its own
+
+
 def test_train_from_a_config_file_reproduces_the_same_run(capsys, tmp_path, data_dir):
     config = TrainConfig(
         dataset="sst5",

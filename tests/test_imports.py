@@ -25,6 +25,7 @@ FLOORS = (
     (
         "astune._checks",
         "astune._text",
+        "astune.run_folder",
         "astune._device",
         "astune._private",
         "astune._signals",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune.config import TRAIN_DIR, TrainConfig
+from astune.run_folder import CHECKPOINT_DIR, clear, held, next_free
 
 if TYPE_CHECKING:
     from astune.training import Run
@@ -54,29 +55,35 @@ def train(
     config: ConfigSource | None = None,
     *,
     resume: bool = False,
+    overwrite: bool = False,
     progress: bool = True,
     **fields: Any,
 ) -> TrainResult:
     """Train once, as ``python -m astune train`` does: ``config`` (a file ``export`` wrote, a
     mapping or a :class:`~astune.config.TrainConfig`) with ``fields`` (the config's field names,
     docs/contract.md) laid over it; without either, ``dataset`` is required. The run writes to
-    ``output_dir`` (default ``astune-runs/train/<dataset>``); ``resume=True`` continues the run
-    there from its last checkpoint, refusing a field given with another value than it was
-    started with (``data_dir``, ``device``, ``loss_kernel``, ``compile`` may change).
-    ``progress``: a progress bar on stderr.
+    ``output_dir`` (default ``astune-runs/train/<dataset>``, or the first of ``<dataset>-2``,
+    ``<dataset>-3``, ... that holds no run); ``resume=True`` continues the run there from its
+    last checkpoint, refusing a field given with another value than it was started with
+    (``data_dir``, ``device``, ``loss_kernel``, ``compile`` may change). An ``output_dir`` that
+    holds a run is refused, unless ``overwrite=True`` replaces that run. ``progress``: a
+    progress bar on stderr.
 
     Raises ValueError (one line) for a bad or unknown field, data or backbone, before the run
     starts, and :class:`astune.TrainingStopped` when SIGTERM or Ctrl-C stopped it after an
     optimizer step (its folder keeps the checkpoints written so far; ``resume=True`` goes on).
     """
-    if not resume:
-        config = train_config(config, fields)  # bad fields refused before torch loads
+    if resume and overwrite:
+        raise ValueError("resume continues the run in output_dir, overwrite replaces it: give one")
+    if not resume:  # bad fields, and a folder that holds a run, refused before torch loads
+        config = train_config(config, fields, overwrite=overwrite)
     from astune.training.hooks import ProgressBar
     from astune.training.stop import stop_after_step
 
     bar = ProgressBar() if progress else None
     with stop_after_step() as stop:  # SIGTERM, Ctrl-C: the step under way ends, then the run
-        run = build_run(config, fields, resume=resume, hooks=[h for h in (bar, stop) if h])
+        hooks = [h for h in (bar, stop) if h]
+        run = build_run(config, fields, resume=resume, overwrite=overwrite, hooks=hooks)
         try:
             final = run.train()
         finally:
@@ -91,34 +98,43 @@ def build_run(
     *,
     resume: bool,
     hooks: list[LoopHooks],
+    overwrite: bool = False,
     spell: Spelling = as_keyword,
 ) -> Run:
     """The :class:`~astune.training.Run` of ``config`` with ``fields`` (restored from its
-    checkpoint with ``resume``); ValueError or OSError (bad input) when the config, the data or
-    the backbone is bad: the run itself has not started. ``spell``: how an error names a field
-    (the command: as its flag)."""
+    checkpoint with ``resume``; with ``overwrite``, in a folder cleared of the run it held);
+    ValueError or OSError (bad input) when the config, the data or the backbone is bad: the run
+    itself has not started. ``spell``: how an error names a field (the command: as its flag)."""
     if resume:
         built, state = resumed_config(config, fields, spell=spell)
     else:
-        built, state = train_config(config, fields, spell=spell), None
+        built = train_config(config, fields, spell=spell, overwrite=overwrite)
+        state = None
     from astune.training import Run
 
     run = Run(built, hooks=hooks)
     if state is not None:
-        run.restore(Path(built.output_dir) / "checkpoint", state=state)
+        run.restore(Path(built.output_dir) / CHECKPOINT_DIR, state=state)
+    elif overwrite:  # the data and the backbone loaded: the run is about to start
+        clear(built.output_dir)
     return run
 
 
 def train_config(
-    config: ConfigSource | None, fields: Mapping[str, Any], *, spell: Spelling = as_keyword
+    config: ConfigSource | None,
+    fields: Mapping[str, Any],
+    *,
+    spell: Spelling = as_keyword,
+    overwrite: bool = False,
 ) -> TrainConfig:
-    """``config`` with ``fields`` laid over it, validated (ValueError, one line, on a bad one)."""
+    """``config`` with ``fields`` laid over it, validated (ValueError, one line, on a bad one),
+    for a new run: into a folder that holds none (:func:`_new_run_folder`)."""
     from astune.backbones.registry import DEFAULT_BACKBONE
 
     values = _given(config, fields)
     if not values.get("dataset"):
         raise ValueError(f"{spell('dataset')} is required (or {spell('config')} that names one)")
-    values["output_dir"] = _run_folder(values, spell)
+    values["output_dir"] = _new_run_folder(values, spell, overwrite=overwrite)
     if config is None and fields.get("backbone") is None:
         values["backbone"] = DEFAULT_BACKBONE
     return TrainConfig.from_dict(values).validate()
@@ -139,6 +155,22 @@ def _run_folder(values: Mapping[str, Any], spell: Spelling) -> str:
     if not values.get("dataset"):
         raise ValueError(f"{spell('resume')}: give the {spell('output_dir')} of the run")
     return f"{TRAIN_DIR}/{values['dataset']}"
+
+
+def _new_run_folder(values: Mapping[str, Any], spell: Spelling, *, overwrite: bool) -> str:
+    """A new run's folder: ``output_dir``, refused when it holds a run (unless ``overwrite``);
+    else the first of ``astune-runs/train/<dataset>``, ``<dataset>-2``, ... that holds none."""
+    if not values.get("output_dir"):
+        return str(next_free(_run_folder(values, spell)))
+    out = str(values["output_dir"])
+    found = held(out)
+    if found and not overwrite:
+        raise ValueError(
+            f"{spell('output_dir')} {out} holds a run already ({', '.join(found)}); continue it "
+            f"with {spell('resume')}, replace it with {spell('overwrite')}, or give another "
+            f"{spell('output_dir')}"
+        )
+    return out
 
 
 def _config_values(config: ConfigSource | None) -> dict[str, Any]:
@@ -162,7 +194,7 @@ def resumed_config(
 
     given = _given(config, fields)
     out = _run_folder(given, spell)
-    folder = Path(out) / "checkpoint"
+    folder = Path(out) / CHECKPOINT_DIR
     if not (folder / STATE_FILE).is_file():
         raise ValueError(
             f"{spell('resume')}: no checkpoint in {folder}; give the {spell('output_dir')} of a "

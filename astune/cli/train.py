@@ -64,11 +64,15 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
     """The run's config: ``--config FILE`` (as `export` writes it) overridden by explicit flags."""
     from astune.api._train import train_config as config_of
 
-    return config_of(args.config, given_fields(args), spell=flag)
+    return config_of(args.config, given_fields(args), spell=flag, overwrite=args.overwrite)
 
 
 def train(args: argparse.Namespace) -> int:
     fields, config = given_fields(args), args.config
+    if args.resume and args.overwrite:
+        raise CLIError(
+            "--resume continues the run in --output-dir, --overwrite replaces it: give one"
+        )
     if not args.resume:
         try:
             config = train_config(args)  # bad flags refused before torch loads
@@ -81,7 +85,10 @@ def train(args: argparse.Namespace) -> int:
     bar = ProgressBar()
     with stop_after_step() as stop:  # SIGTERM, Ctrl-C: the step under way ends, then the run
         try:  # building the run reads the data and the backbone: what fails here is bad input
-            run = build_run(config, fields, resume=args.resume, hooks=[bar, stop], spell=flag)
+            run = build_run(
+                config, fields, resume=args.resume, overwrite=args.overwrite,
+                hooks=[bar, stop], spell=flag,
+            )  # fmt: skip
         except (ValueError, OSError) as err:
             raise CLIError(str(err).splitlines()[0]) from None
         try:

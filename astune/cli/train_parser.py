@@ -29,6 +29,10 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
         "was started with (as a run stopped by SIGTERM or Ctrl-C leaves it)",
     )
     train.add_argument(
+        "--overwrite", action="store_true",
+        help="replace the run --output-dir holds (without it, such a folder is refused)",
+    )  # fmt: skip
+    train.add_argument(
         "--loss", default=None, help="as_softmax (default) or another (see `astune losses`)"
     )
     train.add_argument(
@@ -86,7 +90,8 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
     )
     train.add_argument(
         "--output-dir", default=None, metavar="DIR",
-        help="its metrics, checkpoints and final.json (default: astune-runs/train/<dataset>)",
+        help="its metrics, checkpoints and final.json (default: astune-runs/train/<dataset>, "
+        "else <dataset>-2, ... : the first that holds no run)",
     )  # fmt: skip
     train.add_argument(
         "--eval-every", type=int, default=None, help="evaluate every N optimizer steps"

@@ -21,6 +21,7 @@ from astune._device import sync_place
 from astune.checkpoint_policy import CheckpointPolicy
 from astune.config import TRAIN_DIR, TrainConfig
 from astune.losses.catalogue import loss_info
+from astune.run_folder import CHECKPOINT_DIR
 from astune.speed.skip import Visit
 from astune.training import state as ckpt
 from astune.training.allocator import keep_freed_blocks
@@ -117,9 +118,9 @@ class Run(Resumable):
         self.out = Path(config.output_dir or TRAIN_DIR).resolve()
         self.log = RunLog(self.out)
         self.checkpoints = Checkpointer(
-            self.out / "checkpoint",
+            self.out / CHECKPOINT_DIR,
             CheckpointPolicy(config.checkpoint_every),
-            best_weights or ckpt.BestWeights.local(self.out / "checkpoint"),
+            best_weights or ckpt.BestWeights.local(self.out / CHECKPOINT_DIR),
         )
         self.train_seconds = 0.0
         self.window = Window()  # the open accumulation window

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from astune.run_folder import FINAL_FILE, METRICS_FILE
 from astune.training.evaluate import Evaluation
 from astune.training.progress import Position, Window
 
@@ -87,7 +88,7 @@ class RunLog:
 
     def __init__(self, out: Path):
         self.out = out
-        self.metrics = out / "metrics.jsonl"
+        self.metrics = out / METRICS_FILE
 
     def start(self, history: list[dict[str, Any]]) -> None:
         """A fresh run starts a fresh log; a resumed one was rewritten by :meth:`rewrite`."""
@@ -106,4 +107,4 @@ class RunLog:
             fh.writelines(json.dumps(r) + "\n" for r in history)
 
     def write_final(self, final: dict[str, Any]) -> None:
-        (self.out / "final.json").write_text(json.dumps(final, indent=2))
+        (self.out / FINAL_FILE).write_text(json.dumps(final, indent=2))
