@@ -167,6 +167,10 @@ def test_a_trial_has_one_name_its_trial_id_in_the_front_confirm_and_export_table
     configs = confirmed_configs(store, parent)
     rows = summarize(configs)
     text, md = format_table(rows), markdown(rows)
+    lines = format_table(rows, "val_accuracy").splitlines()  # a long metric name, a long label
+    for column in ("val_accuracy mean", "train s", "vs baseline"):  # each cell under its name
+        at = lines[0].index(column)
+        assert all(line[at - 2 : at] == "  " and line[at] != " " for line in lines[1:]), lines
     for config in configs:
         if config.is_baseline:
             assert config.trial_id == "" and "(baseline)" in text

@@ -164,18 +164,24 @@ def markdown(rows: list[ConfirmRow], metric: str = "objective") -> str:
 
 
 def format_table(rows: list[ConfirmRow], metric: str = "objective") -> str:
-    """The console table (plain text, one line per config)."""
-    head = (
-        f"{'config':<34} {'runs':>4}  {metric + ' mean +- 95% CI':<22} {'train s':<14} vs baseline"
-    )
-    lines = [head]
-    for row in rows:
-        name = f"{row.config.label} ({row.config.name})"
-        lines.append(
-            f"{name:<34} {row.objective.n:>4}  {row.objective.format():<22} "
-            f"{row.train_seconds.format(1):<14} {_difference_text(row)}"
+    """The console table (plain text, one line per config), each column as wide as its widest
+    cell: a trial's label, or the metric's name, may run long."""
+    head = ("config", "runs", f"{metric} mean +- 95% CI", "train s", "vs baseline")
+    cells = [
+        (f"{row.config.label} ({row.config.name})", str(row.objective.n), row.objective.format(),
+         row.train_seconds.format(1), _difference_text(row))
+        for row in rows
+    ]  # fmt: skip
+    widths = [max(len(line[i]) for line in (head, *cells)) for i in range(len(head) - 1)]
+
+    def line(values: tuple[str, ...]) -> str:
+        name, runs, score, seconds, difference = values
+        return (
+            f"{name:<{widths[0]}}  {runs:>{widths[1]}}  {score:<{widths[2]}}  "
+            f"{seconds:<{widths[3]}}  {difference}"
         )
-    return "\n".join(lines)
+
+    return "\n".join(line(values) for values in (head, *cells))
 
 
 def plot(rows: list[ConfirmRow], path: str | Path, metric: str = "objective") -> None:
