@@ -5,7 +5,9 @@ view of a live search from another process is test_search's signal test."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from pathlib import Path
 
 import pytest
 from hand_store import SINGLE_SEARCH, write_search
@@ -14,7 +16,8 @@ from stores import new_store
 
 import astune
 from astune.cli import main
-from astune.store.status import STALE_AFTER
+from astune.space.space import load_space
+from astune.store.status import SEARCHER, SEED_POINT, STALE_AFTER
 
 
 @pytest.fixture
@@ -40,9 +43,12 @@ def test_a_finished_search_lists_its_trials_and_its_best(store):
     assert lines[-1] == "best: best, objective 0.8"
 
 
-def running_search(client: MlflowClient, *, heartbeat_age: float, host: str) -> str:
+def running_search(
+    client: MlflowClient, *, heartbeat_age: float, host: str, space: str | None = None
+) -> str:
     """A RUNNING search whose driver on ``host`` last beat ``heartbeat_age`` s ago, with one
-    RUNNING trial at 40% and one FINISHED; the parent's id."""
+    RUNNING trial at 40% and one FINISHED (``space``: the space file it logged); the parent's
+    id."""
     experiment = client.create_experiment("live")
     now = time.time()
     tags = {
@@ -53,6 +59,8 @@ def running_search(client: MlflowClient, *, heartbeat_age: float, host: str) -> 
     parent = client.create_run(experiment, tags=tags).info.run_id
     for key, value in (("dataset", "sst5"), ("num_samples", 4), ("max_concurrent", 1)):
         client.log_param(parent, key, str(value))
+    if space is not None:
+        client.log_param(parent, "space", space)
     for name, status in (("t_00000", "FINISHED"), ("t_00001", "RUNNING")):
         tags = {"mlflow.parentRunId": parent, "astune.role": "trial", "astune.trial_id": name}
         run = client.create_run(experiment, tags=tags).info.run_id
@@ -94,3 +102,17 @@ def test_an_unknown_experiment_is_one_line(store, capsys):
     assert main(["status", "--experiment", "nope", "--tracking-uri", uri]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no experiment 'nope'" in err and SINGLE_SEARCH in err
+
+
+def test_each_trial_says_whether_it_ran_a_seed_point_or_the_searchers_config(store, tmp_path):
+    """The space file the search logged starts with one seed point: the first trial ran it,
+    the second the searcher's; a file this machine cannot read: unknown, not guessed."""
+    uri, client = store
+    packaged = load_space(Path(astune.__file__).parent / "search_spaces" / "sst5.yaml")
+    space = dataclasses.replace(packaged, points=packaged.points[:1]).dump(tmp_path / "one.yaml")
+    running_search(client, heartbeat_age=5.0, host="elsewhere", space=str(space))
+    found = astune.status("live", tracking_uri=uri)
+    assert [t.source for t in found.trials] == [SEED_POINT, SEARCHER]
+    assert str(found).splitlines()[2].endswith(f"  {SEED_POINT}")
+    space.unlink()
+    assert [t.source for t in astune.status("live", tracking_uri=uri).trials] == ["-", "-"]

@@ -23,11 +23,18 @@ if TYPE_CHECKING:
 STALE_AFTER = 2 * HEARTBEAT_SECONDS
 """A RUNNING search whose driver's last heartbeat is older than this is reported stale."""
 
+SEED_POINT = "seed point"
+"""A trial's source when it ran one of the space file's seed points (the portfolio's, or the
+space's own: they run first)."""
+SEARCHER = "searcher"
+"""A trial's source when the searcher proposed its config."""
+
 
 @dataclass(frozen=True)
 class TrialStatus:
     """One trial: its id, MLflow status (``STOPPED`` for one a scheduler stopped early), share
-    of its samples done (None: unknown), best objective, evaluations and its config's source."""
+    of its samples done (None: unknown), best objective, evaluations and its config's source
+    (:data:`SEED_POINT`, :data:`SEARCHER`, or ``-`` when the search's space file is not there)."""
 
     trial_id: str
     status: str
@@ -111,7 +118,7 @@ def _trial_status(run: Run, seeded: bool | None, now: float, evaluations: int) -
         progress=progress,
         objective=objective(run),
         evaluations=evaluations,
-        source="-" if seeded is None else ("seed" if seeded else "searcher"),
+        source="-" if seeded is None else (SEED_POINT if seeded else SEARCHER),
         seconds=_seconds(run, now),
     )
 
