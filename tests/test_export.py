@@ -107,7 +107,7 @@ def test_python_snippet_builds_the_best_objects(best, searches):
         assert (speed.lam, speed.max_steps) == (cfg["lam"], cfg["max_accum_steps"])
     assert namespace["CONFIG"] == cfg
     assert namespace["train_config"]() == TrainConfig.from_dict(cfg)
-    assert "def train(" not in code  # no loop of its own: it calls astune.training.fit
+    assert "def train(" not in code  # no loop of its own: it calls astune.train
 
 
 def _one_thread_env() -> dict:
@@ -349,7 +349,9 @@ def test_snippets_quote_names_and_paths_safely(tmp_path):
 
 @pytest.mark.parametrize("loss", ["softmax", "label_smoothing"])
 @pytest.mark.parametrize("fmt", ["yaml", "json", "python"])
-def test_a_non_as_winner_trains_from_every_export_format(loss, fmt, best, data_dir, tmp_path):
+def test_a_non_as_winner_trains_from_every_export_format(
+    loss, fmt, best, data_dir, tmp_path, capsys
+):
     """A softmax or baseline winner (made from the search's best) as yaml and json
     (`train --config`) and as the Python script (its ``main``): each trains with that loss."""
     from astune.exporting import render
@@ -364,6 +366,7 @@ def test_a_non_as_winner_trains_from_every_export_format(loss, fmt, best, data_d
         exec(compile(text, "best.py", "exec"), ns)
         assert ns["train_config"]().loss == loss
         ns["main"](["--output-dir", str(out), "--data-dir", str(data_dir)])
+        _script_keeps_its_run(ns["main"], out, capsys)
     else:
         exported = tmp_path / f"best.{fmt}"
         exported.write_text(text)
@@ -372,3 +375,16 @@ def test_a_non_as_winner_trains_from_every_export_format(loss, fmt, best, data_d
         assert main(["train", "--config", str(exported), "--output-dir", str(out)]) == 0
     final = json.loads((out / "final.json").read_text())
     assert final["optimizer_steps"] > 0 and math.isfinite(final["val_accuracy"])
+
+
+def _script_keeps_its_run(script_main, out, capsys) -> None:
+    """The exported script, run again into the folder of a finished run: refused in one line
+    that names the way on (as `train` refuses), the run's record untouched."""
+    before = (out / "final.json").read_text()
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        script_main(["--output-dir", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert stopped.value.code == 2 and len(err.splitlines()) == 1, err
+    assert f"{out} holds a run already" in err and "overwrite" in err and "resume" in err
+    assert (out / "final.json").read_text() == before

@@ -74,9 +74,9 @@ def _source(best: BestTrial) -> str:
 
 
 def python_snippet(best: BestTrial) -> str:
-    """A script that trains the best config with astune's one training loop (``fit``, exactly as
-    ``train --config`` does: same seed, same metrics), and the best loss, delta warm-up and
-    AS-Speed objects as building blocks for your own loop."""
+    """A script that trains the best config with astune's one training loop (``astune.train``,
+    exactly as ``train --config`` does: same seed, same metrics, same run folders), and the best
+    loss, delta warm-up and AS-Speed objects as building blocks for your own loop."""
     values = snippet_values(best)
     doc = _docstring("The best AS-Softmax settings, trained by astune's loop")
     config = f"CONFIG = {dict(best.config)!r}"
@@ -111,10 +111,10 @@ def hf_snippet(best: BestTrial) -> str:
 _PYTHON_IMPORTS = """import argparse
 import json
 
+import astune
 from astune.config import TrainConfig
 from astune.losses import DeltaSchedule, build_loss
 from astune.plugins import load_plugins
-from astune.training import fit
 """
 
 _PYTHON_BODY = '''def train_config(**overrides):
@@ -137,15 +137,28 @@ def delta_schedule(total):
 
 
 def main(argv=None):
-    """Train the best config with astune's loop; prints and returns ``final.json``'s record."""
+    """Train the best config as `astune train --config` does (astune.train); prints and returns
+    ``final.json``'s record."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--output-dir", default="astune-runs/best")
+    parser.add_argument(
+        "--output-dir",
+        help="the run's folder (default: the first of astune-runs/train/<dataset>, "
+        "<dataset>-2, ... that holds no run)",
+    )
     parser.add_argument("--data-dir", help="a folder holding <dataset>/{train,validation,test}")
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument("--resume", action="store_true", help="continue the run in --output-dir")
+    how.add_argument("--overwrite", action="store_true", help="replace the run in --output-dir")
     args = parser.parse_args(argv)
-    overrides = {"output_dir": args.output_dir}
-    if args.data_dir:
-        overrides["data_dir"] = args.data_dir
-    final = fit(train_config(**overrides), progress=True)
+    given = {"output_dir": args.output_dir, "data_dir": args.data_dir}
+    overrides = {name: value for name, value in given.items() if value}
+    try:
+        result = astune.train(
+            CONFIG, resume=args.resume, overwrite=args.overwrite, progress=True, **overrides
+        )
+    except ValueError as error:  # bad input (a folder that holds a run, say): one line
+        parser.exit(2, f"{parser.prog}: error: {error}\\n")
+    final = result.metrics
     print(json.dumps({k: v for k, v in final.items() if k != "p_margin_json"}, indent=2))
     return final
 
