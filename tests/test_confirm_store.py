@@ -116,3 +116,30 @@ def test_plan_takes_at_most_the_top_best_trials_and_refuses_bad_requests(store):
     assert plan.notes == ()
     with pytest.raises(ValueError, match="no experiment 'other'.*astune experiments there: hand"):
         plan_confirm("other", tracking_uri=uri)
+
+
+def test_a_tie_on_the_best_mean_is_named_beside_the_winner(store):
+    """The baseline given steady's seeds: the winner stays the first of the two, and the
+    console names the other as tied (it said "confirmed winner" alone)."""
+    import dataclasses
+
+    from astune.store.confirmed import confirmed_configs, confirmed_winner, tied_with
+    from astune.tuning.confirmation.confirm_summary import ConfirmResult
+
+    uri, ids = store
+    s = Store(uri)
+    configs = confirmed_configs(s, s.require_search("hand"))
+    assert tied_with(configs, confirmed_winner(configs)) == []
+    steady = configs[1]
+    configs[2] = dataclasses.replace(configs[2], objectives=dict(steady.objectives))
+    winner = confirmed_winner(configs)
+    assert winner is steady and tied_with(configs, winner) == [configs[2]]
+    result = ConfirmResult(
+        experiment="hand", tracking_uri=uri, parent_run_id="p", rows=[], metric="accuracy",
+        ran=0, reused=6, winner="as_softmax delta=0.2 (trial 1)", tied=("softmax (baseline)",),
+    )  # fmt: skip
+    verdict = [line for line in str(result).splitlines() if line.startswith("confirmed winner")]
+    assert verdict == [
+        "confirmed winner (best mean): as_softmax delta=0.2 (trial 1), tied with softmax "
+        "(baseline) (the same mean on these seeds: more seeds may part them)"
+    ]

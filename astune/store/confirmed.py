@@ -93,3 +93,13 @@ def confirmed_winner(configs: list[ConfirmedConfig], mode: str = "max") -> Confi
         return None
     sign = -1.0 if mode == "min" else 1.0
     return max(candidates, key=lambda c: sign * c.mean)
+
+
+def tied_with(configs: list[ConfirmedConfig], winner: ConfirmedConfig) -> list[ConfirmedConfig]:
+    """The other configs confirmed over at least two seeds whose mean equals ``winner``'s (the
+    winner is then only the first of them in ``configs``' order)."""
+    return [
+        c
+        for c in configs
+        if c is not winner and len(c.objectives) >= 2 and math.isclose(c.mean, winner.mean)
+    ]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from astune.confirmation.plan import ConfirmPlan
 from astune.confirmation.table import ConfirmRow, format_table, markdown, plot, summarize, write_csv
-from astune.store.confirmed import confirmed_configs, confirmed_winner
+from astune.store.confirmed import confirmed_configs, confirmed_winner, tied_with
 from astune.store.conventions import CONFIRM_FRONT_TAG
 
 ARTIFACTS = ("confirm.csv", "confirm.md", "confirm.png")
@@ -29,6 +29,7 @@ class ConfirmResult:
     reused: int  # (config, seed) pairs finished before
     winner: str | None  # the best confirmed mean: its label and name, as the table shows it
     within: float | None = None  # a confirm of the front: the verdict's tolerance (points)
+    tied: tuple[str, ...] = ()  # the configs whose mean equals the winner's, named as it is
 
     @property
     def faster(self) -> list[ConfirmRow]:
@@ -49,7 +50,12 @@ class ConfirmResult:
             names = ", ".join(f"{row.config.label} ({row.config.name})" for row in self.faster)
             verdict = names or "none of the front's configs, on these seeds"
             lines.append(f"faster at equal accuracy ({tolerance}): {verdict}")
-        if self.winner:
+        if self.winner and self.tied:
+            lines.append(
+                f"confirmed winner (best mean): {self.winner}, tied with {', '.join(self.tied)} "
+                "(the same mean on these seeds: more seeds may part them)"
+            )
+        elif self.winner:
             lines.append(f"confirmed winner (best mean): {self.winner}")
         prefers = "the confirmed winner"
         if self.faster:
@@ -84,6 +90,7 @@ def summarize_confirm(
         reused=reused,
         winner=f"{winner.label} ({winner.name})" if winner else None,
         within=within,
+        tied=tuple(f"{c.label} ({c.name})" for c in tied_with(configs, winner)) if winner else (),
     )
 
 
