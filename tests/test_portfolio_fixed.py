@@ -79,3 +79,16 @@ def test_a_space_with_every_value_fixed_runs_exactly_that_config(tmp_path, data_
     assert "configs become the same as an earlier one once holding your values: run once" in notes
     assert "--num-samples 1 is within its 1 config: this search runs the portfolio alone" in notes
     assert "portfolio: trial 1 runs what won on past tasks" in notes
+
+
+def test_fewer_samples_than_the_portfolio_run_its_first_configs_and_say_so(tmp_path, data_dir):
+    """--num-samples 1 under a portfolio of several configs: the console lists them all, but
+    says trial 1 alone runs one (it said "trials 1-N run")."""
+    settings = tiny_settings(root=tmp_path, data_dir=data_dir, portfolio=True, num_samples=1)
+    prepared = prepare_search(settings)
+    listed = [line for line in prepared.notes if line.startswith("  ")]
+    assert len(listed) >= 2, prepared.notes  # the packaged prior's portfolio at this size
+    notes = "\n".join(prepared.notes)
+    assert "portfolio: trial 1 runs what won on past tasks" in notes
+    within = f"--num-samples 1 is within its {len(listed)} configs"
+    assert f"{within}: this search runs its first config alone" in notes

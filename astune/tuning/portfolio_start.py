@@ -66,18 +66,26 @@ def portfolio_start(
         space, scheduler_line = _portfolio_scheduler(space)
     with_portfolio(space, entries, keep=fixed.keys()).dump(path)
     widened = load_space(path)  # as a resume reads it: its source is the file
-    first = "trial 1 runs" if len(entries) == 1 else f"trials 1-{len(entries)} run"
+    runs = min(len(entries), widened.num_samples)  # the trials that run a portfolio config
+    first = "trial 1 runs" if runs == 1 else f"trials 1-{runs} run"
     lines = [f"portfolio: {first} what won on past tasks ({path.name})"]
     lines += [f"  {i}. {config_text(e.config)} ({e.source})" for i, e in enumerate(entries, 1)]
     lines += [scale] if scale else []
     lines += [scheduler_line] if scheduler_line else []
     lines += _fixed_lines(fixed, merged)
-    if widened.num_samples <= len(entries):
-        lines.append(
-            f"portfolio: --num-samples {widened.num_samples} is within its "
-            f"{counted(len(entries), 'config')}: this search runs the portfolio alone"
-        )
+    lines += _alone_line(widened.num_samples, len(entries))
     return dataclasses.replace(settings, space=str(path)), widened, lines
+
+
+def _alone_line(num_samples: int, configs: int) -> list[str]:
+    """The line saying the search is the portfolio alone (or its first configs), if it is."""
+    if num_samples > configs:
+        return []
+    within = f"portfolio: --num-samples {num_samples} is within its {counted(configs, 'config')}"
+    if num_samples == configs:
+        return [f"{within}: this search runs the portfolio alone"]
+    first = "its first config" if num_samples == 1 else f"its first {num_samples}"
+    return [f"{within}: this search runs {first} alone"]
 
 
 PORTFOLIO_SCHEDULER = "none"
