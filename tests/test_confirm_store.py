@@ -140,6 +140,6 @@ def test_a_tie_on_the_best_mean_is_named_beside_the_winner(store):
     )  # fmt: skip
     verdict = [line for line in str(result).splitlines() if line.startswith("confirmed winner")]
     assert verdict == [
-        "confirmed winner (best mean): as_softmax delta=0.2 (trial 1), tied with softmax "
-        "(baseline) (the same mean on these seeds: more seeds may part them)"
+        "confirmed winner (best mean): as_softmax delta=0.2 (trial 1); softmax (baseline) has "
+        "the same mean on these seeds: more seeds may part them"
     ]

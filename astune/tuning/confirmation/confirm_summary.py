@@ -51,9 +51,11 @@ class ConfirmResult:
             verdict = names or "none of the front's configs, on these seeds"
             lines.append(f"faster at equal accuracy ({tolerance}): {verdict}")
         if self.winner and self.tied:
+            others = " and ".join(self.tied)
             lines.append(
-                f"confirmed winner (best mean): {self.winner}, tied with {', '.join(self.tied)} "
-                "(the same mean on these seeds: more seeds may part them)"
+                f"confirmed winner (best mean): {self.winner}; {others} "
+                f"{'has' if len(self.tied) == 1 else 'have'} the same mean on these seeds: more "
+                "seeds may part them"
             )
         elif self.winner:
             lines.append(f"confirmed winner (best mean): {self.winner}")
