@@ -16,6 +16,7 @@ from typing import Any
 
 from astune._checks import check_choice
 from astune._moved import REMOVED_IN
+from astune._text import plural
 from astune.backbones.registry import DEFAULT_BACKBONE
 from astune.checkpoint_policy import TRAIN_DEFAULT, CheckpointPolicy
 from astune.losses.catalogue import (
@@ -292,8 +293,9 @@ class TrainConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
+            keys = plural(len(unknown), "unknown config key")
             raise ValueError(
-                f"unknown config key(s) {', '.join(map(repr, unknown))}; accepted: "
+                f"{keys} {', '.join(map(repr, unknown))}; accepted: "
                 f"{', '.join(sorted(cls.accepted_keys()))}."
             )
         if values.get("loss") not in (None, *AS_LOSSES):

@@ -69,7 +69,7 @@ CASES: list[tuple[str, str]] = [
     ("train --dataset sst5 --max-accum-steps 0", "max_accum_steps must be an integer in [1, inf), but got 0"),
     ("train --dataset sst5 --lam 0", "lam must be in (0.0, inf), but got 0.0"),
     ("train --dataset sst5 --loss softmax --as-skip", "as_skip needs an AS loss (as_softmax, multilabel_as_softmax), but loss is 'softmax'"),
-    ("train --config other_tool.yaml", "unknown config key(s) 'foo'; accepted: as_skip"),
+    ("train --config other_tool.yaml", "unknown config key 'foo'; accepted: as_skip"),
     ("export --experiment nope", "no MLflow store at"),
     ("export --experiment x --tracking-uri missing.db", "no MLflow store at"),
     ("export --experiment x --format xml", "invalid choice: 'xml' (choose from 'yaml', 'json', 'python', 'hf')"),

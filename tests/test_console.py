@@ -175,7 +175,7 @@ def test_the_pareto_front_fits_80_columns_with_every_cost():
     prose = [line for line in lines if not line.startswith(COMMANDS)]
     assert max(len(line) for line in prose) <= 80, prose
     head = " ".join(line.strip() for line in lines[1:3])
-    assert head.startswith(f"Pareto front: 2 trial(s), objective against {', '.join(costs)}")
+    assert head.startswith(f"Pareto front: 2 trials, objective against {', '.join(costs)}")
     table = lines[3:6]
     assert table[0].split() == ["trial", "loss", "speed", "skip", "objective", "seconds",
                                 "samples", "steps"]  # fmt: skip

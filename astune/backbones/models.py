@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astune._checks import check_choice, check_int, check_range
+from astune._text import counted
 from astune.backbones.registry import hub_id_of, resolve_backbone
 from astune.losses.catalogue import MEDIA_TASKS, TASKS
 
@@ -270,7 +271,7 @@ def _warn_missing_backbone_weights(model: nn.Module, missing: Any, name: str) ->
     if not_head:
         shown = ", ".join(not_head[:5]) + (" ..." if len(not_head) > 5 else "")
         warnings.warn(
-            f"backbone {name!r}: {len(not_head)} pretrained weight(s) not found in the "
+            f"backbone {name!r}: {counted(len(not_head), 'pretrained weight')} not found in the "
             f"checkpoint and initialized at random: {shown}",
             stacklevel=3,
         )

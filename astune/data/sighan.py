@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from astune._checks import check_int
+from astune._text import counted
 from astune.config import TRAIN_FIELDS
 from astune.data.errors import DataError
 from astune.metrics.scores import IGNORE_INDEX
@@ -54,8 +55,8 @@ class Prepared:
         unknown = sum(self.unknown_labels.values())
         return (
             f"prepared {sizes} sentences in {self.out}; {self.candidates} candidate characters; "
-            f"dropped {self.dropped_lengths} pair(s) whose lengths differ; {unknown} "
-            "character(s) whose correction is not a candidate labelled -100"
+            f"dropped {counted(self.dropped_lengths, 'pair')} whose lengths differ; "
+            f"{counted(unknown, 'character')} whose correction is not a candidate labelled -100"
         )
 
 

@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from astune._text import counted
 from astune.history.probe import ProbeResult, normalized, run_probe
 from astune.store.reader import (
     SOFTMAX_LOSSES,
@@ -166,7 +167,7 @@ def softmax_evidence(store: Store, name: str, probe: ProbeResult | None) -> Evid
     weight = MLFLOW_WEIGHT * min(1.0, seen / FULL_WEIGHT_SAMPLES)
     experiment = store.experiment_name(best.info.experiment_id)
     detail = (
-        f"best of {len(trials)} softmax trial(s) in MLflow, search {experiment!r}, "
+        f"best of {counted(len(trials), 'softmax trial')} in MLflow, search {experiment!r}, "
         f"{seen:.0f} examples seen"
     )
     return Evidence(

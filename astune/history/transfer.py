@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from astune._text import counted
 from astune.losses.catalogue import MULTI_LABEL_TASKS
 
 HISTORY_SHRINK = 3.0
@@ -275,9 +276,8 @@ def describe(advice: TransferAdvice) -> list[str]:
     if not advice.trials:
         return [f"transfer:    none ({'; '.join(advice.notes)})"]
     values = ", ".join(f"{k} {value_text(v)}" for k, v in advice.centre.items())
-    lines = [
-        f"transfer:    weight {advice.weight:.2f} from {len(advice.sources)} search(es): {values}"
-    ]
+    searches = counted(len(advice.sources), "search", many="searches")
+    lines = [f"transfer:    weight {advice.weight:.2f} from {searches}: {values}"]
     lines += [f"  {source}: weight {w:.2f}" for source, w in advice.sources[:5]]
     return lines + [f"  note: {n}" for n in advice.notes]
 

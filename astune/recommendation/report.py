@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+from astune._text import counted
 from astune.history.portfolio import describe_portfolio
 from astune.history.transfer import describe as describe_transfer
 from astune.recommendation.prior import UNKNOWN_DIFFICULTY
@@ -42,8 +43,9 @@ def rationale(rec: Recommendation) -> str:
             for p in rec.points
         )
         which = "mostly the paper prior" if rec.history_weight < 0.5 else "mostly the history fit"
+        searches = counted(len(rec.points), "search", many="searches")
         history = (
-            f"The store holds {len(rec.points)} search(es) with AS-Softmax trials: {seen}; "
+            f"The store holds {searches} with AS-Softmax trials: {seen}; "
             f"their fit gives {rec.fit_delta:.2f}, blended with weight "
             f"{rec.history_weight:.2f} against the prior's {1 - rec.history_weight:.2f} "
             f"({which})."
@@ -78,8 +80,9 @@ def schedule_sentence(advice: ScheduleAdvice) -> str:
             "schedules, so the schedule is the paper's: delta fixed after the warm-up."
         )
     wins = ", ".join(f"{name} {len(won)}" for name, won in sorted(tally.wins.items()))
+    searches = counted(tally.contests, "search", many="searches")
     return (
-        f"Of the {tally.contests} search(es) of {advice.band} tasks that compared delta "
+        f"Of the {searches} of {advice.band} tasks that compared delta "
         f"schedules, the best AS trial used: {wins}; the schedule recommended is "
         f"{describe_schedule(advice.schedule, advice.params)}."
     )
@@ -121,8 +124,9 @@ def format_recommendation(rec: Recommendation) -> str:
     lines += [f"  {e.describe()}" for e in rec.difficulty.evidence]
     lines += [f"  note: {n}" for n in rec.difficulty.notes]
     prior_share = 1 - rec.history_weight
+    searches = counted(len(rec.points), "search", many="searches")
     lines.append(
-        f"history:     {len(rec.points)} search(es) with AS-Softmax trials; "
+        f"history:     {searches} with AS-Softmax trials; "
         f"prior weight {prior_share:.2f}, fit weight {rec.history_weight:.2f}"
     )
     lines += [

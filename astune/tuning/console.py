@@ -19,6 +19,7 @@ from typing import Any
 
 from ray.tune import Callback
 
+from astune._text import counted
 from astune.store.estimate import duration_text
 from astune.store.links import runs_view_url
 from astune.tuning.optuna_storage import dashboard_command
@@ -341,7 +342,9 @@ def front_lines(summary: SearchResult) -> list[str]:
     names = list(summary.objectives)
     costs = ", ".join(names[1:])
     count = len(summary.front)
-    head = _text(f"Pareto front: {count} trial(s), {names[0]} against {costs}, cheapest first")
+    head = _text(
+        f"Pareto front: {counted(count, 'trial')}, {names[0]} against {costs}, cheapest first"
+    )
     headers = [SHORT_NAMES.get(n, n) for n in names]
     rows = [["trial", "loss", "speed", "skip", *headers]]
     for p in summary.front:
