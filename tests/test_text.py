@@ -15,7 +15,11 @@ def test_a_count_and_its_word_agree():
     assert [counted(n, "layer") for n in (0, 1, 2, 1000)] == [
         "0 layers", "1 layer", "2 layers", "1,000 layers"
     ]  # fmt: skip
-    assert [counted(n, "search", many="searches") for n in (1, 3)] == ["1 search", "3 searches"]
+    assert [counted(n, "search") for n in (1, 3)] == ["1 search", "3 searches"]
+    assert [counted(2, word) for word in ("box", "pass", "match", "wish")] == [
+        "2 boxes", "2 passes", "2 matches", "2 wishes"
+    ]  # fmt: skip
+    assert [plural(n, "search", verb=True) for n in (1, 2)] == ["searches", "search"]
     assert [plural(n, "run", verb=True) for n in (1, 2)] == ["runs", "run"]
     assert [plural(n, "become", verb=True) for n in (1, 2)] == ["becomes", "become"]
 

@@ -276,7 +276,7 @@ def describe(advice: TransferAdvice) -> list[str]:
     if not advice.trials:
         return [f"transfer:    none ({'; '.join(advice.notes)})"]
     values = ", ".join(f"{k} {value_text(v)}" for k, v in advice.centre.items())
-    searches = counted(len(advice.sources), "search", many="searches")
+    searches = counted(len(advice.sources), "search")
     lines = [f"transfer:    weight {advice.weight:.2f} from {searches}: {values}"]
     lines += [f"  {source}: weight {w:.2f}" for source, w in advice.sources[:5]]
     return lines + [f"  note: {n}" for n in advice.notes]

@@ -43,7 +43,7 @@ def rationale(rec: Recommendation) -> str:
             for p in rec.points
         )
         which = "mostly the paper prior" if rec.history_weight < 0.5 else "mostly the history fit"
-        searches = counted(len(rec.points), "search", many="searches")
+        searches = counted(len(rec.points), "search")
         history = (
             f"The store holds {searches} with AS-Softmax trials: {seen}; "
             f"their fit gives {rec.fit_delta:.2f}, blended with weight "
@@ -80,7 +80,7 @@ def schedule_sentence(advice: ScheduleAdvice) -> str:
             "schedules, so the schedule is the paper's: delta fixed after the warm-up."
         )
     wins = ", ".join(f"{name} {len(won)}" for name, won in sorted(tally.wins.items()))
-    searches = counted(tally.contests, "search", many="searches")
+    searches = counted(tally.contests, "search")
     return (
         f"Of the {searches} of {advice.band} tasks that compared delta "
         f"schedules, the best AS trial used: {wins}; the schedule recommended is "
@@ -124,7 +124,7 @@ def format_recommendation(rec: Recommendation) -> str:
     lines += [f"  {e.describe()}" for e in rec.difficulty.evidence]
     lines += [f"  note: {n}" for n in rec.difficulty.notes]
     prior_share = 1 - rec.history_weight
-    searches = counted(len(rec.points), "search", many="searches")
+    searches = counted(len(rec.points), "search")
     lines.append(
         f"history:     {searches} with AS-Softmax trials; "
         f"prior weight {prior_share:.2f}, fit weight {rec.history_weight:.2f}"
