@@ -20,6 +20,12 @@ BASELINE = (0.35, 0.37)
 def store(tmp_path_factory) -> tuple[str, dict[str, str]]:
     """The store's URI and trial name -> run id (read-only for the tests)."""
     uri = new_store(tmp_path_factory.mktemp("hand"))
+    return uri, write_search(uri, BASELINE)
+
+
+def write_search(uri: str, baseline: tuple[float, float]) -> dict[str, str]:
+    """The search "hand" with TRIALS confirmed and the baseline's per-seed ``baseline``;
+    trial name -> run id."""
     client = MlflowClient(tracking_uri=uri)
     exp = client.create_experiment("hand")
     shared = {"dataset": "sst5", "backbone": "minilm", "num_layers": 1, "seed": 0}
@@ -50,7 +56,7 @@ def store(tmp_path_factory) -> tuple[str, dict[str, str]]:
                 {**params, "seed": seed},
                 {"best_objective": value, "train_seconds": 3.0, "val_accuracy": value},
             )
-    for seed, value in zip((1, 2), BASELINE):
+    for seed, value in zip((1, 2), baseline):
         tags = {**child, "astune.role": "confirm", "astune.confirms": "baseline"}
         log_run(
             client,
@@ -59,7 +65,7 @@ def store(tmp_path_factory) -> tuple[str, dict[str, str]]:
             {"loss": "softmax", "delta": "None", "lr": 0.001, "seed": seed},
             {"best_objective": value, "train_seconds": 2.0, "val_accuracy": value},
         )
-    return uri, ids
+    return ids
 
 
 def test_export_picks_the_confirmed_winner_over_the_single_run_best(store):
@@ -143,3 +149,18 @@ def test_a_tie_on_the_best_mean_is_named_beside_the_winner(store):
         "confirmed winner (best mean): as_softmax delta=0.2 (trial 1); softmax (baseline) has "
         "the same mean on these seeds: more seeds may part them"
     ]
+
+
+def test_confirm_names_the_tie_from_the_store(tmp_path):
+    """The same wiring end to end: a baseline confirmed at steady's very seeds' scores."""
+    from astune.confirmation.plan import plan_confirm
+    from astune.tuning.confirmation.confirm_summary import summarize_confirm
+
+    uri = new_store(tmp_path)
+    write_search(uri, TRIALS["steady"][2])
+    plan = plan_confirm("hand", top=2, seeds=2, tracking_uri=uri)
+    result = summarize_confirm(plan, within=None, metric="accuracy", ran=0, reused=6)
+    assert result.winner.startswith("as_softmax delta=0.2 (") and result.tied == (
+        "softmax (baseline)",
+    )
+    assert f"{result.winner}; softmax (baseline) has the same mean" in str(result)
