@@ -4,6 +4,8 @@ over seeds. `export` and `recommend` must follow the confirmed means."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hand_store import log_run
 from mlflow import MlflowClient
@@ -27,7 +29,8 @@ def write_search(uri: str, baseline: tuple[float, float]) -> dict[str, str]:
     """The search "hand" with TRIALS confirmed and the baseline's per-seed ``baseline``;
     trial name -> run id."""
     client = MlflowClient(tracking_uri=uri)
-    exp = client.create_experiment("hand")
+    artifacts = Path(uri.removeprefix("sqlite:///")).parent / "artifacts"  # not ./mlruns
+    exp = client.create_experiment("hand", artifact_location=artifacts.as_uri())
     shared = {"dataset": "sst5", "backbone": "minilm", "num_layers": 1, "seed": 0}
     parent = log_run(
         client,
@@ -164,3 +167,4 @@ def test_confirm_names_the_tie_from_the_store(tmp_path):
         "softmax (baseline)",
     )
     assert f"{result.winner}; softmax (baseline) has the same mean" in str(result)
+    assert (tmp_path / "artifacts").is_dir()  # confirm.csv and the rest, beside the store
