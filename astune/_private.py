@@ -1,8 +1,8 @@
 """The one adapter for private third-party APIs: every call astune makes to a name starting with
-``_`` in Ray, Optuna, torch, transformers or pyarrow goes through here, so an upgrade breaks in
-one place.
+``_`` in Ray, Optuna, torch, transformers, pyarrow or MLflow goes through here, so an upgrade
+breaks in one place.
 
-Checked with Ray 2.60, Optuna 5.0 and 5.1, torch 2.13 and pyarrow 25
+Checked with Ray 2.60, Optuna 5.0 and 5.1, torch 2.13, pyarrow 25 and MLflow 3.17
 (``tests/test_private_api.py`` fails loudly when an upgrade removes one of them). Heavy packages
 are imported inside the functions: importing this module costs nothing, and the torch-only floors
 may use it without pulling in Ray.
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import subprocess
 
     import optuna
+    from mlflow.entities import Run
     from ray.tune import RunConfig, Tuner
     from ray.tune.search.optuna import OptunaSearch
 
@@ -33,8 +34,8 @@ def _attribute(owner: Any, name: str, what: str) -> Any:
         return getattr(owner, name)
     except AttributeError:
         raise PrivateAPIError(
-            f"{what} has no attribute {name!r}: astune was checked against Ray 2.60, Optuna 5.1 "
-            "and torch 2.13; see astune/_private.py."
+            f"{what} has no attribute {name!r}: astune was checked against Ray 2.60, Optuna 5.1, "
+            "torch 2.13 and MLflow 3.17; see astune/_private.py."
         ) from None
 
 
@@ -351,3 +352,13 @@ def kv_get(key: str) -> bytes | None:
         return None
     get = _attribute(internal_kv, "_internal_kv_get", "ray.experimental.internal_kv")
     return get(key.encode(), namespace=PROGRESS_NAMESPACE)
+
+
+# --------------------------------------------------------------------------------- MLflow
+def latest_step(run: Run, key: str) -> int | None:
+    """The step of ``run``'s latest ``key`` (the one of the highest step: what MLflow keeps as
+    latest), None when the run has none. MLflow 3.17's ``RunData`` keeps the latest metrics'
+    ``Metric`` objects, steps included, in ``_metric_objs``; its public ``metrics`` holds the
+    values alone, and the history of one metric costs a request a run."""
+    metrics = _attribute(run.data, "_metric_objs", "mlflow.entities.RunData")
+    return max((m.step for m in metrics if m.key == key), default=None)

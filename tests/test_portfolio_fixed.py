@@ -10,6 +10,8 @@ from tiny import tiny_settings
 
 from astune.space.files import space_dir
 from astune.space.user_fixed import user_fixed
+from astune.store.conventions import PORTFOLIO_POINTS
+from astune.tuning.execution import search_tracker
 from astune.tuning.runner import prepare_search
 
 USER_VALUES = {"lr": 2.0e-5, "batch_size": 16, "epochs": 1, "as_speed": False}
@@ -92,3 +94,6 @@ def test_fewer_samples_than_the_portfolio_run_its_first_configs_and_say_so(tmp_p
     assert "portfolio: trial 1 runs what won on past tasks" in notes
     within = f"--num-samples 1 is within its {len(listed)} configs"
     assert f"{within}: this search runs its first config alone" in notes
+    # the parent run records them, so that `astune status` names their trials "portfolio"
+    assert prepared.portfolio_points == len(listed)
+    assert search_tracker(prepared).search_params[PORTFOLIO_POINTS] == len(listed)

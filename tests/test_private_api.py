@@ -243,3 +243,15 @@ def test_ray_internal_kv_names() -> None:
     for name in ("_internal_kv_put", "_internal_kv_get", "_internal_kv_initialized"):
         assert callable(getattr(internal_kv, name)), name
     assert _private.kv_get("progress/none") is None  # no Ray joined in this process
+
+
+def test_mlflow_latest_metric_steps(tmp_path) -> None:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run_id = client.create_run(client.create_experiment("steps")).info.run_id
+    for step in (0, 2, 1):  # logged out of order: the latest is the highest step's
+        client.log_metric(run_id, "objective", 0.1 * step, step=step)
+    (run,) = client.search_runs([client.get_run(run_id).info.experiment_id])
+    assert _private.latest_step(run, "objective") == 2
+    assert _private.latest_step(run, "absent") is None

@@ -17,7 +17,8 @@ from stores import new_store
 import astune
 from astune.cli import main
 from astune.space.space import load_space
-from astune.store.status import SEARCHER, SEED_POINT, STALE_AFTER
+from astune.store.conventions import PORTFOLIO_POINTS
+from astune.store.status import PORTFOLIO, SEARCHER, SEED_POINT, STALE_AFTER
 
 
 @pytest.fixture
@@ -44,11 +45,16 @@ def test_a_finished_search_lists_its_trials_and_its_best(store):
 
 
 def running_search(
-    client: MlflowClient, *, heartbeat_age: float, host: str, space: str | None = None
+    client: MlflowClient,
+    *,
+    heartbeat_age: float,
+    host: str,
+    space: str | None = None,
+    portfolio: int | None = None,
 ) -> str:
     """A RUNNING search whose driver on ``host`` last beat ``heartbeat_age`` s ago, with one
-    RUNNING trial at 40% and one FINISHED (``space``: the space file it logged); the parent's
-    id."""
+    RUNNING trial at 40% and one FINISHED (``space``: the space file it logged; ``portfolio``:
+    how many of its seed points it recorded as the portfolio's); the parent's id."""
     experiment = client.create_experiment("live")
     now = time.time()
     tags = {
@@ -61,6 +67,8 @@ def running_search(
         client.log_param(parent, key, str(value))
     if space is not None:
         client.log_param(parent, "space", space)
+    if portfolio is not None:
+        client.log_param(parent, PORTFOLIO_POINTS, str(portfolio))
     for name, status in (("t_00000", "FINISHED"), ("t_00001", "RUNNING")):
         tags = {"mlflow.parentRunId": parent, "astune.role": "trial", "astune.trial_id": name}
         run = client.create_run(experiment, tags=tags).info.run_id
@@ -116,3 +124,16 @@ def test_each_trial_says_whether_it_ran_a_seed_point_or_the_searchers_config(sto
     assert str(found).splitlines()[2].endswith(f"  {SEED_POINT}")
     space.unlink()
     assert [t.source for t in astune.status("live", tracking_uri=uri).trials] == ["-", "-"]
+
+
+def test_the_portfolios_trials_are_named_apart_from_the_spaces_own_seed_points(store, tmp_path):
+    """A portfolio's space file: its first seed point is the portfolio's (the search recorded
+    one), the second the space's own; the portfolio's is known without the file."""
+    uri, client = store
+    packaged = load_space(Path(astune.__file__).parent / "search_spaces" / "sst5.yaml")
+    space = dataclasses.replace(packaged, points=packaged.points[:2]).dump(tmp_path / "p.yaml")
+    running_search(client, heartbeat_age=5.0, host="elsewhere", space=str(space), portfolio=1)
+    found = astune.status("live", tracking_uri=uri)
+    assert [t.source for t in found.trials] == [PORTFOLIO, SEED_POINT]
+    space.unlink()
+    assert [t.source for t in astune.status("live", tracking_uri=uri).trials] == [PORTFOLIO, "-"]

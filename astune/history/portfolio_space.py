@@ -30,6 +30,15 @@ def with_portfolio(
     """``space`` widened to hold every entry's config, the entries first among its points (in
     order; one the space still cannot hold exactly is moved onto it); the keys in ``keep``
     (those a flag fixed) are left as they are, and out of the points."""
+    widened = widened_for(space, entries, keep=keep)
+    return with_points(widened, portfolio_points(widened, entries, keep=keep))
+
+
+def widened_for(
+    space: SearchSpace, entries: Sequence[PortfolioEntry], *, keep: Sequence[str] = ()
+) -> SearchSpace:
+    """``space`` with each range of :data:`WIDENED_KEYS` not in ``keep`` grown to hold the
+    entries' values (of the losses it searches)."""
     for entry in entries:
         loss = entry.config.get("loss")
         if loss not in space.losses:
@@ -39,13 +48,21 @@ def with_portfolio(
             param = space_param(space, key, loss)
             if value is not None and param is not None and is_number(value):
                 space = _holding(space, key, loss, param, float(value))
-    points = []
+    return space
+
+
+def portfolio_points(
+    space: SearchSpace, entries: Sequence[PortfolioEntry], *, keep: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """The entries as ``space``'s seed points, in order and each once, without the keys in
+    ``keep``; an entry the space cannot hold is left out."""
+    points: list[dict[str, Any]] = []
     for entry in entries:
         point = as_point(space, str(entry.config.get("loss")), entry.config)
         if point is not None:
             point = {k: v for k, v in point.items() if k not in keep}
             points += [point] if point not in points else []
-    return with_points(space, points)
+    return points
 
 
 def _holding(space: SearchSpace, key: str, loss: str, param: Param, value: float) -> SearchSpace:

@@ -58,6 +58,9 @@ RESTARTED_KEY = "restarted_from_start"  # a trial's report: its checkpoint was u
 STORAGE_WAIT_KEY = "storage_wait_seconds"
 STOPPED_BY_TAG = "astune.stopped_by"  # the signal (SIGTERM, SIGINT) that stopped the search
 NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI
+# A search's parent run: how many of its first trials run the portfolio's configs (absent:
+# none, or a search started before it was recorded).
+PORTFOLIO_POINTS = "portfolio_points"
 # The costs (astune.metrics.objectives.COSTS) are not among them: every evaluation logs them, so
 # their latest value is the run's, and the curves keep one point per evaluation.
 FINAL_METRICS = (

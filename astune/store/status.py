@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from astune.metrics.objectives import PRIMARY
-from astune.store.conventions import STOPPED_EARLY_TAG
+from astune.store.conventions import PORTFOLIO_POINTS, STOPPED_EARLY_TAG
 from astune.store.driver_lock import HEARTBEAT_SECONDS, holder_of
 from astune.store.estimate import duration_text, search_seconds_left
 from astune.store.reader import Store, objective, param, search_mode, trial_id
@@ -23,9 +23,11 @@ if TYPE_CHECKING:
 STALE_AFTER = 2 * HEARTBEAT_SECONDS
 """A RUNNING search whose driver's last heartbeat is older than this is reported stale."""
 
+PORTFOLIO = "portfolio"
+"""A trial's source when it ran one of the portfolio's configs (what won on past tasks: the
+first trials of a search that starts from history)."""
 SEED_POINT = "seed point"
-"""A trial's source when it ran one of the space file's seed points (the portfolio's, or the
-space's own: they run first)."""
+"""A trial's source when it ran one of the space's own seed points (they run next)."""
 SEARCHER = "searcher"
 """A trial's source when the searcher proposed its config."""
 
@@ -34,7 +36,8 @@ SEARCHER = "searcher"
 class TrialStatus:
     """One trial: its id, MLflow status (``STOPPED`` for one a scheduler stopped early), share
     of its samples done (None: unknown), best objective, evaluations and its config's source
-    (:data:`SEED_POINT`, :data:`SEARCHER`, or ``-`` when the search's space file is not there)."""
+    (:data:`PORTFOLIO`, :data:`SEED_POINT`, :data:`SEARCHER`, or ``-`` when the search's space
+    file is not there to tell the last two apart)."""
 
     trial_id: str
     status: str
@@ -71,13 +74,10 @@ def search_status(experiment: str, tracking_uri: str | None = None) -> SearchSta
     store = Store(resolve_tracking_uri(tracking_uri))
     parent = store.require_search(experiment)
     runs = sorted(store.trials(parent.info.run_id), key=trial_id)
-    seeds = _seed_points(parent)
+    sources = _sources(parent, len(runs))
     now = time.time()
     trials = tuple(
-        _trial_status(
-            run, index < seeds if seeds is not None else None, now, _evaluations(store, run)
-        )
-        for index, run in enumerate(runs)
+        _trial_status(run, source, now, _evaluations(run)) for run, source in zip(runs, sources)
     )
     scored = [t for t in trials if t.objective is not None and t.status != "FAILED"]
     sign = -1.0 if search_mode(parent) == "min" else 1.0
@@ -96,16 +96,17 @@ def search_status(experiment: str, tracking_uri: str | None = None) -> SearchSta
     )
 
 
-def _evaluations(store: Store, run: Run) -> int:
-    """The evaluations ``run`` logged: the distinct steps of its objective (a trial's reports
-    log it at ``step = evaluation``, which is no metric of its own; a retried trial's repeated
-    evaluation counts once)."""
-    if PRIMARY not in run.data.metrics:
-        return 0
-    return len({m.step for m in store.client.get_metric_history(run.info.run_id, PRIMARY)})
+def _evaluations(run: Run) -> int:
+    """The evaluations ``run`` logged: its objective's latest step + 1 (a trial's reports log
+    it at ``step = evaluation``, from 0, which is no metric of its own; a retried trial's
+    repeated evaluation counts once). Read from the run as the store listed it: no request."""
+    from astune._private import latest_step
+
+    step = latest_step(run, PRIMARY)
+    return 0 if step is None else step + 1
 
 
-def _trial_status(run: Run, seeded: bool | None, now: float, evaluations: int) -> TrialStatus:
+def _trial_status(run: Run, source: str, now: float, evaluations: int) -> TrialStatus:
     status = run.info.status
     if status == "FINISHED" and run.data.tags.get(STOPPED_EARLY_TAG) == "true":
         status = "STOPPED"
@@ -118,7 +119,7 @@ def _trial_status(run: Run, seeded: bool | None, now: float, evaluations: int) -
         progress=progress,
         objective=objective(run),
         evaluations=evaluations,
-        source="-" if seeded is None else (SEED_POINT if seeded else SEARCHER),
+        source=source,
         seconds=_seconds(run, now),
     )
 
@@ -126,6 +127,22 @@ def _trial_status(run: Run, seeded: bool | None, now: float, evaluations: int) -
 def _seconds(run: Run, now: float) -> float:
     end = run.info.end_time / 1000 if run.info.end_time else now
     return max(0.0, end - run.info.start_time / 1000)
+
+
+def _sources(parent: Run, trials: int) -> list[str]:
+    """The source of each of the first ``trials`` trials, in their order: the portfolio's
+    configs ran first, then the space's own seed points, then the searcher's configs."""
+    portfolio = param(parent, PORTFOLIO_POINTS) or 0
+    seeds = _seed_points(parent)
+    return [_source(index, portfolio, seeds) for index in range(trials)]
+
+
+def _source(index: int, portfolio: int, seeds: int | None) -> str:
+    if index < portfolio:
+        return PORTFOLIO
+    if seeds is None:  # the space file is not here: seed point or searcher, unknown
+        return "-"
+    return SEED_POINT if index < seeds else SEARCHER
 
 
 def _seed_points(parent: Run) -> int | None:

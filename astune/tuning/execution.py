@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from astune.store.conventions import PORTFOLIO_POINTS
 from astune.tuning.settings import PreparedSearch, SearchError, SearchResult, SearchSettings
 
 if TYPE_CHECKING:
@@ -212,8 +213,14 @@ def search_tracker(prepared: PreparedSearch) -> SearchTracker:
         settings.experiment_name,
         dataset=data.spec.name,
         task=data.spec.task,
-        search_params=search_params(settings, prepared.space),
+        search_params=search_params(settings, prepared.space) | _portfolio_param(prepared),
     )
+
+
+def _portfolio_param(prepared: PreparedSearch) -> dict[str, int]:
+    """How many first trials run the portfolio's configs, for `astune status` (a resume has
+    none to give: the parent keeps what its start recorded)."""
+    return {PORTFOLIO_POINTS: prepared.portfolio_points} if prepared.portfolio_points else {}
 
 
 def claim_search(tracker: SearchTracker, *, resume: bool) -> DriverLock:

@@ -8,6 +8,7 @@ searcher is told their results and goes on. The space is written beside the sear
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,17 +30,30 @@ def portfolio_space_path(settings: SearchSettings) -> Path:
     return space_beside(settings, "portfolio")
 
 
+@dataclass(frozen=True)
+class PortfolioStart:
+    """A search that starts from the portfolio: its ``settings`` and ``space`` (the file beside
+    the search), the console's ``lines``, and ``points``, how many of the space's first seed
+    points are the portfolio's (`astune status` names their trials)."""
+
+    settings: SearchSettings
+    space: "SearchSpace"
+    lines: list[str]
+    points: int
+
+
 def portfolio_start(
     settings: SearchSettings, space: "SearchSpace", data: "TrainData", *, tracking_uri: str
-) -> tuple[SearchSettings, "SearchSpace", list[str]]:
+) -> PortfolioStart:
     """``settings`` searching ``space`` (the flags applied, the data read) widened to hold the
     portfolio, which its seed points start with, and the console's lines (where each first
     trial came from); the space as given when nothing of the backbone was recorded. What the
     user fixed (:func:`searched_as_fixed`) stays fixed: each config holds those values."""
     from astune.history.portfolio import config_text
     from astune.history.portfolio_sources import search_portfolio
-    from astune.history.portfolio_space import with_portfolio
+    from astune.history.portfolio_space import portfolio_points, widened_for
     from astune.history.reference import reference_file
+    from astune.history.space_points import with_points
     from astune.history.transfer import TaskProfile
     from astune.space.space import load_space
     from astune.store.reader import Store
@@ -58,23 +72,27 @@ def portfolio_start(
     fixed = searched_as_fixed(settings)
     entries, merged = _distinct([_projected(e, fixed) for e in entries])
     if not entries:
-        return settings, space, [f"portfolio: none (nothing recorded on {settings.backbone})"]
+        none = f"portfolio: none (nothing recorded on {settings.backbone})"
+        return PortfolioStart(settings, space, [none], 0)
     path = portfolio_space_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     scheduler_line = None
     if settings.scheduler_object is None:  # a scheduler object is the user's to run
         space, scheduler_line = _portfolio_scheduler(space)
-    with_portfolio(space, entries, keep=fixed.keys()).dump(path)
+    space = widened_for(space, entries, keep=fixed.keys())
+    points = portfolio_points(space, entries, keep=fixed.keys())
+    with_points(space, points).dump(path)
     widened = load_space(path)  # as a resume reads it: its source is the file
-    runs = min(len(entries), widened.num_samples)  # the trials that run a portfolio config
+    runs = min(len(points), widened.num_samples)  # the trials that run a portfolio config
     first = "trial 1 runs" if runs == 1 else f"trials 1-{runs} run"
     lines = [f"portfolio: {first} what won on past tasks ({path.name})"]
     lines += [f"  {i}. {config_text(e.config)} ({e.source})" for i, e in enumerate(entries, 1)]
     lines += [scale] if scale else []
     lines += [scheduler_line] if scheduler_line else []
     lines += _fixed_lines(fixed, merged)
-    lines += _alone_line(widened.num_samples, len(entries))
-    return dataclasses.replace(settings, space=str(path)), widened, lines
+    lines += _alone_line(widened.num_samples, len(points))
+    settings = dataclasses.replace(settings, space=str(path))
+    return PortfolioStart(settings, widened, lines, points=len(points))
 
 
 def _alone_line(num_samples: int, configs: int) -> list[str]:

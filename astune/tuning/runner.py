@@ -73,6 +73,7 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     settings = as_before(settings, before).validate()
     check_local_gpus(settings)
     notes: list[str] = []
+    portfolio_points = 0
     if settings.warm_start:  # a resumed search reads the file it warmed, not --space
         from astune.tuning.warm_start import WARM_START_DEPRECATED, warm_start, warmed_before
 
@@ -102,8 +103,9 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     if settings.portfolio and not settings.resume:  # a resume reads the space it recorded
         from astune.tuning.portfolio_start import portfolio_start
 
-        settings, space, lines = portfolio_start(settings, space, data, tracking_uri=tracking_uri)
-        notes += lines
+        start = portfolio_start(settings, space, data, tracking_uri=tracking_uri)
+        settings, space, portfolio_points = start.settings, start.space, start.points
+        notes += start.lines
     check_sampler(settings.sampler, objectives=len(space.objectives))  # now that they are known
     check_scheduler(settings.scheduler, objectives=len(space.objectives), metric=space.metric)
     check_unchanged(settings, space, before)
@@ -115,6 +117,7 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
         data=data,
         tracking_uri=tracking_uri,
         notes=tuple(notes),
+        portfolio_points=portfolio_points,
     )
 
 

@@ -245,6 +245,7 @@ class PreparedSearch:
     data: TrainData
     tracking_uri: str
     notes: tuple[str, ...] = ()  # what was decided before Ray starts (--warm-start's report)
+    portfolio_points: int = 0  # the space's first seed points that are the portfolio's
 
 
 def settings_from_args(args: Any) -> SearchSettings:
