@@ -51,10 +51,12 @@ def running_search(
     host: str,
     space: str | None = None,
     portfolio: int | None = None,
+    names: tuple[str, str] = ("t_00000", "t_00001"),
 ) -> str:
     """A RUNNING search whose driver on ``host`` last beat ``heartbeat_age`` s ago, with one
-    RUNNING trial at 40% and one FINISHED (``space``: the space file it logged; ``portfolio``:
-    how many of its seed points it recorded as the portfolio's); the parent's id."""
+    FINISHED trial and one RUNNING at 40%, started in that order and named ``names`` (Ray's
+    ids, random); ``space``: the space file it logged; ``portfolio``: how many of its seed
+    points it recorded as the portfolio's; the parent's id."""
     experiment = client.create_experiment("live")
     now = time.time()
     tags = {
@@ -69,9 +71,10 @@ def running_search(
         client.log_param(parent, "space", space)
     if portfolio is not None:
         client.log_param(parent, PORTFOLIO_POINTS, str(portfolio))
-    for name, status in (("t_00000", "FINISHED"), ("t_00001", "RUNNING")):
+    for index, (name, status) in enumerate(zip(names, ("FINISHED", "RUNNING"))):
         tags = {"mlflow.parentRunId": parent, "astune.role": "trial", "astune.trial_id": name}
-        run = client.create_run(experiment, tags=tags).info.run_id
+        started = int((now - 500 + index) * 1000)
+        run = client.create_run(experiment, start_time=started, tags=tags).info.run_id
         for index in range(2 if status == "FINISHED" else 1):  # as a trial's reports log it
             client.log_metric(run, "objective", 0.5, step=index)
         if status == "RUNNING":
@@ -128,12 +131,18 @@ def test_each_trial_says_whether_it_ran_a_seed_point_or_the_searchers_config(sto
 
 def test_the_portfolios_trials_are_named_apart_from_the_spaces_own_seed_points(store, tmp_path):
     """A portfolio's space file: its first seed point is the portfolio's (the search recorded
-    one), the second the space's own; the portfolio's is known without the file."""
+    one), the second the space's own; the portfolio's is known without the file. Ray's trial
+    ids are random: the trials are in the order they started, not by id."""
     uri, client = store
     packaged = load_space(Path(astune.__file__).parent / "search_spaces" / "sst5.yaml")
     space = dataclasses.replace(packaged, points=packaged.points[:2]).dump(tmp_path / "p.yaml")
-    running_search(client, heartbeat_age=5.0, host="elsewhere", space=str(space), portfolio=1)
+    names = ("f3a1c2d4", "0b2c9e71")
+    running_search(
+        client, heartbeat_age=5.0, host="elsewhere", space=str(space), portfolio=1, names=names
+    )
     found = astune.status("live", tracking_uri=uri)
-    assert [t.source for t in found.trials] == [PORTFOLIO, SEED_POINT]
+    assert [(t.trial_id, t.source) for t in found.trials] == [
+        ("f3a1c2d4", PORTFOLIO), ("0b2c9e71", SEED_POINT)
+    ]  # fmt: skip
     space.unlink()
     assert [t.source for t in astune.status("live", tracking_uri=uri).trials] == [PORTFOLIO, "-"]

@@ -73,7 +73,7 @@ def search_status(experiment: str, tracking_uri: str | None = None) -> SearchSta
 
     store = Store(resolve_tracking_uri(tracking_uri))
     parent = store.require_search(experiment)
-    runs = sorted(store.trials(parent.info.run_id), key=trial_id)
+    runs = sorted(store.trials(parent.info.run_id), key=started)
     sources = _sources(parent, len(runs))
     now = time.time()
     trials = tuple(
@@ -127,6 +127,12 @@ def _trial_status(run: Run, source: str, now: float, evaluations: int) -> TrialS
 def _seconds(run: Run, now: float) -> float:
     end = run.info.end_time / 1000 if run.info.end_time else now
     return max(0.0, end - run.info.start_time / 1000)
+
+
+def started(run: Run) -> tuple[int, str]:
+    """A trial's place in its search: the order trials started (the driver opens each one's
+    run as Ray starts it; Ray's trial ids are random), then its id."""
+    return run.info.start_time or 0, trial_id(run)
 
 
 def _sources(parent: Run, trials: int) -> list[str]:
