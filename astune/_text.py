@@ -1,4 +1,4 @@
-"""Counts in console lines: a word agreeing with its number."""
+"""Console grammar: a word agreeing with its number, and lists read as a sentence."""
 
 from __future__ import annotations
 
@@ -18,3 +18,10 @@ def counted(count: int, noun: str) -> str:
     """``count`` and ``noun`` agreeing with it: ``1 layer``, ``1,000 training rows``, ``2
     searches``."""
     return f"{count:,} {plural(count, noun)}"
+
+
+def listed(items: list[str]) -> str:
+    """``items`` as a sentence lists them: ``a``, ``a and b``, ``a, b and c``."""
+    if len(items) < 2:
+        return "".join(items)
+    return f"{', '.join(items[:-1])} and {items[-1]}"

@@ -378,7 +378,7 @@ def test_the_portfolio_says_the_scale_it_was_learnt_at() -> None:
     full = scale_note(TaskProfile(None, "single_label", 8544, "minilm", None, 128), tasks)
     assert full.endswith(
         "this search: 8,544 training rows, all layers, 128 tokens. Outside them in training "
-        "rows, tokens: its configs won at another scale; on larger runs their learning rates "
+        "rows and tokens: its configs won at another scale; on larger runs their learning rates "
         "have run high (docs/searching.md): keep lower ones in your space"
     )
     # above the tables, but within the band a portfolio learns in: no claim on its lrs
@@ -386,7 +386,7 @@ def test_the_portfolio_says_the_scale_it_was_learnt_at() -> None:
     assert near.endswith("Outside them in training rows: its configs won at another scale")
     smaller = scale_note(TaskProfile(None, "single_label", 64, "minilm", 1, 48), tasks)
     assert smaller.endswith(
-        "Outside them in training rows, layers: its configs won at another scale"
+        "Outside them in training rows and layers: its configs won at another scale"
     )
     assert "(1 task recorded at other sizes set aside)" in scale_note(
         TaskProfile(None, "single_label", 1000, "minilm", 2, 48), tasks, set_aside=1

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import astune
-from astune._text import counted, plural
+from astune._text import counted, listed, plural
 
 
 def test_a_count_and_its_word_agree():
@@ -22,6 +22,10 @@ def test_a_count_and_its_word_agree():
     assert [plural(n, "search", verb=True) for n in (1, 2)] == ["searches", "search"]
     assert [plural(n, "run", verb=True) for n in (1, 2)] == ["runs", "run"]
     assert [plural(n, "become", verb=True) for n in (1, 2)] == ["becomes", "become"]
+
+
+def test_a_list_reads_as_a_sentence():
+    assert [listed(["a", "b", "c"][:n]) for n in range(4)] == ["", "a", "a and b", "a, b and c"]
 
 
 def test_no_message_hedges_its_plural():

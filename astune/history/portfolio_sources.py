@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from astune._text import counted, plural
+from astune._text import counted, listed, plural
 from astune.history.difficulty import Difficulty
 from astune.history.portfolio import (
     PORTFOLIO_SIZE,
@@ -163,7 +163,7 @@ def scale_note(target: TaskProfile, tasks: list[SourceTask], *, set_aside: int =
     if set_aside:
         line += f" ({counted(set_aside, 'task')} recorded at other sizes set aside)"
     if outside:
-        line += f". Outside them in {', '.join(outside)}: its configs won at another scale"
+        line += f". Outside them in {listed(outside)}: its configs won at another scale"
         sizes = [t.profile.train_size for t in tasks if t.profile.train_size]
         # Beyond the size band a portfolio learns within, as on the whole of SST-5 (4.3x the
         # tables' largest), where the full-size study measured their learning rates running high.
