@@ -39,7 +39,7 @@ def test_a_finished_search_lists_its_trials_and_its_best(store):
     assert found.best is not None and found.best.trial_id == "best"  # 0.800; "failed" not counted
     assert all(t.progress == 1.0 for t in found.trials if t.status in ("FINISHED", "STOPPED"))
     lines = str(found).splitlines()
-    assert lines[0].startswith(f"search {SINGLE_SEARCH!r}: finished, 6 trials, ")
+    assert lines[0].startswith(f"search {SINGLE_SEARCH!r}: finished, 6 trials in ")
     assert "left" not in lines[0]  # nothing is left of a finished search
     assert lines[-1] == "best: best, objective 0.8"
 

@@ -190,16 +190,16 @@ def _resume_command(parent: Run, experiment: str, uri: str, given: str | None) -
 def format_status(status: SearchStatus) -> str:
     """The command's lines: the search, its trials one a line, the best, what is left."""
     total = f"/{status.num_samples}" if status.num_samples else ""
-    state = status.status.lower()
-    lines = [
-        f"search {status.experiment!r}: {state}, {len(status.trials)}{total} trials, "
-        f"{duration_text(status.elapsed)} in"
-        + (
-            f", about {duration_text(status.remaining)} left if none stops early"
-            if status.status == "RUNNING" and not status.stale
-            else ""
-        )
-    ]
+    trials = f"{len(status.trials)}{total} trials"
+    elapsed = duration_text(status.elapsed)
+    if status.status != "RUNNING":  # it ended: how long it ran
+        head = f"{status.status.lower()}, {trials} in {elapsed}"
+    elif status.stale:
+        head = f"running, {trials}, {elapsed} in"
+    else:
+        left = duration_text(status.remaining)
+        head = f"running, {trials}, {elapsed} in, about {left} left if none stops early"
+    lines = [f"search {status.experiment!r}: {head}"]
     if status.stale:
         lines.append(
             f"its driver gave no heartbeat for over {STALE_AFTER:.0f} s: it died or lost the "
