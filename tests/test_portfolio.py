@@ -208,6 +208,26 @@ def test_tasks_of_another_backbone_are_left_out() -> None:
     assert build_portfolio(bert, tasks, size=1)[0].config == CONFIGS[2]
 
 
+def test_a_backbone_with_no_past_task_is_told_which_have_one(tmp_path) -> None:
+    """The default backbone (bert-base-cased) beside the packaged prior, which is of MiniLM:
+    no portfolio, and the line that names the flag that has one (it said "none" alone)."""
+    from astune.history.portfolio_sources import search_portfolio, shipped_space
+
+    bert = TaskProfile(None, "single_label", 1000, "bert-base-cased", None, 48)
+    found = search_portfolio(
+        bert, shipped_space("sst5", "single_label"), store=Store(new_store(tmp_path)),
+        reference=PRIOR_FILE,
+    )  # fmt: skip
+    assert found.entries == []
+    assert found.scale == (
+        "portfolio: past tasks were recorded on minilm: --backbone minilm starts from them"
+    )
+    assert search_portfolio(
+        bert, shipped_space("sst5", "single_label"), store=Store(new_store(tmp_path)),
+        reference=None,
+    ).scale is None  # fmt: skip
+
+
 def test_a_config_a_task_did_not_run_takes_its_nearest_config_or_the_worst() -> None:
     task = SourceTask.from_scores("t", "d", MINILM, list(zip(CONFIGS, [0.1, 0.5, 0.9, 0.2, 0.3])))
     assert task is not None

@@ -128,7 +128,19 @@ def search_portfolio(
     same = [t for t in tasks if t.profile.backbone == target.backbone]
     used = at_nearest_size(target, same)
     note = scale_note(target, used, set_aside=len(same) - len(used)) if entries else None
+    if not same:
+        note = other_backbones_note(tasks)
     return SearchPortfolio(entries, note)
+
+
+def other_backbones_note(tasks: list[SourceTask]) -> str | None:
+    """For a backbone with no past task: the line naming the backbones history holds, and the
+    flag that starts from it (None when it holds none)."""
+    others = sorted({t.profile.backbone for t in tasks if t.profile.backbone})
+    if not others:
+        return None
+    flags = " or ".join(f"--backbone {name}" for name in others)
+    return f"portfolio: past tasks were recorded on {listed(others)}: {flags} starts from them"
 
 
 def scale_note(target: TaskProfile, tasks: list[SourceTask], *, set_aside: int = 0) -> str | None:

@@ -73,7 +73,7 @@ def portfolio_start(
     entries, merged = _distinct([_projected(e, fixed) for e in entries])
     if not entries:
         none = f"portfolio: none (nothing recorded on {settings.backbone})"
-        return PortfolioStart(settings, space, [none], 0)
+        return PortfolioStart(settings, space, [none] + ([scale] if scale else []), 0)
     path = portfolio_space_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     scheduler_line = None
