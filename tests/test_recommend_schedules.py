@@ -17,6 +17,7 @@ from astune.recommendation import (
     band_of,
     format_recommendation,
     history_points,
+    prior_warmup,
     schedule_advice,
     tally_schedules,
     trajectory,
@@ -168,6 +169,20 @@ def test_without_a_contest_the_schedule_is_the_papers(store):
     target = Difficulty("my_task", "single_label", 0.7, 0.05)
     rec = _recommendation(target, points, [], advice)
     assert "No search of a medium task in the store compared delta schedules" in rec.rationale
+
+
+def test_the_rationale_says_where_a_warm_up_comes_from(store):
+    """History whose searches won with a warm-up: on a hard task, where the paper uses none,
+    r > 0 is the history fit's (it said "as the paper does for easy tasks")."""
+    import dataclasses
+
+    points = [dataclasses.replace(p, warmup_ratio=0.2) for p in _points(store)]
+    advice = schedule_advice(store, points, 0.93)
+    hard = _recommendation(Difficulty("my_task", "single_label", 0.93, 0.05), points, [], advice)
+    assert hard.warmup_ratio > 0 and prior_warmup(0.93) == 0
+    assert "first r of training, from the history fit (the paper uses one only" in hard.rationale
+    easy = _recommendation(Difficulty("my_task", "single_label", 0.3, 0.05), points, [], advice)
+    assert "first r of training, as the paper does for easy tasks" in easy.rationale
 
 
 @pytest.mark.parametrize(("band", "expected"), [("easy", "an"), ("medium", "a"), ("hard", "a")])

@@ -7,7 +7,7 @@ import textwrap
 from astune._text import counted
 from astune.history.portfolio import describe_portfolio
 from astune.history.transfer import describe as describe_transfer
-from astune.recommendation.prior import UNKNOWN_DIFFICULTY
+from astune.recommendation.prior import UNKNOWN_DIFFICULTY, prior_warmup
 from astune.recommendation.result import Recommendation
 from astune.recommendation.schedules import (
     FRACTIONS,
@@ -50,12 +50,7 @@ def rationale(rec: Recommendation) -> str:
             f"{rec.history_weight:.2f} against the prior's {1 - rec.history_weight:.2f} "
             f"({which})."
         )
-    warm = (
-        "a warm-up keeping delta = 1 for the first r of training, as the paper does for easy "
-        "tasks with a high baseline"
-        if rec.warmup_ratio > 0
-        else "no warm-up (the paper uses one only for easy tasks with a high baseline)"
-    )
+    warm = _warmup_words(rec)
     result = (
         f"Recommended: delta {rec.delta:.2f} (range {rec.low:.2f}-{rec.high:.2f}) and "
         f"r = {rec.warmup_ratio:.2f}, {warm}."
@@ -69,6 +64,20 @@ def rationale(rec: Recommendation) -> str:
     schedule = schedule_sentence(rec.schedule)
     parts = (measured, prior, history, result, schedule, caveat)
     return " ".join(part for part in parts if part)
+
+
+def _warmup_words(rec: Recommendation) -> str:
+    """Why r is what it is: the paper's warm-up, or the history fit's where the paper has none."""
+    if rec.warmup_ratio <= 0:
+        return "no warm-up (the paper uses one only for easy tasks with a high baseline)"
+    keeping = "a warm-up keeping delta = 1 for the first r of training"
+    d = rec.difficulty.value
+    if prior_warmup(UNKNOWN_DIFFICULTY if d is None else d) > 0:
+        return f"{keeping}, as the paper does for easy tasks with a high baseline"
+    return (
+        f"{keeping}, from the history fit (the paper uses one only for easy tasks with a high "
+        "baseline)"
+    )
 
 
 def schedule_sentence(advice: ScheduleAdvice) -> str:
