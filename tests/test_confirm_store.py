@@ -168,3 +168,24 @@ def test_confirm_names_the_tie_from_the_store(tmp_path):
     )
     assert f"{result.winner}; softmax (baseline) has the same mean" in str(result)
     assert (tmp_path / "artifacts").is_dir()  # confirm.csv and the rest, beside the store
+
+
+def test_configs_that_share_a_label_are_told_apart_by_what_differs(store):
+    """Two confirmed AS-Softmax configs at one delta read the same "as_softmax delta=0.2":
+    each label gains the params that differ between them (their lr here), no others."""
+    import dataclasses
+
+    from mlflow.entities import Param, Run, RunData
+
+    from astune.store.confirmed import confirmed_configs, told_apart
+
+    uri, _ = store
+    s = Store(uri)
+    lucky, steady, baseline = confirmed_configs(s, s.require_search("hand"))
+    params = dict(steady.run.data.params, lr="0.0003")  # steady's config at another lr
+    twin_run = Run(lucky.run.info, RunData(params=[Param(k, v) for k, v in params.items()]))
+    twin = dataclasses.replace(lucky, label="as_softmax delta=0.2", run=twin_run)
+    told = told_apart([twin, steady, baseline])
+    assert [c.label for c in told] == [
+        "as_softmax delta=0.2 lr=0.0003", "as_softmax delta=0.2 lr=0.001", "softmax"
+    ]  # fmt: skip

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from astune.store.conventions import CONFIRM_BASELINE, CONFIRMS_TAG
+from astune.store.conventions import CONFIRM_BASELINE, CONFIRMS_TAG, CONVENTION_PARAMS
 from astune.store.reader import Store, param, trial_id
 
 if TYPE_CHECKING:
@@ -83,7 +83,34 @@ def confirmed_configs(store: Store, parent: "Run") -> list[ConfirmedConfig]:
         if confirms in trials:
             group.trial_id = trial_id(trials[confirms])
     ordered = [g for g in groups.values() if not g.is_baseline]
-    return ordered + [g for g in groups.values() if g.is_baseline]
+    return told_apart(ordered + [g for g in groups.values() if g.is_baseline])
+
+
+def told_apart(configs: list[ConfirmedConfig]) -> list[ConfirmedConfig]:
+    """``configs`` whose labels two or more share, each label lengthened by the params in
+    which those configs differ (``as_softmax delta=0.2 lr=0.0003``; the seed aside): a table
+    of twins says what tells them apart."""
+    by_label: dict[str, list[ConfirmedConfig]] = {}
+    for config in configs:
+        by_label.setdefault(config.label, []).append(config)
+    for twins in (group for group in by_label.values() if len(group) > 1):
+        params = [c.run.data.params for c in twins]
+        keys = sorted({k for p in params for k in p} - {"seed"}, key=_label_order)
+        differ = [k for k in keys if len({p.get(k) for p in params}) > 1]
+        for config in twins:
+            extra = [f"{k}={_short(param(config.run, k))}" for k in differ]
+            config.label = " ".join([config.label, *extra])
+    return configs
+
+
+def _label_order(key: str) -> tuple[int, str]:
+    """The convention params first (delta, warmup_ratio, lr, ...), in their order; then A-Z."""
+    order = CONVENTION_PARAMS.index(key) if key in CONVENTION_PARAMS else len(CONVENTION_PARAMS)
+    return order, key
+
+
+def _short(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def confirmed_winner(configs: list[ConfirmedConfig], mode: str = "max") -> ConfirmedConfig | None:
