@@ -73,7 +73,7 @@ def search_status(experiment: str, tracking_uri: str | None = None) -> SearchSta
 
     store = Store(resolve_tracking_uri(tracking_uri))
     parent = store.require_search(experiment)
-    runs = sorted(store.trials(parent.info.run_id), key=started)
+    runs = sorted(store.trials(parent.info.run_id), key=_started)
     sources = _sources(parent, len(runs))
     now = time.time()
     trials = tuple(
@@ -129,7 +129,7 @@ def _seconds(run: Run, now: float) -> float:
     return max(0.0, end - run.info.start_time / 1000)
 
 
-def started(run: Run) -> tuple[int, str]:
+def _started(run: Run) -> tuple[int, str]:
     """A trial's place in its search: the order trials started (the driver opens each one's
     run as Ray starts it; Ray's trial ids are random), then its id."""
     return run.info.start_time or 0, trial_id(run)
