@@ -313,3 +313,7 @@ def test_what_is_left_counts_the_epochs_not_logged_at_the_finished_runs_cost(tmp
     assert left["runs_left"] == 23 and left["runs_waiting"] == 6 + 12
     assert left["cpu_hours"] == pytest.approx(rows * 0.01 * (5 + 7 + 3 * 7) / 3600)
     assert not full_size.DECIDED.exists()
+    last = {"runs_left": 1, "cpu_hours": 5.61, "runs_waiting": 0}  # the line under the figure
+    assert full_size_curves.left_text(last, digits=1) == (
+        "1 run left: about 5.6 CPU-hours, 0 waiting for a config"
+    )

@@ -19,6 +19,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from astune._text import counted
 from benchmarks.common import provenance
 from benchmarks.common.harness import commit, machine_line
 from benchmarks.search_efficiency import RESULTS, full_size, full_size_tasks, settings
@@ -132,11 +133,17 @@ def plot(found: dict[str, Any], path: Path, left: dict[str, Any] | None = None) 
         if axis.get_legend_handles_labels()[0]:  # a dataset with no run yet has no lines
             axis.legend(fontsize=8, title="arm (seed at the end; dashed: under way)")
     if left is not None:
-        fig.suptitle(
-            f"{left['runs_left']} runs left: about {left['cpu_hours']:.0f} CPU-hours, "
-            f"and {left['runs_waiting']} whose config waits", fontsize=10,
-        )  # fmt: skip
+        fig.suptitle(left_text(left, digits=0), fontsize=10)
     return save(fig, path, dpi=120)
+
+
+def left_text(left: dict[str, Any], *, digits: int) -> str:
+    """``1 run left: about 5.6 CPU-hours, 0 waiting for a config`` (``digits``: of the hours)."""
+    runs = counted(left["runs_left"], "run")
+    return (
+        f"{runs} left: about {left['cpu_hours']:.{digits}f} CPU-hours, "
+        f"{left['runs_waiting']} waiting for a config"
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -151,8 +158,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               "commit": code}  # fmt: skip
     OUTPUT.write_text(json.dumps(result, indent=1) + "\n")
     plot(result["datasets"], PLOT, left)
-    print(f"{left['runs_left']} runs left: about {left['cpu_hours']:.1f} CPU-hours, "
-          f"{left['runs_waiting']} waiting for a config")  # fmt: skip
+    print(left_text(left, digits=1))
     inputs = provenance.data_inputs(full_size_tasks.data_dir(), list(full_size.DATASETS))
     for path in (OUTPUT, PLOT):
         provenance.record(path, inputs=inputs, machine=machine, commit=code)
