@@ -1,4 +1,4 @@
-"""Console grammar: a word agreeing with its number, and lists read as a sentence."""
+"""Console grammar: a word agreeing with its number, a list as a sentence, a value as written."""
 
 from __future__ import annotations
 
@@ -25,3 +25,8 @@ def listed(items: list[str]) -> str:
     if len(items) < 2:
         return "".join(items)
     return f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def value_text(value: object) -> str:
+    """A config value as a person writes it: ``1`` for ``1.0``, ``0.0003``, ``False``."""
+    return f"{value:g}" if isinstance(value, float) else str(value)

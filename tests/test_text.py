@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import astune
-from astune._text import counted, listed, plural
+from astune._text import counted, listed, plural, value_text
 
 
 def test_a_count_and_its_word_agree():
@@ -22,6 +22,12 @@ def test_a_count_and_its_word_agree():
     assert [plural(n, "search", verb=True) for n in (1, 2)] == ["searches", "search"]
     assert [plural(n, "run", verb=True) for n in (1, 2)] == ["runs", "run"]
     assert [plural(n, "become", verb=True) for n in (1, 2)] == ["becomes", "become"]
+
+
+def test_a_value_reads_as_written():
+    assert [value_text(v) for v in (1.0, 3e-4, 16, False, None)] == [
+        "1", "0.0003", "16", "False", "None"
+    ]  # fmt: skip
 
 
 def test_a_list_reads_as_a_sentence():

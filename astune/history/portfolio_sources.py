@@ -126,10 +126,10 @@ def search_portfolio(
     unknown = dataclasses.replace(target, difficulty=None)
     entries = build_portfolio(unknown, tasks, losses=list(space.losses))
     same = [t for t in tasks if t.profile.backbone == target.backbone]
+    if not same:  # nothing on this backbone: which backbones history holds
+        return SearchPortfolio(entries, other_backbones_note(tasks))
     used = at_nearest_size(target, same)
     note = scale_note(target, used, set_aside=len(same) - len(used)) if entries else None
-    if not same:
-        note = other_backbones_note(tasks)
     return SearchPortfolio(entries, note)
 
 

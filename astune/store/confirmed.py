@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from astune._text import value_text
 from astune.store.conventions import CONFIRM_BASELINE, CONFIRMS_TAG, CONVENTION_PARAMS
 from astune.store.reader import Store, param, trial_id
 
@@ -98,7 +99,7 @@ def told_apart(configs: list[ConfirmedConfig]) -> list[ConfirmedConfig]:
         keys = sorted({k for p in params for k in p} - {"seed"}, key=_label_order)
         differ = [k for k in keys if len({p.get(k) for p in params}) > 1]
         for config in twins:
-            extra = [f"{k}={_short(param(config.run, k))}" for k in differ]
+            extra = [f"{k}={value_text(param(config.run, k))}" for k in differ]
             config.label = " ".join([config.label, *extra])
     return configs
 
@@ -107,10 +108,6 @@ def _label_order(key: str) -> tuple[int, str]:
     """The convention params first (delta, warmup_ratio, lr, ...), in their order; then A-Z."""
     order = CONVENTION_PARAMS.index(key) if key in CONVENTION_PARAMS else len(CONVENTION_PARAMS)
     return order, key
-
-
-def _short(value: object) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def confirmed_winner(configs: list[ConfirmedConfig], mode: str = "max") -> ConfirmedConfig | None:

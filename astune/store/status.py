@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from astune._private import latest_step
 from astune.metrics.objectives import PRIMARY
 from astune.store.conventions import PORTFOLIO_POINTS, STOPPED_EARLY_TAG
 from astune.store.driver_lock import HEARTBEAT_SECONDS, holder_of
@@ -100,8 +101,6 @@ def _evaluations(run: Run) -> int:
     """The evaluations ``run`` logged: its objective's latest step + 1 (a trial's reports log
     it at ``step = evaluation``, from 0, which is no metric of its own; a retried trial's
     repeated evaluation counts once). Read from the run as the store listed it: no request."""
-    from astune._private import latest_step
-
     step = latest_step(run, PRIMARY)
     return 0 if step is None else step + 1
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from astune._text import counted, plural
+from astune._text import counted, plural, value_text
 from astune.config import AS_SPEED_FIELDS
 from astune.tuning.settings import SearchSettings
 from astune.tuning.warm_start import space_beside
@@ -146,9 +146,11 @@ def _projected(entry: "PortfolioEntry", fixed: "UserFixed") -> "PortfolioEntry":
 def _fixed_lines(fixed: "UserFixed", merged: int) -> list[str]:
     if not fixed:
         return []
-    held = [f"{k} {_value(v)}" for k, v in fixed.values.items()]
+    held = [f"{k} {value_text(v)}" for k, v in fixed.values.items()]
     held += [
-        f"{k} {_value(v)} ({loss})" for loss, kv in fixed.loss_values.items() for k, v in kv.items()
+        f"{k} {value_text(v)} ({loss})"
+        for loss, kv in fixed.loss_values.items()
+        for k, v in kv.items()
     ]
     lines = [f"portfolio: keeps what you fixed: {', '.join(held)}"]
     if merged:
@@ -157,11 +159,6 @@ def _fixed_lines(fixed: "UserFixed", merged: int) -> list[str]:
             "as an earlier one once holding your values: run once"
         )
     return lines
-
-
-def _value(value: object) -> str:
-    """A fixed value as the user wrote it: ``--epochs 1`` reads ``1``, not ``1.0``."""
-    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _distinct(entries: list["PortfolioEntry"]) -> tuple[list["PortfolioEntry"], int]:
