@@ -9,6 +9,20 @@ from typing import Any
 REDUCTIONS = ("mean", "sum", "none")
 
 
+class InvalidArgument(ValueError):
+    """A ValueError about one argument: its ``name``, what it ``must`` be (``"must be in (0.0,
+    inf)"``) and the ``value`` it got, so that a command can name its flag instead
+    (:meth:`named`)."""
+
+    def __init__(self, name: str, must: str, value: Any) -> None:
+        super().__init__(f"{name} {must}, but got {value!r}.")
+        self.name, self.must, self.value = name, must, value
+
+    def named(self, label: str) -> InvalidArgument:
+        """The same refusal with the argument called ``label`` (``--num-samples``)."""
+        return InvalidArgument(label, self.must, self.value)
+
+
 def check_range(
     name: str,
     value: Any,
@@ -26,21 +40,20 @@ def check_range(
     """
     interval = _interval(low, high, low_open, high_open)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ValueError(f"{name} must be a number in {interval}, but got {value!r}.")
+        raise InvalidArgument(name, f"must be a number in {interval}", value)
     too_low = low is not None and (value <= low if low_open else value < low)
     too_high = high is not None and (value >= high if high_open else value > high)
     if too_low or too_high:
-        raise ValueError(f"{name} must be in {interval}, but got {value!r}.")
+        raise InvalidArgument(name, f"must be in {interval}", value)
     return float(value)
 
 
 def check_int(name: str, value: Any, low: int | None = None, high: int | None = None) -> int:
     """Return ``value`` after checking it is an int inside ``[low, high]``."""
     interval = _interval(low, high, False, False)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer in {interval}, but got {value!r}.")
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise ValueError(f"{name} must be an integer in {interval}, but got {value!r}.")
+    wrong_type = isinstance(value, bool) or not isinstance(value, int)
+    if wrong_type or (low is not None and value < low) or (high is not None and value > high):
+        raise InvalidArgument(name, f"must be an integer in {interval}", value)
     return value
 
 
@@ -49,7 +62,7 @@ def check_choice(name: str, value: Any, choices: Iterable[Any]) -> Any:
     choices = tuple(choices)
     if value not in choices:
         accepted = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{name} must be one of {accepted}, but got {value!r}.")
+        raise InvalidArgument(name, f"must be one of {accepted}", value)
     return value
 
 

@@ -1,4 +1,5 @@
-"""Console grammar: a word agreeing with its number, a list as a sentence, a value as written."""
+"""Console grammar: a word agreeing with its number, a list as a sentence, a parameter as a flag,
+a value as written."""
 
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ def listed(items: list[str]) -> str:
     if len(items) < 2:
         return "".join(items)
     return f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def as_flag(name: str) -> str:
+    """A parameter as a command line spells it: ``num_samples`` -> ``--num-samples``."""
+    return "--" + name.replace("_", "-")
 
 
 def value_text(value: object) -> str:

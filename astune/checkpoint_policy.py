@@ -14,6 +14,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from astune._checks import InvalidArgument
+
 EVERY_EVALUATION = "eval"
 AT_END = "end"
 TRAIN_DEFAULT = EVERY_EVALUATION  # `train`: a local folder, cheap to write, resumable anywhere
@@ -42,7 +44,7 @@ class CheckpointPolicy:
         match = _MINUTES.match(self.every.strip()) if isinstance(self.every, str) else None
         value = float(match.group(1)) if match else math.nan
         if not value > 0:
-            raise ValueError(f"checkpoint_every must be {ACCEPTED}, but got {self.every!r}.")
+            raise InvalidArgument("checkpoint_every", f"must be {ACCEPTED}", self.every)
         return value
 
     def due(self, *, seconds_since_last: float, last: bool) -> bool:

@@ -165,6 +165,19 @@ def test_num_layers_out_of_range(num_layers) -> None:
     assert f"but got {num_layers!r}" in str(info.value)
 
 
+def test_num_layers_are_checked_against_the_config_before_a_model_is_built(tmp_path) -> None:
+    from astune.backbones.models import check_num_layers
+
+    check_num_layers("minilm", 6)  # its config.json, read without transformers
+    with pytest.raises(ValueError, match=r"in \[1, 6\] \(backbone 'minilm' has 6 layers\)"):
+        check_num_layers("minilm", 7)
+    # DistilBERT names its layers n_layers: the config is loaded, and maps them
+    (tmp_path / "config.json").write_text('{"model_type": "distilbert", "n_layers": 3}')
+    check_num_layers(str(tmp_path), 3)
+    with pytest.raises(ValueError, match=r"has 3 layers\), but got 4"):
+        check_num_layers(str(tmp_path), 4)
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [

@@ -208,31 +208,31 @@ def write_folder(folder: Path, rows: list[dict], task: str = "single_label", **m
     "argv, message",
     [
         (["--dataset", "imdbx"], "unknown dataset 'imdbx'; known: sst5, clinc_oos"),
-        (["--dataset", "sst5", "--delta", "1.5"], r"delta must be in (0.0, 1.0], but got 1.5"),
-        (["--dataset", "sst5", "--delta", "0"], r"delta must be in (0.0, 1.0], but got 0.0"),
+        (["--dataset", "sst5", "--delta", "1.5"], r"--delta must be in (0.0, 1.0], but got 1.5"),
+        (["--dataset", "sst5", "--delta", "0"], r"--delta must be in (0.0, 1.0], but got 0.0"),
         (
             ["--dataset", "sst5", "--validation-fraction", "1.0"],
-            "validation_fraction must be in (0.0, 1.0), but got 1.0",
+            "--validation-fraction must be in (0.0, 1.0), but got 1.0",
         ),
         (
             ["--dataset", "sst5", "--warmup-ratio", "-0.1"],
-            "warmup_ratio must be in [0.0, 1.0], but got -0.1",
+            "--warmup-ratio must be in [0.0, 1.0], but got -0.1",
         ),
         (
             ["--dataset", "sst5", "--max-audio-seconds", "-1"],
-            "max_audio_seconds must be in [0.0, inf), but got -1.0",
+            "--max-audio-seconds must be in [0.0, inf), but got -1.0",
         ),
         (
             ["--dataset", "sst5", "--max-length", "2"],
-            "max_length must be an integer in [8, inf), but got 2",
+            "--max-length must be an integer in [8, inf), but got 2",
         ),
         (
             ["--dataset", "sst5", "--mask-target", "0"],
-            "mask_target must be in (0.0, 1.0], but got 0.0",
+            "--mask-target must be in (0.0, 1.0], but got 0.0",
         ),
-        (["--dataset", "sst5", "--loss", "focal"], "loss must be one of 'softmax'"),
+        (["--dataset", "sst5", "--loss", "focal"], "--loss must be one of 'softmax'"),
         (["--dataset", "sst5", "--loss", "softmax", "--as-speed"], "as_speed needs an AS loss"),
-        (["--dataset", "sst5", "--backbone", "bert-tiny"], "backbone must be one of the aliases"),
+        (["--dataset", "sst5", "--backbone", "bert-tiny"], "--backbone must be one of the aliases"),
     ]
     # where CUDA exists, --device cuda is no bad input (the gpu-marked training test runs it)
     + (
@@ -314,3 +314,18 @@ def test_an_exported_config_without_a_folder_trains_into_the_default_one(tmp_pat
     monkeypatch.chdir(tmp_path)
     args: argparse.Namespace = build_parser().parse_args(["train", "--config", "best.yaml"])
     assert train_config(args).output_dir == "astune-runs/train/sst5"
+
+
+def test_a_refusal_names_the_flag_only_for_the_value_that_flag_gave():
+    from astune._checks import InvalidArgument
+    from astune.cli.errors import refusal
+
+    line = argparse.Namespace(epochs=3.0, seed=None)
+    must = "must be in (0.0, inf)"
+    assert refusal(InvalidArgument("epochs", must, 3.0), line) == (
+        "--epochs must be in (0.0, inf), but got 3.0."
+    )
+    # another value of that name (a space file's epochs, say) and a flag left out keep the keyword
+    assert refusal(InvalidArgument("epochs", must, 0.0), line).startswith("epochs must")
+    assert refusal(InvalidArgument("seed", must, -1), line).startswith("seed must")
+    assert refusal(ValueError("first line\nsecond"), line) == "first line"

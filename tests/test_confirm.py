@@ -257,7 +257,7 @@ def _stopped_by_sigterm(argv: list[str], ready) -> tuple[int, str, str]:
     "extra, message",
     [
         (["--experiment", "nope"], "no experiment 'nope'"),
-        ([*EXP, "--seeds", "1"], "seeds must be an integer in [2, inf), but got 1"),
+        ([*EXP, "--seeds", "1"], "--seeds must be an integer in [2, inf), but got 1"),
         ([*EXP, "--baseline", "as_softmax"], "baseline must be a loss that is not"),
         ([*EXP, "--baseline", "nope"], "loss must be one of"),
     ],

@@ -271,3 +271,9 @@ def test_a_running_trials_progress_and_what_is_left_of_the_search():
     console.print(callback.view())
     lines = console.export_text().splitlines()
     assert lines[1] == "0 s in, about 5 min left if none stops early"
+
+
+def test_the_closing_lines_count_one_trial_as_one():
+    failed = summary(num_trials=1, trial_states={"ERROR": 1}, best_objective=None)
+    assert closing_lines(failed)[0] == "search 'astune-sst5': 1 trial (1 error)"
+    assert closing_lines(summary())[0] == "search 'astune-sst5': 4 trials (1 error, 3 terminated)"

@@ -333,11 +333,11 @@ def test_resume_refuses_changed_settings_before_ray_starts(searched, capsys, mon
         (["--dataset", "sighan2015"], "no local copy of 'sighan2015'"),  # local files only
         (
             ["--dataset", "sst5", "--max-audio-seconds", "-1"],
-            "max_audio_seconds must be in [0.0, inf), but got -1.0",
+            "--max-audio-seconds must be in [0.0, inf), but got -1.0",
         ),
         (
             ["--dataset", "sst5", "--max-length", "2"],
-            "max_length must be an integer in [8, inf), but got 2",
+            "--max-length must be an integer in [8, inf), but got 2",
         ),
     ],
 )

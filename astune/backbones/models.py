@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import json
 import logging
 import os
 import warnings
@@ -18,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from astune._checks import check_choice, check_int, check_range
+from astune._checks import InvalidArgument, check_choice, check_int, check_range
 from astune._text import counted
 from astune.backbones.registry import hub_id_of, resolve_backbone
 from astune.losses.catalogue import MEDIA_TASKS, TASKS
@@ -164,15 +165,43 @@ def build_model(
     return _load_weights(name, config, task=task)
 
 
+def check_num_layers(name: str, num_layers: int) -> None:
+    """Refuse (:class:`~astune._checks.InvalidArgument`) a ``num_layers`` that backbone ``name``
+    does not have, before anything is built from it: its ``config.json`` is read where it is at
+    hand (a local folder, the hub's cache), without transformers; else its config is loaded."""
+    total = _config_layers(resolve_backbone(name))
+    _check_layers(load_config(name).num_hidden_layers if total is None else total, num_layers, name)
+
+
+def _config_layers(location: str) -> int | None:
+    """``num_hidden_layers`` of the ``config.json`` at ``location`` (a folder, or a hub id whose
+    config is cached); None when it is not at hand or names its layers otherwise."""
+    if os.path.isdir(location):
+        path: str | None = os.path.join(location, "config.json")
+    else:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(location, "config.json")
+        path = found if isinstance(found, str) else None
+    if path is None:
+        return None
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8")).get("num_hidden_layers")
+    except (OSError, ValueError, AttributeError):  # unreadable, not JSON, not an object
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _set_num_layers(config: Any, num_layers: int, name: str) -> None:
-    total = config.num_hidden_layers
+    _check_layers(config.num_hidden_layers, num_layers, name)
+    config.num_hidden_layers = num_layers
+
+
+def _check_layers(total: int, num_layers: int, name: str) -> None:
     is_int = isinstance(num_layers, int) and not isinstance(num_layers, bool)
     if not is_int or not 1 <= num_layers <= total:
-        raise ValueError(
-            f"num_layers must be an integer in [1, {total}] (backbone {name!r} has {total} "
-            f"layers), but got {num_layers!r}."
-        )
-    config.num_hidden_layers = num_layers
+        must = f"must be an integer in [1, {total}] (backbone {name!r} has {total} layers)"
+        raise InvalidArgument("num_layers", must, num_layers)
 
 
 def _set_dropout(config: Any, dropout: float) -> None:

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from astune._checks import InvalidArgument
+
 DEFAULT_BACKBONE = "bert-base-cased"
 """The backbone when none is given: the paper's text backbone; image and audio registry
 entries take theirs instead (:func:`astune.data.resolve.default_backbone`)."""
@@ -75,7 +77,7 @@ def resolve_backbone(name: str | os.PathLike[str]) -> str:
     """
     text = os.fspath(name) if isinstance(name, os.PathLike) else name
     if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"backbone must be {_accepted()}, but got {name!r}.")
+        raise InvalidArgument("backbone", f"must be {_accepted()}", name)
     if text in BACKBONES:
         if text == "minilm" and (local := offline_minilm_path()) is not None:
             return local
@@ -87,7 +89,7 @@ def resolve_backbone(name: str | os.PathLike[str]) -> str:
         return text
     if os.sep in text or "/" in text or text.startswith((".", "~")):
         raise ValueError(f"backbone {name!r} looks like a local path but no such folder exists.")
-    raise ValueError(f"backbone must be {_accepted()}, but got {name!r}.")
+    raise InvalidArgument("backbone", f"must be {_accepted()}", name)
 
 
 def _accepted() -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from astune.cli.errors import EXIT_FAILED, CLIError
+from astune.cli.errors import EXIT_FAILED, CLIError, refusal
 
 
 def datasets(args: argparse.Namespace) -> int:
@@ -68,7 +68,7 @@ def prepare(args: argparse.Namespace) -> int:
             seed=args.seed,
         )
     except (DataError, ValueError) as err:
-        raise CLIError(str(err)) from None
+        raise CLIError(refusal(err, args)) from None
     print(prepared.summary())
     print(f"train on it: python -m astune train --dataset {args.out} --loss as_softmax")
     return 0

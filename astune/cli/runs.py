@@ -17,7 +17,7 @@ def search(args: argparse.Namespace) -> int:
     from astune.tuning.runner import execute_search, prepare_search
     from astune.tuning.settings import SearchError, settings_from_args
 
-    with refused_as_bad_input():  # bad input found before Ray starts
+    with refused_as_bad_input(flags=args):  # bad input found before Ray starts
         prepared = prepare_search(settings_from_args(args))
     for line in prepared.notes:
         print(line, flush=True)
@@ -47,7 +47,7 @@ def confirm(args: argparse.Namespace) -> int:
     names += ("cpus_per_trial", "gpus_per_trial", "address", "storage_path", "storage_timeout")
     given = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
     settings = ConfirmSettings(**given)
-    with refused_as_bad_input():  # the flags and the store, before MLflow is imported
+    with refused_as_bad_input(flags=args):  # the flags and the store, before MLflow is imported
         settings.validate()  # loads the plugins: the losses the search's configs may name
         existing_store(settings.tracking_uri)
     from mlflow.exceptions import MlflowException
@@ -55,7 +55,7 @@ def confirm(args: argparse.Namespace) -> int:
     from astune.tuning.confirmation.confirm import execute_confirm, prepare_confirm
     from astune.tuning.lifecycle.stop import SearchStopped
 
-    with refused_as_bad_input(MlflowException):  # bad input found before Ray starts
+    with refused_as_bad_input(MlflowException, flags=args):  # bad input found before Ray starts
         prepared = prepare_confirm(settings)
     for line in prepared.plan.notes:  # e.g. fewer trials than --top: every one is confirmed
         print(line, flush=True)
@@ -71,7 +71,9 @@ def confirm(args: argparse.Namespace) -> int:
 def export(args: argparse.Namespace) -> int:
     from astune.api._export import export as export_trial
 
-    with refused_as_bad_input():  # a bad store, experiment or format, no trial, an unwritable -o
+    with refused_as_bad_input(
+        flags=args
+    ):  # a bad store, experiment or format, no trial, an unwritable -o
         done = export_trial(
             args.experiment,
             format=args.format,
@@ -92,17 +94,19 @@ def recommend(args: argparse.Namespace) -> int:
     from astune.data.resolve import resolve_dataset
     from astune.history.reference import reference_file
 
-    with refused_as_bad_input():  # an unknown dataset, before torch and MLflow are imported
+    with refused_as_bad_input(
+        flags=args
+    ):  # an unknown dataset, before torch and MLflow are imported
         resolve_dataset(args.dataset)
-        for flag in ("num_layers", "max_train_samples"):
-            if getattr(args, flag) is not None:
-                check_int(f"--{flag.replace('_', '-')}", getattr(args, flag), 1)
+        for name in ("num_layers", "max_train_samples"):
+            if getattr(args, name) is not None:
+                check_int(name, getattr(args, name), 1)
         reference = reference_file(args.reference)
     from mlflow.exceptions import MlflowException
 
     from astune.recommendation import format_recommendation, probe_options, recommend, write_space
 
-    with refused_as_bad_input(MlflowException):  # unknown dataset, bad data or store
+    with refused_as_bad_input(MlflowException, flags=args):  # unknown dataset, bad data or store
         options = probe_options(
             validation_fraction=args.validation_fraction, backbone=args.probe_backbone
         )
@@ -134,7 +138,7 @@ def status(args: argparse.Namespace) -> int:
     from astune.api._status import status as search_status
 
     while True:
-        with refused_as_bad_input():  # an unknown store or experiment
+        with refused_as_bad_input(flags=args):  # an unknown store or experiment
             found = search_status(args.experiment, tracking_uri=args.tracking_uri)
         if args.watch and sys.stdout.isatty():
             print("\033[H\033[J", end="")  # the screen cleared: the view redraws in place
@@ -148,12 +152,12 @@ def status(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    with refused_as_bad_input():  # before pandas and MLflow are imported
+    with refused_as_bad_input(flags=args):  # before pandas and MLflow are imported
         existing_store(args.tracking_uri)
     from astune.analysis.entry import summary
     from astune.analysis.report import write_report
 
-    with refused_as_bad_input():  # an unknown store or experiment, an unwritable folder
+    with refused_as_bad_input(flags=args):  # an unknown store or experiment, an unwritable folder
         report = write_report(
             args.experiment, output_dir=args.output_dir, tracking_uri=args.tracking_uri
         )

@@ -8,7 +8,8 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
-from astune.cli.errors import CLIError
+from astune._text import as_flag
+from astune.cli.errors import CLIError, refusal
 from astune.config import INFOBATCH_FIELDS, SPEED_FIELDS
 from astune.losses.catalogue import DELTA_CONTROL
 
@@ -50,11 +51,6 @@ TRAIN_FLAGS = (
 )
 
 
-def flag(name: str) -> str:
-    """A parameter as the command spells it."""
-    return "--" + name.replace("_", "-")
-
-
 def given_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The config fields the command line gave."""
     return {k: getattr(args, k) for k in TRAIN_FLAGS if getattr(args, k) is not None}
@@ -64,7 +60,7 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
     """The run's config: ``--config FILE`` (as `export` writes it) overridden by explicit flags."""
     from astune.api._train import train_config as config_of
 
-    return config_of(args.config, given_fields(args), spell=flag, overwrite=args.overwrite)
+    return config_of(args.config, given_fields(args), spell=as_flag, overwrite=args.overwrite)
 
 
 def train(args: argparse.Namespace) -> int:
@@ -77,7 +73,7 @@ def train(args: argparse.Namespace) -> int:
         try:
             config = train_config(args)  # bad flags refused before torch loads
         except (ValueError, OSError) as err:
-            raise CLIError(str(err).splitlines()[0]) from None
+            raise CLIError(refusal(err, args)) from None
     from astune.api._train import TrainResult, build_run
     from astune.training.hooks import ProgressBar
     from astune.training.stop import TrainingStopped, stop_after_step
@@ -87,10 +83,10 @@ def train(args: argparse.Namespace) -> int:
         try:  # building the run reads the data and the backbone: what fails here is bad input
             run = build_run(
                 config, fields, resume=args.resume, overwrite=args.overwrite,
-                hooks=[bar, stop], spell=flag,
+                hooks=[bar, stop], spell=as_flag,
             )  # fmt: skip
         except (ValueError, OSError) as err:
-            raise CLIError(str(err).splitlines()[0]) from None
+            raise CLIError(refusal(err, args)) from None
         try:
             final = run.train()  # a failure from here on is a failed run (exit 1)
         except TrainingStopped as stopped:

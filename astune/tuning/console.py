@@ -366,7 +366,8 @@ def format_summary(summary: SearchResult, ui_command: str) -> str:
     """The closing lines: the best config and objective, where the runs are, what to run next.
     Each line fits 80 columns but a command (kept whole, to paste), a URL or a long path."""
     states = ", ".join(f"{n} {s.lower()}" for s, n in sorted(summary.trial_states.items()))
-    lines = _text(f"search {summary.experiment!r}: {summary.num_trials} trials ({states})")
+    trials = counted(summary.num_trials, "trial")
+    lines = _text(f"search {summary.experiment!r}: {trials} ({states})")
     if summary.best_objective is None:
         lines += _text("no trial reported a result; see the errors in " + summary.experiment_path)
     elif len(summary.objectives) > 1:

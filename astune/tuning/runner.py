@@ -89,6 +89,10 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     train_base = TrainConfig.from_dict(base).validate()
     if ref.spec is not None:  # a registry dataset's task is known: --losses checked before torch
         space = _apply_settings(space, settings, ref.spec.task)
+    if train_base.num_layers is not None:  # else each trial would fail building its model
+        from astune.backbones.models import check_num_layers
+
+        check_num_layers(train_base.backbone, train_base.num_layers)
     from astune.data.encoded import load_encoded  # torch: only once the input is known good
 
     data = load_encoded(train_base, ref=ref)

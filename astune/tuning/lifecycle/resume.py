@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from astune._text import as_flag
 from astune.tuning.searchers.samplers import sampler_name
 from astune.tuning.settings import SearchError, SearchSettings
 
@@ -95,7 +96,7 @@ def resume_command(settings: SearchSettings) -> str:
     for key in ("address", "tracking_uri", "storage_path"):
         value = getattr(settings, key)
         if value is not None:  # None: the default, found again from the same folder
-            argv += ["--" + key.replace("_", "-"), str(value)]
+            argv += [as_flag(key), str(value)]
     return shlex.join([*argv, "--resume"])
 
 
@@ -175,7 +176,7 @@ def check_unchanged(settings: SearchSettings, space: SearchSpace, old: Mapping[s
     skip = {"space"} if SPACE_DIGEST in old else set()  # same contents at another path: fine
     for key, value in new.items():
         if key in old and key not in skip and _comparable(old[key]) != _comparable(value):
-            what = _SPACE_KEYS.get(key, "--" + key.replace("_", "-"))
+            what = _SPACE_KEYS.get(key, as_flag(key))
             raise SearchError(
                 f"--resume cannot change {what}: the search {settings.experiment_name!r} ran "
                 f"with {old[key]}, now {value}; resume with the old value, or start a new "
