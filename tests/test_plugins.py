@@ -125,3 +125,37 @@ def test_a_plugins_loss_trains_from_the_command_line(registry, tmp_path, data_di
     assert done.returncode == 0, done.stderr[-2000:]
     final = json.loads((out / "final.json").read_text())
     assert final["optimizer_steps"] == 2 and math.isfinite(final["test_loss"])
+
+
+def test_a_plugins_loss_named_by_losses_runs_at_its_registered_defaults(
+    registry, tmp_path, data_dir
+):
+    """`search --losses focal --plugin FILE` on a packaged space, which gives no
+    loss_params.focal: focal runs with gamma fixed at its registered 2.0 and the console says
+    so (it was refused, naming the packaged file, which a user cannot edit); the portfolio,
+    of other losses only, says why it is empty (it said "nothing recorded on minilm")."""
+    import optuna
+    from tiny import tiny_settings
+
+    from astune.space.params import Param
+    from astune.space.space import load_space
+    from astune.tuning.runner import prepare_search
+
+    settings = tiny_settings(root=tmp_path, data_dir=data_dir, portfolio=True, losses="focal",
+                             plugins=str(PLUGIN))  # fmt: skip
+    prepared = prepare_search(settings)
+    assert prepared.space.losses == ("focal",)
+    assert prepared.space.loss_params["focal"] == {"gamma": Param("fixed", value=2.0)}
+    trial = optuna.create_study().ask()
+    config = {**prepared.space.define_by_run(trial), **trial.params}  # as a trial gets it
+    assert config["loss"] == "focal" and config["gamma"] == 2.0
+    assert prepared.notes == (
+        "focal: its parameters stay at their registered defaults (gamma=2): neither the space "
+        "nor default.yaml gives loss_params.focal; search them from a --space file that does "
+        "(docs/extending.md)",
+        "portfolio: none: past tasks on minilm were recorded with as_softmax, "
+        "multilabel_as_softmax, multilabel_softmax and softmax, not with the loss searched "
+        "(focal)",
+    )
+    # a loss the packaged files give keeps their ranges, and takes no note
+    assert load_space("sst5").undefined_losses("focal,t_softmax") == {"focal": {"gamma": 2.0}}

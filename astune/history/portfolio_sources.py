@@ -104,10 +104,13 @@ def shipped_space(dataset: str, task: str | None) -> "SearchSpace":
 
 
 class SearchPortfolio(NamedTuple):
-    """The portfolio a search runs first, and one line on the scale it was learnt at."""
+    """The portfolio a search runs first, one line on the scale it was learnt at (or, when it
+    is empty, on the backbones history holds), and ``why_none``: for a portfolio empty though
+    history holds the backbone's tasks, the line saying why."""
 
     entries: list[PortfolioEntry]
     scale: str | None
+    why_none: str | None = None
 
 
 def search_portfolio(
@@ -129,8 +132,20 @@ def search_portfolio(
     if not same:  # nothing on this backbone: which backbones history holds
         return SearchPortfolio(entries, other_backbones_note(tasks))
     used = at_nearest_size(target, same)
-    note = scale_note(target, used, set_aside=len(same) - len(used)) if entries else None
-    return SearchPortfolio(entries, note)
+    if not entries:  # the backbone's past tasks hold configs of other losses only
+        return SearchPortfolio(entries, None, other_losses_note(list(space.losses), used))
+    return SearchPortfolio(entries, scale_note(target, used, set_aside=len(same) - len(used)))
+
+
+def other_losses_note(searched: list[str], tasks: list[SourceTask]) -> str:
+    """For a search whose losses no past task of its backbone (``tasks``) has a config of: the
+    line naming the losses they were recorded with."""
+    recorded = sorted({str(c.get("loss")) for t in tasks for c in t.configs if c.get("loss")})
+    return (
+        f"portfolio: none: past tasks on {tasks[0].profile.backbone} were recorded with "
+        f"{listed(recorded)}, not with the {plural(len(searched), 'loss')} searched "
+        f"({listed(searched)})"
+    )
 
 
 def other_backbones_note(tasks: list[SourceTask]) -> str | None:

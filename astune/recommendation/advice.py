@@ -85,9 +85,8 @@ def recommend(
     )
     rec.transfer = advise(profile, [*store_trials(store, difficulty_of), *prior])
     space = shipped_space(dataset, target.task)
-    rec.portfolio, rec.portfolio_scale = search_portfolio(
-        profile, space, store=store, reference=reference
-    )
+    found = search_portfolio(profile, space, store=store, reference=reference)
+    rec.portfolio, rec.portfolio_scale = found.entries, found.scale
     rec.backbone = profile.backbone
     return rec
 

@@ -35,6 +35,7 @@ from astune.losses.catalogue import (
     MULTILABEL_LOSSES,
     TASKS,
     family_loss,
+    loss_info,
 )
 from astune.metrics.objectives import modes, parse_objectives
 from astune.space.checks import check_space
@@ -182,8 +183,10 @@ class SearchSpace:
     def with_losses(self, names: str | Iterable[str]) -> SearchSpace:
         """The space over ``names`` (a list or ``"a,b,c"``), each loss keeping its parameters.
 
-        A loss this space does not define takes the ``default.yaml`` entry (and AS-Speed its
-        ``speed_params`` when missing here). Raises ``SpaceError`` for an unknown name.
+        A loss this space does not define takes the ``default.yaml`` entry, and one defined in
+        neither (a plugin's) its parameters fixed at their registered defaults
+        (:meth:`undefined_losses` names them); AS-Speed takes the ``default.yaml``
+        ``speed_params`` when missing here. Raises ``SpaceError`` for an unknown name.
         """
         with named(self.source):
             wanted = parse_losses(names if isinstance(names, str) else list(names))
@@ -193,12 +196,22 @@ class SearchSpace:
         if missing or needs_speed:
             default = load_space("default")
             for name in missing:
-                if name not in default.loss_params:
-                    raise self._error(f"loss_params.{name}", "not defined here nor in default.yaml")
-                loss_params[name] = default.loss_params[name]
+                entry = default.loss_params.get(name)
+                loss_params[name] = _registered_defaults(name) if entry is None else entry
             if needs_speed:
                 speed = {**default.speed_params, **speed}
         return dataclasses.replace(self, losses=wanted, loss_params=loss_params, speed_params=speed)
+
+    def undefined_losses(self, names: str | Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Of the losses ``names``, those with parameters that neither this space nor
+        ``default.yaml`` defines: :meth:`with_losses` fixes them at these registered defaults."""
+        with named(self.source):
+            wanted = parse_losses(names if isinstance(names, str) else list(names))
+        undefined = [n for n in wanted if LOSS_KEYS[n] and n not in self.loss_params]
+        if undefined:
+            default = load_space("default")
+            undefined = [n for n in undefined if n not in default.loss_params]
+        return {n: {k: p.value for k, p in _registered_defaults(n).items()} for n in undefined}
 
     def for_task(self, task: str) -> SearchSpace:
         """This space with its losses swapped to the family of ``task`` (``softmax`` <->
@@ -355,3 +368,17 @@ def _divides(step: float, low: float, high: float) -> bool:
         return span >= 0 and span % decimal.Decimal(str(step)) == 0
     except (decimal.InvalidOperation, TypeError, ValueError):
         return False
+
+
+def _registered_defaults(loss: str) -> dict[str, Param]:
+    """Every parameter ``loss`` must be given (not the optional delta schedule), fixed at the
+    default its registration declares (an AS loss's warm-up at ``warmup_ratio``'s)."""
+    info = loss_info(loss)
+    specs = {
+        key: info.param(key) if key in info.param_names else DOMAINS[key] for key in LOSS_KEYS[loss]
+    }
+    return {
+        key: Param("fixed", value=spec.default)
+        for key, spec in specs.items()
+        if key not in info.optional_keys
+    }

@@ -66,14 +66,18 @@ def portfolio_start(
         num_layers=settings.num_layers,
         max_length=settings.max_length,
     )
-    entries, scale = search_portfolio(
+    entries, scale, why_none = search_portfolio(
         target, space, store=Store(tracking_uri), reference=reference_file(settings.reference)
     )
     fixed = searched_as_fixed(settings)
     entries, merged = _distinct([_projected(e, fixed) for e in entries])
     if not entries:
-        none = f"portfolio: none (nothing recorded on {settings.backbone})"
-        return PortfolioStart(settings, space, [none] + ([scale] if scale else []), 0)
+        none = (
+            [why_none]
+            if why_none
+            else [f"portfolio: none (nothing recorded on {settings.backbone})"]
+        )
+        return PortfolioStart(settings, space, none + ([scale] if scale else []), 0)
     path = portfolio_space_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     scheduler_line = None

@@ -12,8 +12,9 @@ import math
 import os
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from astune._text import value_text
 from astune.config import TrainConfig
 from astune.data.resolve import DatasetRef, default_backbone
 from astune.data.spec import DatasetSpec
@@ -29,9 +30,6 @@ from astune.tuning.settings import (
     SearchSettings,
     settings_from_args,
 )
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["SearchError", "SearchSettings", "SearchResult", "run_search", "settings_from_args"]
 
@@ -88,7 +86,7 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     base = base_config(settings, ref)
     train_base = TrainConfig.from_dict(base).validate()
     if ref.spec is not None:  # a registry dataset's task is known: --losses checked before torch
-        space = _apply_settings(space, settings, ref.spec.task)
+        space, notes = _apply_settings(space, settings, ref.spec.task, notes)
     if train_base.num_layers is not None:  # else each trial would fail building its model
         from astune.backbones.models import check_num_layers
 
@@ -103,7 +101,7 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     check_loss_kernel(settings.loss_kernel, torch.device(train_base.device))  # not in a trial
     if ref.spec is None:  # a user folder: its own metric and task, known once it is read
         check_metric_computed(data.spec.name, data.spec.metric)
-        space = _apply_settings(space, settings, data.spec.task)
+        space, notes = _apply_settings(space, settings, data.spec.task, notes)
     if settings.portfolio and not settings.resume:  # a resume reads the space it recorded
         from astune.tuning.portfolio_start import portfolio_start
 
@@ -187,22 +185,38 @@ def _check_experiment_path(settings: SearchSettings) -> None:
         )
 
 
-def _apply_settings(space: SearchSpace, settings: SearchSettings, task: str) -> SearchSpace:
+def _apply_settings(
+    space: SearchSpace, settings: SearchSettings, task: str, notes: list[str]
+) -> tuple[SearchSpace, list[str]]:
+    """The space with the flags' losses, task, fixed values and search settings; ``notes``
+    with a line for each loss whose parameters stay at their registered defaults."""
     if settings.losses:
         try:  # the flag's bad name is the flag's, not the space file's
             wanted = parse_losses(settings.losses, where="--losses")
         except Invalid as exc:
             raise SearchError(f"{exc.where}: {exc.problem}") from None
+        notes = notes + [_defaults_note(n, v) for n, v in space.undefined_losses(wanted).items()]
         space = space.with_losses(wanted)
     space = space.for_task(task)
     fixed = {"seed": settings.seed}
     if settings.epochs is not None:
         fixed["epochs"] = settings.epochs
     space = space.with_fixed(**fixed)
-    return space.with_settings(
+    searched = space.with_settings(
         num_samples=settings.num_samples,
         scheduler=None if settings.scheduler_object is not None else settings.scheduler,
         objectives=settings.parsed_objectives(space.metric),  # a bad name is the flag's
+    )
+    return searched, notes
+
+
+def _defaults_note(loss: str, values: dict[str, Any]) -> str:
+    """What a search of ``loss`` without ``loss_params`` of its own runs, and how to search it."""
+    fixed = ", ".join(f"{k}={value_text(v)}" for k, v in values.items())
+    return (
+        f"{loss}: its parameters stay at their registered defaults ({fixed}): neither the space "
+        f"nor default.yaml gives loss_params.{loss}; search them from a --space file that does "
+        "(docs/extending.md)"
     )
 
 
