@@ -146,3 +146,28 @@ def test_the_portfolios_trials_are_named_apart_from_the_spaces_own_seed_points(s
     ]  # fmt: skip
     space.unlink()
     assert [t.source for t in astune.status("live", tracking_uri=uri).trials] == [PORTFOLIO, "-"]
+
+
+def test_without_an_experiment_the_stores_searches_are_listed_newest_first(store, capsys):
+    """`astune status` alone: one line a search (it required --experiment), the newest first;
+    a RUNNING search whose driver died is "stale"; its best leaves the failed trial out."""
+    uri, client = store
+    running_search(client, heartbeat_age=STALE_AFTER + 1, host="elsewhere")
+    assert main(["status", "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"searches in {uri}, newest first:"
+    assert out[1].split() == ["search", "dataset", "state", "trials", "best", "started"]
+    assert [row.split()[:5] for row in out[2:4]] == [
+        ["live", "sst5", "stale", "2/4", "0.5"],
+        [SINGLE_SEARCH, "sst5", "finished", "6", "0.8"],
+    ]
+    assert out[-1] == "one search, trial by trial: python -m astune status --experiment NAME"
+    assert main(["status", "--watch", "--tracking-uri", uri]) == 2
+    assert "--watch follows one search: add --experiment NAME" in capsys.readouterr().err
+
+
+def test_an_empty_store_says_it_holds_no_search(tmp_path, capsys):
+    uri = new_store(tmp_path)
+    MlflowClient(uri).search_experiments()  # the store's tables, no search
+    assert main(["status", "--tracking-uri", uri]) == 0
+    assert capsys.readouterr().out.strip() == f"no astune search in {uri}"

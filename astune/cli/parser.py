@@ -61,12 +61,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="ask the hub whether each entry's source still resolves (lists files only)",
     )
-    status = sub.add_parser("status", help="a running or finished search, from its store")
+    status = sub.add_parser(
+        "status", help="a running or finished search, from its store; without --experiment, "
+        "the store's searches, one a line",
+    )  # fmt: skip
     add_tracking_flag(status)
-    status.add_argument("--experiment", required=True, help="the search's name (its --name)")
     status.add_argument(
-        "--watch", action="store_true", help="show it again until it is no longer running"
+        "--experiment", help="the search's name (its --name); left out: list the store's searches"
     )
+    status.add_argument(
+        "--watch", action="store_true",
+        help="show it again until it is no longer running (needs --experiment)",
+    )  # fmt: skip
     status.add_argument(
         "--every", type=_positive_seconds, default=10.0, metavar="SECONDS",
         help="with --watch: seconds between two views (default 10)",

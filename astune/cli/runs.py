@@ -137,6 +137,8 @@ def status(args: argparse.Namespace) -> int:
 
     from astune.api._status import status as search_status
 
+    if args.experiment is None:
+        return _searches(args)
     while True:
         with refused_as_bad_input(flags=args):  # an unknown store or experiment
             found = search_status(args.experiment, tracking_uri=args.tracking_uri)
@@ -149,6 +151,18 @@ def status(args: argparse.Namespace) -> int:
             time.sleep(args.every)
         except KeyboardInterrupt:
             return 0
+
+
+def _searches(args: argparse.Namespace) -> int:
+    """`status` without --experiment: the store's searches, one a line."""
+    if args.watch:
+        raise CLIError("--watch follows one search: add --experiment NAME")
+    with refused_as_bad_input(flags=args):  # an unknown store
+        store = existing_store(args.tracking_uri)
+    from astune.store.search_list import format_search_lines, search_lines
+
+    print(format_search_lines(search_lines(store.uri), store.uri))
+    return 0
 
 
 def report(args: argparse.Namespace) -> int:

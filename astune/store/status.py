@@ -87,7 +87,7 @@ def search_status(experiment: str, tracking_uri: str | None = None) -> SearchSta
     return SearchStatus(
         experiment=experiment,
         status=parent.info.status,
-        stale=_stale(parent, now),
+        stale=is_stale(parent, now),
         elapsed=_seconds(parent, now),
         remaining=_remaining(trials, num_samples, param(parent, "max_concurrent")),
         num_samples=num_samples,
@@ -162,7 +162,9 @@ def _seed_points(parent: Run) -> int | None:
         return None
 
 
-def _stale(parent: Run, now: float) -> bool:
+def is_stale(parent: Run, now: float) -> bool:
+    """Whether the search of ``parent`` is RUNNING in the store, but its driver gave no
+    heartbeat for :data:`STALE_AFTER` seconds at time ``now`` (or its process is gone)."""
     if parent.info.status != "RUNNING":
         return False
     holder = holder_of(parent, "search")
