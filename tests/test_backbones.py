@@ -165,6 +165,20 @@ def test_num_layers_out_of_range(num_layers) -> None:
     assert f"but got {num_layers!r}" in str(info.value)
 
 
+def test_a_max_length_beyond_the_positions_is_refused_and_would_fail_in_the_model() -> None:
+    from astune.backbones.models import check_max_length, load_tokenizer
+
+    tokenizer = load_tokenizer("minilm")
+    check_max_length(tokenizer, 512, "minilm")
+    with pytest.raises(ValueError, match=r"max_length must be at most 512 .* but got 513"):
+        check_max_length(tokenizer, 513, "minilm")
+    # what the check spares: a text of 513 tokens does not fit the model's positions
+    model = build_model("minilm", task="single_label", num_labels=2, num_layers=1)
+    batch = tokenizer(["word " * 600], truncation=True, max_length=513, return_tensors="pt")
+    with pytest.raises(RuntimeError):
+        model(**batch)
+
+
 def test_num_layers_are_checked_against_the_config_before_a_model_is_built(tmp_path) -> None:
     from astune.backbones.models import check_num_layers
 

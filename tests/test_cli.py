@@ -233,6 +233,10 @@ def write_folder(folder: Path, rows: list[dict], task: str = "single_label", **m
         (["--dataset", "sst5", "--loss", "focal"], "--loss must be one of 'softmax'"),
         (["--dataset", "sst5", "--loss", "softmax", "--as-speed"], "as_speed needs an AS loss"),
         (["--dataset", "sst5", "--backbone", "bert-tiny"], "--backbone must be one of the aliases"),
+        (  # longer than the model's positions: every long text would fail in the embeddings
+            ["--dataset", "sst5", "--max-length", "1024"],
+            "--max-length must be at most 512 (backbone 'minilm' takes 512 tokens), but got 1024",
+        ),
     ]
     # where CUDA exists, --device cuda is no bad input (the gpu-marked training test runs it)
     + (

@@ -339,6 +339,10 @@ def test_resume_refuses_changed_settings_before_ray_starts(searched, capsys, mon
             ["--dataset", "sst5", "--max-length", "2"],
             "--max-length must be an integer in [8, inf), but got 2",
         ),
+        (  # else every trial with a text longer than 512 tokens fails in the embeddings
+            ["--dataset", "sst5", "--max-length", "1024"],
+            "--max-length must be at most 512 (backbone 'minilm' takes 512 tokens), but got 1024",
+        ),
     ],
 )
 def test_bad_search_requests_fail_within_seconds(workdir, capsys, argv, message):

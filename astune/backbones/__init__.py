@@ -21,10 +21,10 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "BackboneUnavailableError",
             "WEIGHT_FILES",
             "build_model",
-            "init_head_from_embeddings",
             "load_processor",
             "load_tokenizer",
             "model_logits",
         ),
+        "heads": ("init_head_from_embeddings",),
     },
 )

@@ -80,6 +80,21 @@ def load_tokenizer(name: str, **kwargs: Any) -> Any:
         raise _unavailable(str(name), location, err) from err
 
 
+UNRECORDED_MAX_LENGTH = 10**9
+"""A tokenizer's ``model_max_length`` at or above this records no limit (transformers then gives
+``int(1e30)``): :func:`check_max_length` leaves its ``max_length`` alone."""
+
+
+def check_max_length(tokenizer: Any, max_length: int, name: str) -> None:
+    """Refuse (:class:`~astune._checks.InvalidArgument`) a ``max_length`` longer than the
+    positions backbone ``name`` has (its ``tokenizer``'s ``model_max_length``): a longer text
+    would fail in the model's embeddings, in every trial."""
+    limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(limit, int) and limit < UNRECORDED_MAX_LENGTH and max_length > limit:
+        must = f"must be at most {limit} (backbone {name!r} takes {limit} tokens)"
+        raise InvalidArgument("max_length", must, max_length)
+
+
 def _slow_image_processor_kwargs() -> dict[str, Any]:
     from importlib.metadata import version
 
@@ -342,49 +357,3 @@ def _forward_inputs(model_type: type) -> frozenset[str]:
     if not named & set(MODEL_INPUTS):  # a generic (*args, **kwargs) forward: pass everything
         return frozenset(MODEL_INPUTS)
     return frozenset(named)
-
-
-def init_head_from_embeddings(
-    model: nn.Module, *, backbone: str, candidates: Sequence[str]
-) -> tuple[int, int]:
-    """Start the classification head over ``candidates`` (spelling correction: one class per
-    candidate character) from the backbone's word embeddings of those characters, which
-    BERT-style models tie to their masked-LM output layer (the layer's transform and bias are
-    not part of a classification model: the bias starts at 0). A candidate the tokenizer maps
-    to its unknown token keeps its random row. Returns (rows copied, rows left random)."""
-    import torch
-
-    head = _head_linear(model, len(candidates))
-    tokenizer = load_tokenizer(backbone)
-    ids = tokenizer.convert_tokens_to_ids(list(candidates))
-    unknown = tokenizer.unk_token_id
-    rows = [(row, i) for row, i in enumerate(ids) if i is not None and i != unknown]
-    if rows:
-        embeddings = model.get_input_embeddings().weight
-        with torch.no_grad():
-            index = torch.tensor([row for row, _ in rows], device=head.weight.device)
-            token = torch.tensor([i for _, i in rows], device=embeddings.device)
-            head.weight[index] = embeddings[token].to(head.weight)
-            if head.bias is not None:
-                head.bias.zero_()
-    return len(rows), len(candidates) - len(rows)
-
-
-def _head_linear(model: nn.Module, num_labels: int) -> nn.Linear:
-    """The model's classification layer: its last Linear named ``classifier`` with
-    ``num_labels`` outputs."""
-    from torch import nn as torch_nn
-
-    found = [
-        m
-        for name, m in model.named_modules()
-        if isinstance(m, torch_nn.Linear)
-        and name.split(".")[-1] == "classifier"
-        and m.out_features == num_labels
-    ]
-    if not found:
-        raise ValueError(
-            f"{type(model).__name__} has no Linear 'classifier' with {num_labels} outputs, so "
-            "its head cannot start from the embeddings; train it with fresh_head."
-        )
-    return found[-1]

@@ -28,14 +28,16 @@ def load_encoded(config: TrainConfig, *, ref: DatasetRef | None = None) -> Train
         seed=config.seed,
         validation_fraction=config.validation_fraction,
     )
-    from astune.backbones.models import load_processor, load_tokenizer
+    from astune.backbones.models import check_max_length, load_processor, load_tokenizer
     from astune.data.encoding import encode_splits
     from astune.data.media_encoding import encode_media
 
     if loaded.spec.task in MEDIA_TASKS:
         processor = load_processor(config.backbone, loaded.spec.task)
         return encode_media(loaded, processor, max_audio_seconds=config.max_audio_seconds)
-    return encode_splits(loaded, load_tokenizer(config.backbone), max_length=config.max_length)
+    tokenizer = load_tokenizer(config.backbone)
+    check_max_length(tokenizer, config.max_length, config.backbone)
+    return encode_splits(loaded, tokenizer, max_length=config.max_length)
 
 
 def load_for_run(config: TrainConfig) -> tuple[TrainConfig, TrainData]:

@@ -204,7 +204,7 @@ def _head_from_embeddings(model: nn.Module, backbone: str, spec: DatasetSpec) ->
     counts the candidates the backbone's vocabulary lacks (their rows stay random)."""
     import warnings
 
-    from astune.backbones.models import init_head_from_embeddings
+    from astune.backbones.heads import init_head_from_embeddings
 
     copied, fresh = init_head_from_embeddings(
         model, backbone=backbone, candidates=spec.label_names or ()
