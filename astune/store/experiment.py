@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from astune.store.conventions import (
+    CONFIRM_ROLE,
     DATASET_TAG,
     NOT_APPLICABLE,
     ROLE_TAG,
@@ -55,7 +56,9 @@ TRIAL_COLUMNS = (
 @dataclass
 class ExperimentRuns:
     """One experiment's trials (``trials``: a row per child run) and their evaluation histories
-    (``history``: columns ``run_id``, ``key``, ``step``, ``value``, one row per evaluation)."""
+    (``history``: columns ``run_id``, ``key``, ``step``, ``value``, one row per evaluation);
+    ``confirms``: the runs ``astune confirm`` added (the winners and the baseline rerun over
+    seeds), a row each as a trial's, their histories in ``history`` too."""
 
     experiment: str
     experiment_id: str
@@ -65,6 +68,7 @@ class ExperimentRuns:
     trials: pd.DataFrame
     history: pd.DataFrame
     mode: str = "max"
+    confirms: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=TRIAL_COLUMNS))
     _artifacts: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
     @property
@@ -72,11 +76,13 @@ class ExperimentRuns:
         """The newest search run: the one the report is logged on."""
         return self.parent_run_ids[0] if self.parent_run_ids else None
 
-    def finished(self, losses: tuple[str, ...] | None = None) -> pd.DataFrame:
-        """FINISHED trials with a best objective, of ``losses`` (all when None), best first."""
-        rows = self.trials[
-            (self.trials["status"] == "FINISHED") & self.trials["best_objective"].notna()
-        ]
+    def finished(
+        self, losses: tuple[str, ...] | None = None, *, confirms: bool = False
+    ) -> pd.DataFrame:
+        """FINISHED trials (with ``confirms``: confirm runs) with a best objective, of
+        ``losses`` (all when None), best first."""
+        table = self.confirms if confirms else self.trials
+        rows = table[(table["status"] == "FINISHED") & table["best_objective"].notna()]
         if losses is not None:
             rows = rows[rows["loss"].isin(losses)]
         return rows.sort_values("best_objective", ascending=self.mode == "min", kind="stable")
@@ -116,8 +122,9 @@ def load_runs(experiment: str, tracking_uri: str | None = None) -> ExperimentRun
     parents = [r for r in runs if r.data.tags.get(ROLE_TAG) == "search"]
     parents.sort(key=lambda r: r.info.start_time or 0, reverse=True)
     trials = [r for r in runs if r.data.tags.get(ROLE_TAG) == "trial"]
+    confirms = [r for r in runs if r.data.tags.get(ROLE_TAG) == CONFIRM_ROLE]
     mode = parents[0].data.params.get("mode", "max") if parents else "max"
-    history = _histories(client, trials)
+    history = _histories(client, trials + confirms)
     return ExperimentRuns(
         experiment=experiment,
         experiment_id=found.experiment_id,
@@ -127,6 +134,7 @@ def load_runs(experiment: str, tracking_uri: str | None = None) -> ExperimentRun
         trials=_trial_table(trials, history, mode),
         history=history,
         mode=mode if mode in ("max", "min") else "max",
+        confirms=_trial_table(confirms, history, mode),
     )
 
 
