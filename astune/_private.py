@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import subprocess
 
     import optuna
+    import pyarrow.fs
     from mlflow.entities import Run
     from ray.tune import RunConfig, Tuner
     from ray.tune.search.optuna import OptunaSearch
@@ -114,6 +115,37 @@ def restored_scheduler(tuner: Tuner) -> Any:
     if local is None:
         return None
     return _attribute(_attribute(local, "_tune_config", "TunerInternal"), "scheduler", "TuneConfig")
+
+
+SEARCH_STATE_FILES = "search_gen_state-"
+"""Ray 2.60's ``SearchGenerator`` state in an experiment folder: ``search_gen_state-<session>.json``
+(a cloudpickled dict, despite its suffix), the newest by name restored."""
+
+
+def grow_saved_samples(filesystem: pyarrow.fs.FileSystem, path: str, total: int) -> int:
+    """Raise the trials the search saved at ``path`` runs to ``total`` (its newest
+    ``SearchGenerator`` state's ``total_samples``, which a restore sets over the pickled
+    ``TuneConfig.num_samples``), so that its restored Tuner goes on to more trials; returns
+    the total it had. Rewritten whole under a temporary name, then moved over it."""
+    import ray.cloudpickle as cloudpickle
+    from pyarrow import fs
+
+    found = filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True))
+    states = sorted(i.path for i in found if i.base_name.startswith(SEARCH_STATE_FILES))
+    if not states:
+        raise PrivateAPIError(f"no {SEARCH_STATE_FILES}*.json in {path}: see astune/_private.py")
+    with filesystem.open_input_stream(states[-1]) as stream:
+        state = cloudpickle.loads(stream.read())
+    if "total_samples" not in state:
+        raise PrivateAPIError("Ray's search state has no 'total_samples': see astune/_private.py")
+    before = int(state["total_samples"])
+    if total > before:
+        state["total_samples"] = total
+        temporary = f"{path}/.astune-{SEARCH_STATE_FILES}tmp"
+        with filesystem.open_output_stream(temporary) as stream:
+            stream.write(cloudpickle.dumps(state))
+        filesystem.move(temporary, states[-1])
+    return before
 
 
 def trial_storage() -> tuple[Any, str]:

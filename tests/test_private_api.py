@@ -66,6 +66,30 @@ def test_tuner_local_scheduler(tmp_path) -> None:
     assert _private.restored_scheduler(tuner) is scheduler
 
 
+def test_a_saved_search_generator_restores_the_grown_total(tmp_path) -> None:
+    """Ray's own SearchGenerator saves its state, astune raises its total, and a generator
+    restored from the folder runs to the new total (what `--resume --num-samples` relies on)."""
+    from pyarrow import fs
+    from ray.tune.experiment import Experiment
+    from ray.tune.search import SearchGenerator
+
+    def generator() -> SearchGenerator:
+        searcher = OptunaSearch(space={"x": optuna.distributions.FloatDistribution(0, 1)})
+        searcher.set_search_properties("objective", "max", {})
+        made = SearchGenerator(searcher)
+        made.add_configurations([Experiment("x", lambda config: None, num_samples=2)])
+        return made
+
+    generator().save_to_dir(str(tmp_path), "2026-12-03_10-00-00")
+    assert _private.grow_saved_samples(fs.LocalFileSystem(), str(tmp_path), 5) == 2
+    restored = generator()
+    restored.restore_from_dir(str(tmp_path))
+    assert restored.total_samples == 5
+    assert _private.grow_saved_samples(fs.LocalFileSystem(), str(tmp_path), 3) == 5  # no lower
+    with pytest.raises(_private.PrivateAPIError, match="no search_gen_state-"):
+        _private.grow_saved_samples(fs.LocalFileSystem(), str(tmp_path / "nothing"), 3)
+
+
 @pytest.mark.ray
 def test_trial_storage_is_the_trial_folder_on_the_storage_path(tmp_path) -> None:
     """Seen from the trial (``trial_storage``) and from the driver (``trial_folder``)."""

@@ -67,7 +67,7 @@ OFF_DEFAULT: dict[str, Any] = {
 
 def shaped_space(settings: SearchSettings) -> SearchSpace:
     """The space as ``prepare_search`` shapes it with ``settings`` (a text task)."""
-    return _apply_settings(load_space(settings.space), settings, "single_label")
+    return _apply_settings(load_space(settings.space), settings, "single_label")[0]
 
 
 def logged(settings: SearchSettings) -> dict[str, str]:

@@ -290,7 +290,8 @@ def test_resume_refuses_changed_settings_before_ray_starts(searched, capsys, mon
         assert f"cannot change {flag}" in err and f"with {old}, now {new};" in err, err
         assert "another --name" in err, err
 
-    changed("--num-samples", "4", "5")  # Ray restores its Tuner with the old num_samples
+    err = refused([*searched.argv, "--num-samples", "3"])  # more extend it; fewer cannot be
+    assert "cannot lower --num-samples: the search 'tiny' ran with 4, now 3; give 4 or more" in err
     changed("--scheduler", "none", "asha")
     changed("--losses", "as_softmax,softmax,am_softmax", "softmax")
     changed("--max-train-samples", "64", "48")
@@ -479,6 +480,40 @@ def test_a_search_saved_by_an_older_layout_resumes(searched, tmp_path, monkeypat
     assert resumed.best_config == searched.summary.best_config
     assert resumed.best_objective == searched.summary.best_objective
     assert astune.search.__module__ == "astune.api._search"
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_finished_search_goes_on_to_more_trials(searched, tmp_path, monkeypatch, capsys):
+    """`--resume --num-samples 5` on the finished 4-trial search (it was refused): one trial
+    more, under the same parent run, proposed by the restored searcher (a new one would run
+    the space's first seed point again); status counts 5 of 5, and a plain resume keeps 5."""
+    root = tmp_path / "more"
+    shutil.copytree(searched.workdir, root)
+    monkeypatch.chdir(root)
+    assert main([*searched.argv, "--resume", "--num-samples", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "--num-samples 5: the search ran with 4; it goes on to 5 trials (1 more)" in out
+    assert "search 'tiny': 5 trials" in out
+    uri = f"sqlite:///{root / 'astune-runs' / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    (parent,) = runs(client, "tiny", "search")
+    trials = sorted(runs(client, "tiny", "trial"), key=lambda r: r.info.start_time)
+    assert len(trials) == 5 and parent.info.status == "FINISHED"
+    before = {
+        t.trial_id for t in astune.status("tiny", tracking_uri=searched.summary.tracking_uri).trials
+    }
+    assert {t.data.tags["astune.trial_id"] for t in trials[:4]} == before
+    fifth = {k: v for k, v in trials[4].data.params.items() if k in ("loss", "delta", "lam")}
+    first_seed = {"loss": "as_softmax", "delta": "0.3", "lam": "1.5"}
+    assert fifth != first_seed, fifth  # the searcher went on from the four it was told
+    found = astune.status("tiny", tracking_uri=uri)
+    assert (found.num_samples, len(found.trials)) == (5, 5)
+    from astune.tuning.runner import prepare_search
+
+    given = frozenset({"dataset", "name", "resume"})  # --num-samples left out: 5, not 4
+    again = prepare_search(SearchSettings(dataset="sst5", name="tiny", resume=True, given=given))
+    assert again.space.num_samples == 5 and again.more_trials == 0
 
 
 def test_astunes_pieces_for_a_tuner_of_your_own_are_the_searchs(tmp_path, monkeypatch, data_dir):

@@ -61,6 +61,10 @@ NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI
 # A search's parent run: how many of its first trials run the portfolio's configs (absent:
 # none, or a search started before it was recorded).
 PORTFOLIO_POINTS = "portfolio_points"
+# A search's parent run: a param a resume gave another value (MLflow refuses to change a logged
+# param), tagged with this prefix and the param's key; the tag holds the value now in force
+# (`--resume --num-samples` with more trials, say).
+CHANGED_ON_RESUME = "astune.changed_on_resume."
 # The costs (astune.metrics.objectives.COSTS) are not among them: every evaluation logs them, so
 # their latest value is the run's, and the curves keep one point per evaluation.
 FINAL_METRICS = (

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from astune.losses.catalogue import AS_LOSSES, SOFTMAX_LOSSES
 from astune.store.conventions import (
+    CHANGED_ON_RESUME,
     CONFIRM_ROLE,
     DATASET_TAG,
     NOT_APPLICABLE,
@@ -178,9 +179,21 @@ def existing_store(tracking_uri: str | None) -> Store:
 
 
 def param(run: "Run", key: str) -> Any:
-    """A run's param as a Python value (``"0.3"`` -> 0.3, ``"True"`` -> True); None when the
-    run lacks it or logged ``"None"`` (not applicable)."""
-    return parse_value(run.data.params.get(key), key)
+    """A run's param as a Python value (``"0.3"`` -> 0.3, ``"True"`` -> True), as a resume
+    last changed it (:func:`params_now`); None when the run lacks it or logged ``"None"`` (not
+    applicable)."""
+    return parse_value(params_now(run).get(key), key)
+
+
+def params_now(run: "Run") -> dict[str, str]:
+    """A search run's params with the values a resume changed (tagged
+    :data:`~astune.store.conventions.CHANGED_ON_RESUME` + key) in place of those first logged."""
+    changed = {
+        tag.removeprefix(CHANGED_ON_RESUME): value
+        for tag, value in run.data.tags.items()
+        if tag.startswith(CHANGED_ON_RESUME)
+    }
+    return {**run.data.params, **changed}
 
 
 def field_kinds(cls: type) -> dict[str, type]:

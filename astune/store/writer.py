@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from astune.store.conventions import (
+    CHANGED_ON_RESUME,
     DATASET_TAG,
     ERROR_TAG,
     FINAL_METRICS,
@@ -192,7 +193,7 @@ class SearchTracker:
         (MLflow refuses to change a logged param)."""
         new = {k: v for k, v in params.items() if k not in existing}
         changed = {
-            f"astune.changed_on_resume.{k}": v
+            f"{CHANGED_ON_RESUME}{k}": v
             for k, v in params.items()
             if k in existing and existing[k] != v
         }

@@ -246,6 +246,7 @@ def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
     from astune.store.reconcile import finish_completed_trials, forget_lost_trials
     from astune.tuning.callbacks import attach_tracker
     from astune.tuning.lifecycle.backfill import trial_records
+    from astune.tuning.lifecycle.resume import go_on_to
     from astune.tuning.searchers.algorithms import scheduler_for, searcher_for
     from astune.tuning.trainable import train_trial
     from astune.tuning.tuner import build_tuner, restore_tuner, trainable
@@ -264,10 +265,13 @@ def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
             num_samples=space.num_samples,
             metric=space.metric,
         )
+    if prepared.more_trials:  # a larger --num-samples: the search goes on to more trials
+        go_on_to(settings, space.num_samples)
     filesystem, path = settings.experiment_storage()  # built once: it may ask S3 for a region
     tuner = restore_tuner(function, filesystem=filesystem, path=path)
     attach_tracker(tuner, tracker)  # the restored Tuner brings its pickled callbacks
     _set_verbosity(tuner, settings)
+    _set_console_total(tuner, space.num_samples)
     restored = _restored_trials(filesystem, path)
     forget_lost_trials(tracker, set(restored))
     finish_completed_trials(tracker, {t for t, s in restored.items() if s == "TERMINATED"})
@@ -286,6 +290,17 @@ def _set_verbosity(tuner: Any, settings: SearchSettings) -> None:
     run_config = restored_run_config(tuner)
     if run_config is not None:
         run_config.verbose = tune_verbosity(settings)
+
+
+def _set_console_total(tuner: Any, total: int) -> None:
+    """The restored console's count of trials to run (it was pickled with the search's first
+    ``--num-samples``, which a resume may raise)."""
+    from astune._private import restored_run_config
+    from astune.tuning.console import ConsoleCallback
+
+    for callback in getattr(restored_run_config(tuner), "callbacks", None) or []:
+        if isinstance(callback, ConsoleCallback):
+            callback.num_samples, callback.progress = total, None  # progress: made anew from it
 
 
 def _replay_rungs(tuner: Any, records: list[TrialRecord]) -> None:

@@ -75,6 +75,8 @@ def write_study(tracker: "SearchTracker", space: "SearchSpace") -> str | None:
         return None
     url = storage_url(tracker.tracking_uri)
     name = study_name(tracker.experiment_name, tracker.parent_run_id)
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line
     try:
         storage = open_storage(url)
         if name in {s.study_name for s in optuna.get_all_study_summaries(storage)}:
@@ -91,6 +93,8 @@ def write_study(tracker: "SearchTracker", space: "SearchSpace") -> str | None:
         lines = str(err).strip().splitlines()
         logger.warning("Optuna study not written to %s: %s", url, lines[0] if lines else err)
         return None
+    finally:
+        optuna.logging.set_verbosity(verbosity)
     return url
 
 

@@ -51,6 +51,8 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
         as_before,
         check_not_running,
         check_unchanged,
+        more_trials,
+        more_trials_note,
         parent_params,
     )
 
@@ -86,7 +88,8 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     base = base_config(settings, ref)
     train_base = TrainConfig.from_dict(base).validate()
     if ref.spec is not None:  # a registry dataset's task is known: --losses checked before torch
-        space, notes = _apply_settings(space, settings, ref.spec.task, notes)
+        space, said = _apply_settings(space, settings, ref.spec.task)
+        notes += said
     if train_base.num_layers is not None:  # else each trial would fail building its model
         from astune.backbones.models import check_num_layers
 
@@ -101,7 +104,8 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     check_loss_kernel(settings.loss_kernel, torch.device(train_base.device))  # not in a trial
     if ref.spec is None:  # a user folder: its own metric and task, known once it is read
         check_metric_computed(data.spec.name, data.spec.metric)
-        space, notes = _apply_settings(space, settings, data.spec.task, notes)
+        space, said = _apply_settings(space, settings, data.spec.task)
+        notes += said
     if settings.portfolio and not settings.resume:  # a resume reads the space it recorded
         from astune.tuning.portfolio_start import portfolio_start
 
@@ -111,6 +115,7 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     check_sampler(settings.sampler, objectives=len(space.objectives))  # now that they are known
     check_scheduler(settings.scheduler, objectives=len(space.objectives), metric=space.metric)
     check_unchanged(settings, space, before)
+    notes += more_trials_note(space, before)
     return PreparedSearch(
         settings=settings,
         space=space,
@@ -120,6 +125,7 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
         tracking_uri=tracking_uri,
         notes=tuple(notes),
         portfolio_points=portfolio_points,
+        more_trials=more_trials(space, before),
     )
 
 
@@ -186,16 +192,17 @@ def _check_experiment_path(settings: SearchSettings) -> None:
 
 
 def _apply_settings(
-    space: SearchSpace, settings: SearchSettings, task: str, notes: list[str]
+    space: SearchSpace, settings: SearchSettings, task: str
 ) -> tuple[SearchSpace, list[str]]:
-    """The space with the flags' losses, task, fixed values and search settings; ``notes``
-    with a line for each loss whose parameters stay at their registered defaults."""
+    """The space with the flags' losses, task, fixed values and search settings, and a line
+    for each loss whose parameters stay at their registered defaults."""
+    notes: list[str] = []
     if settings.losses:
         try:  # the flag's bad name is the flag's, not the space file's
             wanted = parse_losses(settings.losses, where="--losses")
         except Invalid as exc:
             raise SearchError(f"{exc.where}: {exc.problem}") from None
-        notes = notes + [_defaults_note(n, v) for n, v in space.undefined_losses(wanted).items()]
+        notes = [_defaults_note(n, v) for n, v in space.undefined_losses(wanted).items()]
         space = space.with_losses(wanted)
     space = space.for_task(task)
     fixed = {"seed": settings.seed}

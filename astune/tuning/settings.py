@@ -246,6 +246,7 @@ class PreparedSearch:
     tracking_uri: str
     notes: tuple[str, ...] = ()  # what was decided before Ray starts (--warm-start's report)
     portfolio_points: int = 0  # the space's first seed points that are the portfolio's
+    more_trials: int = 0  # a resume's trials beyond those the search was to run (--num-samples)
 
 
 def settings_from_args(args: Any) -> SearchSettings:

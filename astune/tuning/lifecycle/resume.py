@@ -1,7 +1,9 @@
 """`--resume` against the search it continues: the parent run's params are what the search was
-started with. A flag left out on resume takes its old value; a flag given with another value is
-refused before Ray starts, since Ray restores its Tuner (num_samples, searcher, scheduler,
-concurrency) as pickled and the trials would mix old and new settings."""
+started with (as an earlier resume changed them). A flag left out on resume takes its old value;
+a flag given with another value is refused before Ray starts, since Ray restores its Tuner
+(searcher, scheduler, concurrency) as pickled and the trials would mix old and new settings.
+The exception is a larger ``--num-samples``: the restored search goes on to more trials, its
+searcher (every trial it was told) and scheduler (its rungs) as they were."""
 
 from __future__ import annotations
 
@@ -18,8 +20,11 @@ from astune.tuning.searchers.samplers import sampler_name
 from astune.tuning.settings import SearchError, SearchSettings
 
 if TYPE_CHECKING:
+    import pyarrow.fs
+
     from astune.space.space import SearchSpace
 
+NUM_SAMPLES = "num_samples"  # the one param a resume may raise: the search goes on to more trials
 SPACE_DIGEST = "space_sha256"  # the resolved space: a file edited in place is a changed space
 # Param keys that come from the space, not from a flag: how a refusal names them.
 _SPACE_KEYS = {"metric": "the space's metric", "mode": "the space's mode"}
@@ -52,7 +57,7 @@ def search_params(settings: SearchSettings, space: SearchSpace) -> dict[str, Any
         "space": space.source,
         "warm_start": settings.warm_start,
         "portfolio": settings.portfolio,
-        "num_samples": space.num_samples,
+        NUM_SAMPLES: space.num_samples,
         "metric": space.metric,
         "mode": space.mode,
         "losses": ",".join(space.losses),
@@ -111,10 +116,10 @@ def parent_params(settings: SearchSettings, tracking_uri: str) -> dict[str, str]
     the store has none: the tracker then starts a new parent)."""
     if not settings.resume:
         return {}
-    from astune.store.reader import Store
+    from astune.store.reader import Store, params_now
 
     search = Store(tracking_uri).latest_search(settings.experiment_name)
-    return {} if search is None else dict(search.data.params)
+    return {} if search is None else params_now(search)
 
 
 def check_not_running(settings: SearchSettings, tracking_uri: str) -> None:
@@ -171,17 +176,48 @@ def _check_no_object(settings: SearchSettings, old: Mapping[str, str], given: se
 
 
 def check_unchanged(settings: SearchSettings, space: SearchSpace, old: Mapping[str, str]) -> None:
-    """Refuse (SearchError) a setting whose value differs from the resumed search's."""
-    new = {k: str(v) for k, v in search_params(settings, space).items()}
+    """Refuse (SearchError) a setting whose value differs from the resumed search's; but
+    ``--num-samples`` may grow: the search goes on to more trials (:func:`more_trials`)."""
     skip = {"space"} if SPACE_DIGEST in old else set()  # same contents at another path: fine
+    if more_trials(
+        space, old
+    ):  # the rest of the space must be the same: its digest at the old count
+        skip.add(NUM_SAMPLES)
+        space = space.with_settings(num_samples=int(_comparable(old[NUM_SAMPLES])))
+    new = {k: str(v) for k, v in search_params(settings, space).items()}
     for key, value in new.items():
         if key in old and key not in skip and _comparable(old[key]) != _comparable(value):
+            if key == NUM_SAMPLES:
+                raise SearchError(
+                    f"--resume cannot lower --num-samples: the search "
+                    f"{settings.experiment_name!r} ran with {old[key]}, now {value}; give "
+                    f"{old[key]} or more (more trials extend it)"
+                )
             what = _SPACE_KEYS.get(key, as_flag(key))
             raise SearchError(
                 f"--resume cannot change {what}: the search {settings.experiment_name!r} ran "
                 f"with {old[key]}, now {value}; resume with the old value, or start a new "
                 "search with another --name."
             )
+
+
+def more_trials(space: SearchSpace, old: Mapping[str, str]) -> int:
+    """How many trials more than the resumed search's ``num_samples`` (``old``: its params as
+    a resume last left them) ``space`` asks for; 0 when it asks for no more."""
+    if NUM_SAMPLES not in old:
+        return 0
+    return max(0, space.num_samples - int(_comparable(old[NUM_SAMPLES])))
+
+
+def more_trials_note(space: SearchSpace, old: Mapping[str, str]) -> list[str]:
+    """The console's line for a resume that extends the search, if it does."""
+    extra = more_trials(space, old)
+    if not extra:
+        return []
+    return [
+        f"--num-samples {space.num_samples}: the search ran with {old[NUM_SAMPLES]}; it goes on "
+        f"to {space.num_samples} trials ({extra} more), its searcher and scheduler as they were"
+    ]
 
 
 def _given(settings: SearchSettings) -> set[str]:
@@ -220,8 +256,24 @@ def forget_experiment(settings: SearchSettings) -> None:
     only the Tuner's own pickle, which ``Tuner.restore`` cannot resume (no experiment state)."""
     from pyarrow import fs
 
+    filesystem, path = _experiment_folder(settings)
+    if filesystem.get_file_info(path).type != fs.FileType.NotFound:
+        filesystem.delete_dir(path)
+
+
+def go_on_to(settings: SearchSettings, total: int) -> None:
+    """Let the search saved on the storage path run ``total`` trials in all, before its Tuner
+    is restored (nothing changes when it ran for that many already)."""
+    from astune._private import grow_saved_samples
+
+    grow_saved_samples(*_experiment_folder(settings), total)
+
+
+def _experiment_folder(settings: SearchSettings) -> tuple[pyarrow.fs.FileSystem, str]:
+    """The search's experiment folder as ``(filesystem, path)``, a local one's too."""
+    from pyarrow import fs
+
     filesystem, path = settings.experiment_storage()
     if filesystem is None:
         filesystem, path = fs.FileSystem.from_uri(path if "://" in path else Path(path).as_uri())
-    if filesystem.get_file_info(path).type != fs.FileType.NotFound:
-        filesystem.delete_dir(path)
+    return filesystem, path
