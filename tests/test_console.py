@@ -277,3 +277,15 @@ def test_the_closing_lines_count_one_trial_as_one():
     failed = summary(num_trials=1, trial_states={"ERROR": 1}, best_objective=None)
     assert closing_lines(failed)[0] == "search 'astune-sst5': 1 trial (1 error)"
     assert closing_lines(summary())[0] == "search 'astune-sst5': 4 trials (1 error, 3 terminated)"
+
+
+def test_a_resumed_searchs_progress_counts_the_trials_that_ended_before():
+    """`--resume` of a 4-trial search on to 6: the line counts 4 of 6 finished (it said 0 of 4),
+    and estimates the 2 left from the 4 ended ones' seconds."""
+    from astune.tuning.progress import SearchProgress
+
+    progress = SearchProgress(total=6)
+    progress.ran_before({f"t{i}": 30.0 for i in range(4)})
+    assert progress.line() == (
+        "astune search: 0 s in, 4/6 finished; about 60 s left if none stops early"
+    )

@@ -494,6 +494,7 @@ def test_a_finished_search_goes_on_to_more_trials(searched, tmp_path, monkeypatc
     assert main([*searched.argv, "--resume", "--num-samples", "5"]) == 0
     out = capsys.readouterr().out
     assert "--num-samples 5: the search ran with 4; it goes on to 5 trials (1 more)" in out
+    assert "astune search: 0 s in, 4/5 finished" in out  # the restored console's count
     assert "search 'tiny': 5 trials" in out
     uri = f"sqlite:///{root / 'astune-runs' / 'mlflow.db'}"
     client = MlflowClient(uri)

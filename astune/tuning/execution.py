@@ -271,11 +271,11 @@ def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
     tuner = restore_tuner(function, filesystem=filesystem, path=path)
     attach_tracker(tuner, tracker)  # the restored Tuner brings its pickled callbacks
     _set_verbosity(tuner, settings)
-    _set_console_total(tuner, space.num_samples)
     restored = _restored_trials(filesystem, path)
     forget_lost_trials(tracker, set(restored))
     finish_completed_trials(tracker, {t for t, s in restored.items() if s == "TERMINATED"})
     records = trial_records(tuner, restored)
+    _restored_console(tuner, space.num_samples, records)
     _backfill(tracker, records)
     _replay_rungs(tuner, records)
     return tuner
@@ -292,15 +292,20 @@ def _set_verbosity(tuner: Any, settings: SearchSettings) -> None:
         run_config.verbose = tune_verbosity(settings)
 
 
-def _set_console_total(tuner: Any, total: int) -> None:
-    """The restored console's count of trials to run (it was pickled with the search's first
-    ``--num-samples``, which a resume may raise)."""
+def _restored_console(tuner: Any, total: int, records: list[TrialRecord]) -> None:
+    """The restored console's count of trials to run (pickled with the search's first
+    ``--num-samples``, which a resume may raise), and its progress counting the trials that
+    ended before (with their seconds: what is left is estimated from them too)."""
     from astune._private import restored_run_config
     from astune.tuning.console import ConsoleCallback
+    from astune.tuning.progress import SearchProgress
 
+    ended = {r.trial_id: float(r.results[-1].get("time_total_s", 0.0)) for r in records
+             if r.completed and r.results}  # fmt: skip
     for callback in getattr(restored_run_config(tuner), "callbacks", None) or []:
         if isinstance(callback, ConsoleCallback):
-            callback.num_samples, callback.progress = total, None  # progress: made anew from it
+            callback.num_samples, callback.progress = total, SearchProgress(total)
+            callback.progress.ran_before(ended)
 
 
 def _replay_rungs(tuner: Any, records: list[TrialRecord]) -> None:

@@ -108,6 +108,12 @@ class SearchProgress:
     def start(self, trial_id: str) -> None:
         self.started.setdefault(trial_id, time.monotonic())
 
+    def ran_before(self, seconds: dict[str, float]) -> None:
+        """Count the trials that ended before a resume as finished, each in its ``seconds``."""
+        for trial_id, took in seconds.items():
+            self.started.setdefault(trial_id, self.began)
+            self.finished.setdefault(trial_id, took)
+
     def end(self, trial_id: str) -> None:
         began = self.started.get(trial_id)
         if began is not None and trial_id not in self.finished:

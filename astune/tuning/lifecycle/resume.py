@@ -179,9 +179,7 @@ def check_unchanged(settings: SearchSettings, space: SearchSpace, old: Mapping[s
     """Refuse (SearchError) a setting whose value differs from the resumed search's; but
     ``--num-samples`` may grow: the search goes on to more trials (:func:`more_trials`)."""
     skip = {"space"} if SPACE_DIGEST in old else set()  # same contents at another path: fine
-    if more_trials(
-        space, old
-    ):  # the rest of the space must be the same: its digest at the old count
+    if more_trials(space, old):  # the rest must be the same: the digest at the old count
         skip.add(NUM_SAMPLES)
         space = space.with_settings(num_samples=int(_comparable(old[NUM_SAMPLES])))
     new = {k: str(v) for k, v in search_params(settings, space).items()}
