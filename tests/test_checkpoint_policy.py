@@ -56,4 +56,4 @@ def test_configs_and_settings_check_their_policy_and_default_to_the_documented_o
 def test_the_cli_refuses_a_bad_policy_in_one_line(command, capsys):
     assert main([command, "--dataset", "sst5", "--checkpoint-every", "hourly"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "'hourly'" in err[0] and "checkpoint_every" in err[0]
+    assert len(err) == 1 and "'hourly'" in err[0] and "--checkpoint-every must" in err[0]
