@@ -275,7 +275,7 @@ def _tuner(prepared: PreparedSearch, tracker: SearchTracker, max_t: int) -> Any:
     forget_lost_trials(tracker, set(restored))
     finish_completed_trials(tracker, {t for t, s in restored.items() if s == "TERMINATED"})
     records = trial_records(tuner, restored)
-    _restored_console(tuner, space.num_samples, records)
+    _restored_console(tuner, settings, space.num_samples, records)
     _backfill(tracker, records)
     _replay_rungs(tuner, records)
     return tuner
@@ -292,10 +292,13 @@ def _set_verbosity(tuner: Any, settings: SearchSettings) -> None:
         run_config.verbose = tune_verbosity(settings)
 
 
-def _restored_console(tuner: Any, total: int, records: list[TrialRecord]) -> None:
-    """The restored console's count of trials to run (pickled with the search's first
-    ``--num-samples``, which a resume may raise), and its progress counting the trials that
-    ended before (with their seconds: what is left is estimated from them too)."""
+def _restored_console(
+    tuner: Any, settings: SearchSettings, total: int, records: list[TrialRecord]
+) -> None:
+    """The restored console as this run asks (it was pickled with the search's first
+    ``--num-samples``, which a resume may raise, and ``--progress-every``): its count of
+    trials to run, and its progress counting the trials that ended before (with their
+    seconds: what is left is estimated from them too)."""
     from astune._private import restored_run_config
     from astune.tuning.console import ConsoleCallback
     from astune.tuning.progress import SearchProgress
@@ -306,6 +309,7 @@ def _restored_console(tuner: Any, total: int, records: list[TrialRecord]) -> Non
         if isinstance(callback, ConsoleCallback):
             callback.num_samples, callback.progress = total, SearchProgress(total)
             callback.progress.ran_before(ended)
+            callback.progress_every = settings.progress_every
 
 
 def _replay_rungs(tuner: Any, records: list[TrialRecord]) -> None:
