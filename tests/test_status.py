@@ -171,3 +171,15 @@ def test_an_empty_store_says_it_holds_no_search(tmp_path, capsys):
     MlflowClient(uri).search_experiments()  # the store's tables, no search
     assert main(["status", "--tracking-uri", uri]) == 0
     assert capsys.readouterr().out.strip() == f"no astune search in {uri}"
+
+
+def test_a_count_a_resume_raised_is_the_one_status_reads(store):
+    """MLflow keeps a param as first logged: `--resume --num-samples 6` on a search of 4 tags
+    the new count (astune.changed_on_resume.num_samples), and status counts 6, not 4."""
+    uri, client = store
+    parent = running_search(client, heartbeat_age=5.0, host="elsewhere")
+    client.set_tag(parent, "astune.changed_on_resume.num_samples", "6")
+    found = astune.status("live", tracking_uri=uri)
+    assert found.num_samples == 6 and str(found).splitlines()[0].startswith(
+        "search 'live': running, 2/6 trials, "
+    )
