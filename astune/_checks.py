@@ -22,6 +22,10 @@ class InvalidArgument(ValueError):
         """The same refusal with the argument called ``label`` (``--num-samples``)."""
         return InvalidArgument(label, self.must, self.value)
 
+    def __reduce__(self) -> tuple[type, tuple[str, str, Any]]:
+        # a trial's error travels pickled to the driver: rebuilt from its three parts
+        return InvalidArgument, (self.name, self.must, self.value)
+
 
 def check_range(
     name: str,

@@ -333,3 +333,16 @@ def test_a_refusal_names_the_flag_only_for_the_value_that_flag_gave():
     assert refusal(InvalidArgument("epochs", must, 0.0), line).startswith("epochs must")
     assert refusal(InvalidArgument("seed", must, -1), line).startswith("seed must")
     assert refusal(ValueError("first line\nsecond"), line) == "first line"
+
+
+def test_a_refusal_crosses_a_pickle_whole():
+    """A trial's InvalidArgument reaches the driver pickled (Ray): its parts and its line."""
+    import pickle
+
+    from astune._checks import InvalidArgument
+
+    sent = InvalidArgument("lr", "must be in (0.0, 1.0]", -1.0)
+    got = pickle.loads(pickle.dumps(sent))
+    assert (got.name, got.must, got.value, str(got)) == (
+        "lr", "must be in (0.0, 1.0]", -1.0, "lr must be in (0.0, 1.0], but got -1.0."
+    )  # fmt: skip
