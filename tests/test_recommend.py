@@ -149,6 +149,10 @@ def test_search_on_the_written_space_runs_what_recommend_printed(searches, tmp_p
     ]
     written = load_space(path).seed_points[: len(printed)]
     assert prepared.space.seed_points[: len(printed)] == written
+    # the sizes it was learnt at, beside this search's: one line (recommend's said "tokens
+    # unknown" where the search, at its default, says 128)
+    scale = [line for line in out.splitlines() if line.startswith("portfolio: learnt on")]
+    assert len(scale) == 1 and scale[0] in prepared.notes and "128 tokens" in scale[0], out
 
 
 def test_empty_store_and_user_folder_fall_back_to_the_paper_prior(tmp_path, data_dir):

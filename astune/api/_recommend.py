@@ -25,15 +25,16 @@ def recommend(
     backbone: str | None = None,
     num_layers: int | None = None,
     max_train_samples: int | None = None,
+    max_length: int | None = None,
     reference: str | PathLike[str] | None = None,
 ) -> Recommendation:
     """Recommend delta (with its range), r and the delta schedule for ``dataset``, as ``python
     -m astune recommend`` does: its difficulty measured by a probe (``probe_backbone``), blended
     with the searches in the MLflow store and the reference trials (``reference``: the packaged
-    prior by default, ``"none"`` for none). ``backbone``, ``num_layers`` and
-    ``max_train_samples`` describe the search to come. ``write_space`` writes the dataset's
-    space warmed by the recommendation (``Recommendation.space_file``; search it with
-    ``astune.search(dataset, space=...)``).
+    prior by default, ``"none"`` for none). ``backbone``, ``num_layers``,
+    ``max_train_samples`` and ``max_length`` describe the search to come. ``write_space``
+    writes the dataset's space warmed by the recommendation (``Recommendation.space_file``;
+    search it with ``astune.search(dataset, space=...)``).
 
     ``astune.format_recommendation(result)`` is what the command prints. Raises ValueError (one
     line) for an unknown dataset, a bad value, or a store or reference file that cannot be read.
@@ -41,7 +42,9 @@ def recommend(
     from astune.data.resolve import resolve_dataset
 
     resolve_dataset(str(dataset))  # an unknown dataset, before torch and MLflow are imported
-    for name, value in (("num_layers", num_layers), ("max_train_samples", max_train_samples)):
+    sizes = {"num_layers": num_layers, "max_train_samples": max_train_samples,
+             "max_length": max_length}  # fmt: skip
+    for name, value in sizes.items():
         if value is not None:
             check_int(name, value, 1)
     from mlflow.exceptions import MlflowException
@@ -62,6 +65,7 @@ def recommend(
             backbone=backbone,
             num_layers=num_layers,
             train_size=max_train_samples,
+            max_length=max_length,
             reference=reference_file(None if reference is None else str(reference)),
         )
         if write_space is None:

@@ -222,6 +222,10 @@ def _add_recommend_parser(sub: argparse._SubParsersAction) -> None:
     )
     recommend.add_argument("--num-layers", type=int, default=None, help="the search's layers")
     recommend.add_argument(
+        "--max-length", type=int, default=None,
+        help="the search's tokens per sample (default: the search's, 128)",
+    )  # fmt: skip
+    recommend.add_argument(
         "--max-train-samples",
         type=int,
         default=None,

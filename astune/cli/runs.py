@@ -98,7 +98,7 @@ def recommend(args: argparse.Namespace) -> int:
         flags=args
     ):  # an unknown dataset, before torch and MLflow are imported
         resolve_dataset(args.dataset)
-        for name in ("num_layers", "max_train_samples"):
+        for name in ("num_layers", "max_train_samples", "max_length"):
             if getattr(args, name) is not None:
                 check_int(name, getattr(args, name), 1)
         reference = reference_file(args.reference)
@@ -118,6 +118,7 @@ def recommend(args: argparse.Namespace) -> int:
             backbone=args.backbone,
             num_layers=args.num_layers,
             train_size=args.max_train_samples,
+            max_length=args.max_length,
             reference=reference,
         )
         space = write_space(rec, args.dataset, args.write_space) if args.write_space else None

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from astune.config import TRAIN_FIELDS
 from astune.history.difficulty import Difficulty, dataset_name, measure_difficulty
 from astune.history.portfolio_sources import search_portfolio, shipped_space
 from astune.history.reference import PRIOR_FILE, load_reference
@@ -42,13 +43,15 @@ def recommend(
     backbone: str | None = None,
     num_layers: int | None = None,
     train_size: int | None = None,
+    max_length: int | None = None,
     reference: str | Path | None = PRIOR_FILE,
 ) -> Recommendation:
     """Measure ``dataset``'s difficulty, fit the store's history and recommend delta and r;
     transfer the other keys from the best trials of similar tasks.
 
-    ``backbone`` (default: the dataset's default), ``num_layers`` and ``train_size`` (default:
-    the dataset's training rows) describe the search to come; ``reference`` is the file of
+    ``backbone`` (default: the dataset's default), ``num_layers``, ``train_size`` (default:
+    the dataset's training rows) and ``max_length`` (default: a search's) describe the search
+    to come; ``reference`` is the file of
     reference trials beside the store's (the packaged prior; None: the store's alone).
     Raises ValueError for a dataset that is neither a registry name nor a folder, or a
     reference file that cannot be read.
@@ -82,6 +85,7 @@ def recommend(
         train_size=train_size or train_rows(dataset, data_dir, rec.notes),
         backbone=backbone or _default_backbone(dataset),
         num_layers=num_layers,
+        max_length=max_length or TRAIN_FIELDS["max_length"].default,
     )
     rec.transfer = advise(profile, [*store_trials(store, difficulty_of), *prior])
     space = shipped_space(dataset, target.task)
