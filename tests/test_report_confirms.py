@@ -6,6 +6,7 @@ written by hand (no Ray)."""
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 import pytest
 from hand_store import log_run
@@ -20,9 +21,10 @@ AS_TRIALS = {0.2: 0.51, 0.4: 0.47}  # delta -> objective
 SOFTMAX_SEEDS = (0.44, 0.46, 0.48)  # confirm's softmax reruns, one a seed
 
 
-def write_confirmed_search(client: MlflowClient) -> str:
-    """A search of two AS-Softmax trials and a confirm's three softmax reruns; the parent's id."""
-    exp = client.create_experiment("confirmed")
+def write_confirmed_search(client: MlflowClient, artifacts: Path) -> str:
+    """A search of two AS-Softmax trials and a confirm's three softmax reruns, their artifacts
+    in ``artifacts`` (MLflow's default is ./mlruns); the parent's id."""
+    exp = client.create_experiment("confirmed", artifact_location=artifacts.as_uri())
     tags = {"astune.role": "search", "astune.dataset": "sst5"}
     parent = log_run(client, exp, tags, {"dataset": "sst5", "mode": "max"}, {})
     child = {"mlflow.parentRunId": parent, "astune.dataset": "sst5", "astune.task": "single_label"}
@@ -38,7 +40,7 @@ def write_confirmed_search(client: MlflowClient) -> str:
 
 def test_the_softmax_baseline_comes_from_confirms_reruns(tmp_path):
     uri = new_store(tmp_path)
-    write_confirmed_search(MlflowClient(uri))
+    write_confirmed_search(MlflowClient(uri), tmp_path / "artifacts")
     runs = load_runs("confirmed", uri)
     assert len(runs.trials) == 2 and len(runs.confirms) == 3  # the reruns are no trials
     assert sorted(runs.finished(confirms=True)["best_objective"]) == list(SOFTMAX_SEEDS)
