@@ -183,3 +183,13 @@ def test_a_count_a_resume_raised_is_the_one_status_reads(store):
     assert found.num_samples == 6 and str(found).splitlines()[0].startswith(
         "search 'live': running, 2/6 trials, "
     )
+
+
+def test_a_tie_names_the_trial_export_and_best_config_name(store):
+    """Two trials at 0.5: status' best is the lowest trial id, as `export` and
+    best_config.yaml pick it (store.best.best_first), not the one that started first."""
+    uri, client = store
+    running_search(client, heartbeat_age=5.0, host="elsewhere", names=("t_00009", "t_00001"))
+    found = astune.status("live", tracking_uri=uri)
+    assert [t.trial_id for t in found.trials] == ["t_00009", "t_00001"]  # in the order they began
+    assert found.best is not None and found.best.trial_id == "t_00001"

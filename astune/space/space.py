@@ -191,7 +191,7 @@ class SearchSpace:
         with named(self.source):
             wanted = parse_losses(names if isinstance(names, str) else list(names))
         loss_params, speed = dict(self.loss_params), dict(self.speed_params)
-        missing = [n for n in wanted if LOSS_KEYS[n] and n not in loss_params]
+        missing = self._missing_here(wanted)
         needs_speed = any(n in AS_LOSSES for n in wanted) and "as_speed" not in speed
         if missing or needs_speed:
             default = load_space("default")
@@ -202,15 +202,18 @@ class SearchSpace:
                 speed = {**default.speed_params, **speed}
         return dataclasses.replace(self, losses=wanted, loss_params=loss_params, speed_params=speed)
 
+    def _missing_here(self, losses: Iterable[str]) -> list[str]:
+        """Of ``losses``, those with parameters that this space does not define."""
+        return [n for n in losses if LOSS_KEYS[n] and n not in self.loss_params]
+
     def undefined_losses(self, names: str | Iterable[str]) -> dict[str, dict[str, Any]]:
         """Of the losses ``names``, those with parameters that neither this space nor
         ``default.yaml`` defines: :meth:`with_losses` fixes them at these registered defaults."""
         with named(self.source):
             wanted = parse_losses(names if isinstance(names, str) else list(names))
-        undefined = [n for n in wanted if LOSS_KEYS[n] and n not in self.loss_params]
+        undefined = self._missing_here(wanted)
         if undefined:
-            default = load_space("default")
-            undefined = [n for n in undefined if n not in default.loss_params]
+            undefined = load_space("default")._missing_here(undefined)
         return {n: {k: p.value for k, p in _registered_defaults(n).items()} for n in undefined}
 
     def for_task(self, task: str) -> SearchSpace:

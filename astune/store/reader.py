@@ -306,6 +306,13 @@ def best_evaluation_metrics(store: Store, run: "Run") -> dict[str, float]:
     return out
 
 
+def best_so_far(runs: Iterable["Run"], mode: str) -> "Run | None":
+    """The best of ``runs`` that did not fail and reported an objective (a running trial's
+    latest counts), as :func:`best_trial` picks it; None when none has: ``status``' rule."""
+    scored = [run for run in runs if run.info.status != "FAILED" and objective(run) is not None]
+    return best_trial(scored, mode) if scored else None
+
+
 def finished_trials(runs: Iterable["Run"], losses: Iterable[str] | None = None) -> list["Run"]:
     """The FINISHED trial runs with a finite objective, optionally of ``losses`` only."""
     wanted = set(losses) if losses is not None else None

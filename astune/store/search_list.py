@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from astune.store.conventions import PARENT_TAG
-from astune.store.reader import Store, objective, param, search_mode
+from astune.store.reader import Store, best_so_far, objective, param, search_mode
 from astune.store.status import is_stale
 
 if TYPE_CHECKING:
@@ -53,17 +53,14 @@ def search_lines(tracking_uri: str | None = None) -> list[SearchLine]:
 
 
 def _line(store: Store, parent: Run, trials: list[Run], now: float) -> SearchLine:
-    scored = [
-        v for run in trials if run.info.status != "FAILED" and (v := objective(run)) is not None
-    ]
-    pick = min if search_mode(parent) == "min" else max
+    best = best_so_far(trials, search_mode(parent))
     return SearchLine(
         experiment=store.experiment_name(parent.info.experiment_id),
         dataset=param(parent, "dataset"),
         state="stale" if is_stale(parent, now) else parent.info.status.lower(),
         trials=len(trials),
         num_samples=param(parent, "num_samples"),
-        best=pick(scored) if scored else None,
+        best=None if best is None else objective(best),
         started=(parent.info.start_time or 0) / 1000,
     )
 

@@ -16,7 +16,7 @@ from astune.metrics.objectives import PRIMARY
 from astune.store.conventions import PORTFOLIO_POINTS, STOPPED_EARLY_TAG
 from astune.store.driver_lock import HEARTBEAT_SECONDS, holder_of
 from astune.store.estimate import duration_text, search_seconds_left
-from astune.store.reader import Store, objective, param, search_mode, trial_id
+from astune.store.reader import Store, best_so_far, objective, param, search_mode, trial_id
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -80,9 +80,8 @@ def search_status(experiment: str, tracking_uri: str | None = None) -> SearchSta
     trials = tuple(
         _trial_status(run, source, now, _evaluations(run)) for run, source in zip(runs, sources)
     )
-    scored = [t for t in trials if t.objective is not None and t.status != "FAILED"]
-    sign = -1.0 if search_mode(parent) == "min" else 1.0
-    best = max(scored, key=lambda t: sign * (t.objective or 0.0), default=None)
+    best_run = best_so_far(runs, search_mode(parent))
+    best = None if best_run is None else trials[runs.index(best_run)]
     num_samples = param(parent, "num_samples")
     return SearchStatus(
         experiment=experiment,

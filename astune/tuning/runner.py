@@ -115,7 +115,8 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
     check_sampler(settings.sampler, objectives=len(space.objectives))  # now that they are known
     check_scheduler(settings.scheduler, objectives=len(space.objectives), metric=space.metric)
     check_unchanged(settings, space, before)
-    notes += more_trials_note(space, before)
+    extra = more_trials(space, before)
+    notes += more_trials_note(space, before, extra)
     return PreparedSearch(
         settings=settings,
         space=space,
@@ -125,7 +126,7 @@ def prepare_search(settings: SearchSettings) -> PreparedSearch:
         tracking_uri=tracking_uri,
         notes=tuple(notes),
         portfolio_points=portfolio_points,
-        more_trials=more_trials(space, before),
+        more_trials=extra,
     )
 
 

@@ -207,9 +207,9 @@ def more_trials(space: SearchSpace, old: Mapping[str, str]) -> int:
     return max(0, space.num_samples - int(_comparable(old[NUM_SAMPLES])))
 
 
-def more_trials_note(space: SearchSpace, old: Mapping[str, str]) -> list[str]:
-    """The console's line for a resume that extends the search, if it does."""
-    extra = more_trials(space, old)
+def more_trials_note(space: SearchSpace, old: Mapping[str, str], extra: int) -> list[str]:
+    """The console's line for a resume that extends the search by ``extra`` trials
+    (:func:`more_trials`), if it does."""
     if not extra:
         return []
     return [
