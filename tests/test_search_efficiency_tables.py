@@ -169,3 +169,22 @@ def test_a_table_that_left_its_pin_is_refused():
         prior.check_pins(["sst5"], {"sst5": "0" * 64})
     with pytest.raises(SystemExit, match="clinc_oos: its table is not pinned"):
         prior.check_pins(["clinc_oos"], {})
+
+
+def test_pinning_anew_keeps_an_unchanged_tables_recorded_difficulty(monkeypatch):
+    """`prior --pin --full-size` to add full-size runs must not move a table's difficulty: the
+    probe is not bit-for-bit the same across machines and thread counts, so a table at the pin
+    the packaged prior was built from keeps its recorded difficulty; a table pinned anew is
+    probed."""
+    probed: list[str] = []
+
+    def probe(name: str) -> tuple[float, str]:
+        probed.append(name)
+        return 0.5, "single_label"
+
+    monkeypatch.setattr(prior, "difficulty_of", probe)
+    of = prior.kept_difficulty({**prior.read_pins(), "sst5": "0" * 64})
+    recorded = prior.recorded_difficulty()
+    assert of("clinc_oos") == recorded("clinc_oos") and of("go_emotions") == recorded("go_emotions")
+    assert probed == []
+    assert of("sst5") == (0.5, "single_label") and probed == ["sst5"]

@@ -10,6 +10,8 @@ alone.
     python -m benchmarks.search_efficiency.prior --pin     # pin the tables as they are, then build
     python -m benchmarks.search_efficiency.prior --pin --full-size   # with the full-size runs too
 
+A table at the pin the packaged prior was built from keeps the difficulty recorded there (the
+probe varies in its last digits across machines), so pinning anew moves only what changed.
 A table whose shards no longer hash to its pin is refused, with both digests: a prior is only
 ever built from the tables it names. A dataset whose table holds no config on every seed is left
 out, with a line saying so. ``reference_entries`` is what the benchmark's warm arms build their
@@ -91,6 +93,23 @@ def recorded_difficulty(
         for e in reference_searches(path) if at_tables_scale(e)
     }  # fmt: skip
     return recorded.__getitem__
+
+
+def kept_difficulty(pins: dict[str, str], path: Path = PRIOR_FILE) -> DifficultyOf:
+    """A table's difficulty as the packaged prior at ``path`` recorded it when that prior was
+    built from the table at its pin in ``pins``, else the probe's now. The probe is not
+    bit-for-bit the same across machines and thread counts (GoEmotions' 0.7032 on 2026-12-01,
+    0.7069 on 2026-12-03), so pinning the full-size runs anew must not move an unchanged
+    table's difficulty."""
+    built_from = json.loads(path.read_text()).get("tables", {}) if path.exists() else {}
+    recorded = recorded_difficulty(path) if path.exists() else None
+
+    def of(dataset: str) -> tuple[float | None, str | None]:
+        if recorded is not None and built_from.get(dataset) == pins.get(dataset):
+            return recorded(dataset)
+        return difficulty_of(dataset)
+
+    return of
 
 
 def reference_entries(
@@ -192,7 +211,9 @@ def main(argv: list[str] | None = None) -> None:
     runs = read_full_size_pin() if args.full_size else None
     if args.full_size and runs is None:
         raise SystemExit(f"--full-size: {PINS} pins no full-size runs; add --pin to pin them")
-    entries, about = build_prior(names, pins, min_seeds=args.min_seeds, full_size_runs=runs)
+    entries, about = build_prior(
+        names, pins, min_seeds=args.min_seeds, difficulty=kept_difficulty(pins), full_size_runs=runs
+    )
     print(f"wrote {write_reference(args.out, entries, **about)} ({len(entries)} searches)")
 
 
