@@ -193,3 +193,36 @@ def test_a_tie_names_the_trial_export_and_best_config_name(store):
     found = astune.status("live", tracking_uri=uri)
     assert [t.trial_id for t in found.trials] == ["t_00009", "t_00001"]  # in the order they began
     assert found.best is not None and found.best.trial_id == "t_00001"
+
+
+@pytest.mark.parametrize("how", ["ended", "died"])
+def test_the_time_a_search_sat_with_no_driver_is_left_out_of_its_time(tmp_path, how):
+    """A search that ran 200 s (after an earlier gap of 100 s), then sat two hours with no
+    driver (it ended, or its driver died: its last heartbeat), is resumed: the resume adds the
+    gap to astune.idle_seconds, and status says it has run about 200 s, not two hours."""
+    from astune.store.writer import SearchTracker
+
+    uri = new_store(tmp_path)
+    client = MlflowClient(uri)
+    now = time.time()
+    tags = {"astune.role": "search", "astune.search_id": "gap", "astune.idle_seconds": "100"}
+    if how == "died":
+        tags.update({
+            "astune.search_driver.host": "elsewhere", "astune.search_driver.pid": "4242",
+            "astune.search_driver.claimed": f"{now - 7300:.3f}",
+            "astune.search_driver.heartbeat": f"{now - 7000:.3f}",
+        })  # fmt: skip
+    started = int((now - 7300) * 1000)
+    parent = client.create_run(client.create_experiment("gap"), start_time=started, tags=tags)
+    parent_id = parent.info.run_id
+    client.log_param(parent_id, "dataset", "sst5")
+    if how == "ended":
+        client.set_terminated(parent_id, "KILLED", end_time=int((now - 7000) * 1000))
+    tracker = SearchTracker(
+        uri, "gap", dataset="sst5", task="single_label", search_params={"dataset": "sst5"}
+    )
+    assert tracker.start(resume=True) == parent_id
+    idle = float(client.get_run(parent_id).data.tags["astune.idle_seconds"])
+    assert 7100 <= idle < 7100 + 60  # the old 100 s and the 7,000 s since it was last alive
+    found = astune.status("gap", tracking_uri=uri)
+    assert found.status == "RUNNING" and 200 <= found.elapsed < 200 + 60

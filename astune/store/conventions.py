@@ -65,6 +65,9 @@ PORTFOLIO_POINTS = "portfolio_points"
 # param), tagged with this prefix and the param's key; the tag holds the value now in force
 # (`--resume --num-samples` with more trials, say).
 CHANGED_ON_RESUME = "astune.changed_on_resume."
+# A search's parent run: the seconds it sat with no driver (from its driver's end, or last
+# heartbeat, to a resume), summed over its resumes: `status` leaves them out of its time.
+IDLE_SECONDS_TAG = "astune.idle_seconds"
 # The costs (astune.metrics.objectives.COSTS) are not among them: every evaluation logs them, so
 # their latest value is the run's, and the curves keep one point per evaluation.
 FINAL_METRICS = (

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from astune.store.conventions import TrackingError
+from astune.store.conventions import IDLE_SECONDS_TAG, TrackingError
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -86,6 +86,31 @@ def holder_of(run: Run, role: str) -> Holder | None:
         )
     except (KeyError, ValueError):
         return None
+
+
+def last_alive(run: Run, role: str) -> float | None:
+    """When a driver of ``role`` last showed life on ``run``: the later of the run's end and its
+    driver's last heartbeat (seconds since the epoch); None for neither."""
+    ends = [run.info.end_time / 1000] if run.info.end_time else []
+    holder = holder_of(run, role)
+    if holder is not None:
+        ends.append(holder.heartbeat)
+    return max(ends, default=None)
+
+
+def idle_seconds(run: Run, role: str, now: float) -> float:
+    """The time ``run`` sat with no driver of ``role``, for a driver that takes it up at
+    ``now``: what :data:`IDLE_SECONDS_TAG` holds plus the time since one last showed life."""
+    last = last_alive(run, role)
+    return recorded_idle(run) + (max(0.0, now - last) if last is not None else 0.0)
+
+
+def recorded_idle(run: Run) -> float:
+    """The seconds :data:`IDLE_SECONDS_TAG` holds (0 for none, or a value that is no number)."""
+    try:
+        return max(0.0, float(run.data.tags.get(IDLE_SECONDS_TAG, 0.0)))
+    except ValueError:
+        return 0.0
 
 
 def busy_message(what: str, holder: Holder, now: float | None = None) -> str:

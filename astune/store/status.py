@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from astune._private import latest_step
 from astune.metrics.objectives import PRIMARY
 from astune.store.conventions import PORTFOLIO_POINTS, STOPPED_EARLY_TAG
-from astune.store.driver_lock import HEARTBEAT_SECONDS, holder_of
+from astune.store.driver_lock import HEARTBEAT_SECONDS, holder_of, recorded_idle
 from astune.store.estimate import duration_text, search_seconds_left
 from astune.store.reader import Store, best_so_far, objective, param, search_mode, trial_id
 
@@ -56,7 +56,7 @@ class SearchStatus:
     experiment: str
     status: str  # the parent run's: RUNNING, FINISHED, KILLED, FAILED
     stale: bool  # RUNNING, but its driver's heartbeat is older than STALE_AFTER
-    elapsed: float
+    elapsed: float  # seconds since its start, the time between a driver's end and a resume left out
     remaining: float | None
     num_samples: int | None
     trials: tuple[TrialStatus, ...]
@@ -87,7 +87,7 @@ def search_status(experiment: str, tracking_uri: str | None = None) -> SearchSta
         experiment=experiment,
         status=parent.info.status,
         stale=is_stale(parent, now),
-        elapsed=_seconds(parent, now),
+        elapsed=max(0.0, _seconds(parent, now) - recorded_idle(parent)),  # a resume's gap left out
         remaining=_remaining(trials, num_samples, param(parent, "max_concurrent")),
         num_samples=num_samples,
         trials=trials,
@@ -123,7 +123,8 @@ def _trial_status(run: Run, source: str, now: float, evaluations: int) -> TrialS
 
 
 def _seconds(run: Run, now: float) -> float:
-    end = run.info.end_time / 1000 if run.info.end_time else now
+    ended = run.info.end_time and run.info.status != "RUNNING"  # a resume keeps the old end
+    end = run.info.end_time / 1000 if ended else now
     return max(0.0, end - run.info.start_time / 1000)
 
 

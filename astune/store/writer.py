@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ from astune.store.conventions import (
     DATASET_TAG,
     ERROR_TAG,
     FINAL_METRICS,
+    IDLE_SECONDS_TAG,
     NOTE_TAG,
     PARENT_TAG,
     RESTARTED_KEY,
@@ -47,6 +49,7 @@ from astune.store.conventions import (
     quote,
     stop_note,
 )
+from astune.store.driver_lock import idle_seconds
 from astune.store.outbox import Outbox
 from astune.store.run_writes import log_metrics, log_params_and_tags, open_client
 from astune.store.uri import artifact_location, resolve_tracking_uri
@@ -139,7 +142,8 @@ class SearchTracker:
         if run_id is None:
             run_id = self._create_parent()
         else:
-            self._reopen(run_id, self._check_parent(run_id), flat_params(self.search_params))
+            params = self._check_parent(run_id)
+            self._reopen(run_id, params, flat_params(self.search_params), role="search")
         self.parent_run_id = run_id
         return run_id
 
@@ -188,9 +192,17 @@ class SearchTracker:
         self._log(run.info.run_id, params=flat_params(self.search_params))
         return run.info.run_id
 
-    def _reopen(self, run_id: str, existing: Mapping[str, str], params: Mapping[str, str]) -> None:
+    def _reopen(
+        self,
+        run_id: str,
+        existing: Mapping[str, str],
+        params: Mapping[str, str],
+        *,
+        role: str | None = None,
+    ) -> None:
         """Set a run back to RUNNING; log the params it lacks, tag the ones that changed
-        (MLflow refuses to change a logged param)."""
+        (MLflow refuses to change a logged param). ``role="search"``: a parent run, whose time
+        with no driver (:data:`IDLE_SECONDS_TAG`) grows by the time since its driver's end."""
         new = {k: v for k, v in params.items() if k not in existing}
         changed = {
             f"{CHANGED_ON_RESUME}{k}": v
@@ -198,6 +210,8 @@ class SearchTracker:
             if k in existing and existing[k] != v
         }
         run = self.client.get_run(run_id)
+        if role is not None:
+            changed[IDLE_SECONDS_TAG] = f"{idle_seconds(run, role, time.time()):.3f}"
         if run.info.status != "RUNNING":
             self.client.update_run(run_id, status="RUNNING")
         if STOPPED_BY_TAG in run.data.tags:  # the stop's note is past once it runs again
