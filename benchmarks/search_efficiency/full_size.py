@@ -337,7 +337,7 @@ def run_piece(
     record = {**trained, "commit": code}
     with RUNS.open("a") as f:  # one short append: whole lines even beside another process
         f.write(json.dumps(record) + "\n")
-    record_runs(code)
+    record_file(RUNS, code)
     print(f"  test {record['test']:.4f} ({record['train_seconds']:.0f} s)", flush=True)
     return True
 
@@ -371,15 +371,12 @@ def run_order(
             if arm in arms]  # fmt: skip
 
 
-def record_runs(code: str) -> None:
-    """Enter the runs file, as it now is, in its folder's manifest."""
-    record_file(RUNS, code)
-
-
 def record_file(path: Path, code: str) -> None:
     """Enter ``path``, as it now is, in its folder's manifest."""
+    import torch
+
     inputs = provenance.data_inputs(data_dir(), list(DATASETS))
-    machine = machine_line("cpu", threads=settings.THREADS)
+    machine = machine_line("cpu", threads=torch.get_num_threads())  # this process's pieces'
     provenance.record(path, inputs=inputs, machine=machine, commit=code,
                       script="python -m benchmarks.search_efficiency.full_size")  # fmt: skip
 
