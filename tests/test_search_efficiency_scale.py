@@ -317,3 +317,5 @@ def test_what_is_left_counts_the_epochs_not_logged_at_the_finished_runs_cost(tmp
     assert full_size_curves.left_text(last, digits=1) == (
         "1 run left: about 5.6 CPU-hours, 0 waiting for a config"
     )
+    done = {"runs_left": 0, "cpu_hours": 0.0, "runs_waiting": 0}
+    assert full_size_curves.left_text(done, digits=1) == "every run finished"

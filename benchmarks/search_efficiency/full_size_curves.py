@@ -138,7 +138,10 @@ def plot(found: dict[str, Any], path: Path, left: dict[str, Any] | None = None) 
 
 
 def left_text(left: dict[str, Any], *, digits: int) -> str:
-    """``1 run left: about 5.6 CPU-hours, 0 waiting for a config`` (``digits``: of the hours)."""
+    """``1 run left: about 5.6 CPU-hours, 0 waiting for a config`` (``digits``: of the hours),
+    or ``every run finished``."""
+    if not left["runs_left"]:
+        return "every run finished"
     runs = counted(left["runs_left"], "run")
     return (
         f"{runs} left: about {left['cpu_hours']:.{digits}f} CPU-hours, "
