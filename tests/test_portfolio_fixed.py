@@ -92,6 +92,9 @@ def test_fewer_samples_than_the_portfolio_run_its_first_configs_and_say_so(tmp_p
     assert len(listed) >= 2, prepared.notes  # the packaged prior's portfolio at this size
     notes = "\n".join(prepared.notes)
     assert "portfolio: trial 1 runs what won on past tasks" in notes
+    assert "not run" not in listed[0] and all(
+        line.endswith("; not run: past --num-samples)") for line in listed[1:]
+    )  # the listed configs the search will not reach
     within = f"--num-samples 1 is within its {len(listed)} configs"
     assert f"{within}: this search runs its first config alone" in notes
     # the parent run records them, so that `astune status` names their trials "portfolio"

@@ -90,13 +90,19 @@ def portfolio_start(
     runs = min(len(points), widened.num_samples)  # the trials that run a portfolio config
     first = "trial 1 runs" if runs == 1 else f"trials 1-{runs} run"
     lines = [f"portfolio: {first} what won on past tasks ({path.name})"]
-    lines += [f"  {i}. {config_text(e.config)} ({e.source})" for i, e in enumerate(entries, 1)]
+    lines += [
+        f"  {i}. {config_text(e.config)} ({e.source}{'' if i <= runs else _NOT_RUN})"
+        for i, e in enumerate(entries, 1)
+    ]
     lines += [scale] if scale else []
     lines += [scheduler_line] if scheduler_line else []
     lines += _fixed_lines(fixed, merged)
     lines += _alone_line(widened.num_samples, len(points))
     settings = dataclasses.replace(settings, space=str(path))
     return PortfolioStart(settings, widened, lines, points=len(points))
+
+
+_NOT_RUN = "; not run: past --num-samples"
 
 
 def _alone_line(num_samples: int, configs: int) -> list[str]:
