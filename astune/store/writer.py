@@ -142,8 +142,11 @@ class SearchTracker:
         if run_id is None:
             run_id = self._create_parent()
         else:
-            params = self._check_parent(run_id)
-            self._reopen(run_id, params, flat_params(self.search_params), role="search")
+            parent = self._check_parent(run_id)
+            idle = idle_seconds(parent, "search", time.time())  # before this driver's claim
+            self._reopen(
+                parent, flat_params(self.search_params), tags={IDLE_SECONDS_TAG: f"{idle:.3f}"}
+            )
         self.parent_run_id = run_id
         return run_id
 
@@ -172,7 +175,7 @@ class SearchTracker:
             order_by=["attributes.start_time DESC"],
         )
 
-    def _check_parent(self, run_id: str) -> dict[str, str]:
+    def _check_parent(self, run_id: str) -> Run:
         from mlflow.exceptions import MlflowException
 
         try:
@@ -184,7 +187,7 @@ class SearchTracker:
             raise TrackingError(
                 f"run {run_id!r} is not a search run of experiment {self.experiment_name!r}."
             )
-        return run.data.params
+        return run
 
     def _create_parent(self) -> str:
         tags = {**self._base_tags("search"), SEARCH_ID_TAG: self.search_id}
@@ -193,25 +196,18 @@ class SearchTracker:
         return run.info.run_id
 
     def _reopen(
-        self,
-        run_id: str,
-        existing: Mapping[str, str],
-        params: Mapping[str, str],
-        *,
-        role: str | None = None,
+        self, run: Run, params: Mapping[str, str], *, tags: Mapping[str, str] | None = None
     ) -> None:
-        """Set a run back to RUNNING; log the params it lacks, tag the ones that changed
-        (MLflow refuses to change a logged param). ``role="search"``: a parent run, whose time
-        with no driver (:data:`IDLE_SECONDS_TAG`) grows by the time since its driver's end."""
+        """Set ``run`` (as just read) back to RUNNING; log the params it lacks, tag the ones that
+        changed (MLflow refuses to change a logged param), and ``tags``."""
+        run_id, existing = run.info.run_id, run.data.params
         new = {k: v for k, v in params.items() if k not in existing}
         changed = {
             f"{CHANGED_ON_RESUME}{k}": v
             for k, v in params.items()
             if k in existing and existing[k] != v
         }
-        run = self.client.get_run(run_id)
-        if role is not None:
-            changed[IDLE_SECONDS_TAG] = f"{idle_seconds(run, role, time.time()):.3f}"
+        changed.update(tags or {})
         if run.info.status != "RUNNING":
             self.client.update_run(run_id, status="RUNNING")
         if STOPPED_BY_TAG in run.data.tags:  # the stop's note is past once it runs again
@@ -279,7 +275,7 @@ class SearchTracker:
             for tag in (ERROR_TAG, STOPPED_EARLY_TAG):  # from the earlier attempt
                 if tag in run.data.tags:
                     self.client.delete_tag(run_id, tag)
-            self._reopen(run_id, run.data.params, params)
+            self._reopen(run, params)
             return run_id
         parent = self.require_parent()
         tags = {**self._base_tags(self.child_role), TRIAL_ID_TAG: trial_id, PARENT_TAG: parent}
